@@ -1,0 +1,49 @@
+# lambdaadapter — the two commands a new user types:
+#   make demo   run the Lambda binary locally under the Runtime Interface Emulator
+#   make test   vet, unit tests with the race detector, end-to-end tests
+SHELL := /bin/bash
+GO    ?= go
+
+.PHONY: all build tools test unit integration bench bench-lanes fuzz demo clean
+
+all: build test
+
+build:
+	$(GO) build ./...
+	CGO_ENABLED=0 $(GO) build -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
+
+# Pinned local stand-ins (the Lambda Runtime Interface Emulator, from tools/go.mod).
+tools:
+	scripts/install-rie.sh
+
+unit:
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./integration/...
+	$(GO) test -race -count=1 ./...
+
+integration: tools
+	$(GO) test -tags integration -count=1 -v ./integration/...
+
+test: unit integration
+
+# Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
+bench:
+	$(GO) test -run '^$$' -bench 'BenchmarkInvoke' -benchmem -count=1 .
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./event/
+	$(MAKE) bench-lanes
+
+bench-lanes:
+	$(GO) test -run '^$$' -bench 'BenchmarkLanes' -benchtime=1x -count=1 .
+
+# A short run of every fuzz target (crashers land in testdata/fuzz).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./envelope/
+	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime 30s ./envelope/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./event/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
+
+demo: tools
+	scripts/demo.sh
+
+clean:
+	rm -rf bin

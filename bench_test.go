@@ -1,0 +1,108 @@
+package lambdaadapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
+)
+
+// benchSizes are the invocation shapes of the issue: 100 and 1,000 records
+// of 512 B, and 10,000 records of 100 B (about Lambda's 6 MB payload
+// limit). Half the records carry RSK1 headers.
+var benchSizes = []struct {
+	name       string
+	n, size    int
+	keys       int
+	hasHeaders bool
+}{
+	{"100x512B", 100, 512, 10, true},
+	{"1000x512B", 1000, 512, 100, true},
+	{"10000x100B", 10000, 100, 1000, true},
+}
+
+func noop(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Ack() }
+
+// handRolled is what users write today: reflection-based decoding into
+// events.KinesisEvent, a loop, and a marshalled response.
+func handRolled(ctx context.Context, payload []byte, handle func(context.Context, *events.KinesisEventRecord) error) ([]byte, error) {
+	var ev events.KinesisEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, err
+	}
+	resp := events.KinesisEventResponse{BatchItemFailures: []events.KinesisBatchItemFailure{}}
+	for i := range ev.Records {
+		if err := handle(ctx, &ev.Records[i]); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.KinesisBatchItemFailure{ItemIdentifier: ev.Records[i].Kinesis.SequenceNumber})
+			break
+		}
+	}
+	return json.Marshal(resp)
+}
+
+// BenchmarkInvoke compares raw invocation bytes → response bytes through
+// the adapter (no-op handler) with the hand-rolled aws-lambda-go loop, in
+// the same run.
+func BenchmarkInvoke(b *testing.B) {
+	for _, sz := range benchSizes {
+		payload := lambdaadaptertest.NewBatch("bench").Generate(sz.n, sz.keys, sz.size, sz.hasHeaders).JSON()
+		b.Run("adapter/"+sz.name, func(b *testing.B) {
+			a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				out, err := a.Invoke(ctx, payload)
+				if err != nil || string(out) != `{"batchItemFailures":[]}` {
+					b.Fatalf("%s %v", out, err)
+				}
+			}
+		})
+		b.Run("handrolled/"+sz.name, func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			ctx := context.Background()
+			h := func(context.Context, *events.KinesisEventRecord) error { return nil }
+			for b.Loop() {
+				out, err := handRolled(ctx, payload, h)
+				if err != nil || string(out) != `{"batchItemFailures":[]}` {
+					b.Fatalf("%s %v", out, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLanes runs 10,000 records over 1,000 partition keys through a
+// handler that sleeps 1 ms, with 1 and with 64 lanes. Run it with
+// -benchtime=1x: one iteration with one lane takes over 10 s.
+func BenchmarkLanes(b *testing.B) {
+	payload := lambdaadaptertest.NewBatch("lanes").Generate(10_000, 1_000, 100, false).JSON()
+	sleepy := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+		time.Sleep(time.Millisecond)
+		return lambdaadapter.Ack()
+	})
+	for _, lanes := range []int{1, 64} {
+		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) {
+			a, err := lambdaadapter.New(sleepy, lambdaadapter.WithConcurrency(lanes))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				out, err := a.Invoke(context.Background(), payload)
+				if err != nil || string(out) != `{"batchItemFailures":[]}` {
+					b.Fatalf("%s %v", out, err)
+				}
+			}
+		})
+	}
+}

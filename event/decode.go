@@ -1,0 +1,793 @@
+package event
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// span is a byte range [off, end) of the payload, of decoder.esc or (for
+// data held as bytes) of decoder.bin.
+type span struct{ off, end uint32 }
+
+// Indexes of the per-record string fields in wrec.span, and their JSON
+// paths for error messages.
+const (
+	fPartitionKey = iota
+	fSequenceNumber
+	fEventID
+	fEventSourceARN
+	fAWSRegion
+	fEventSource
+	fData
+	nFields
+)
+
+var fieldPath = [nFields]string{
+	fPartitionKey:   "kinesis.partitionKey",
+	fSequenceNumber: "kinesis.sequenceNumber",
+	fEventID:        "eventID",
+	fEventSourceARN: "eventSourceARN",
+	fAWSRegion:      "awsRegion",
+	fEventSource:    "eventSource",
+	fData:           "kinesis.data",
+}
+
+// How a record's data is held (wrec.dkind).
+const (
+	dataNone = iota // absent or null: Data is nil
+	dataB64         // span[fData] is base64 text in the payload or esc
+	dataBin         // span[fData] is the bytes themselves in bin
+)
+
+// State of the top-level Records key (decoder.records).
+const (
+	recordsAbsent = iota
+	recordsNull
+	recordsArray
+	recordsInvalid // present with the wrong type; semErr is set
+)
+
+// wrec is a record while the payload is being parsed: spans instead of
+// strings, so that all strings can be copied into one allocation at the end.
+type wrec struct {
+	span  [nFields]span
+	ts    float64 // approximateArrivalTimestamp, valid when hasTS
+	dhi   uint32  // dataBin: bytes of bin reserved from span[fData].off
+	esc   uint8   // bit f: span[f] indexes esc rather than the payload
+	set   uint8   // bit f: string field f holds a value
+	dup   uint8   // bit f: reuse the previous record's string (fSequenceNumber: the tail of eventID)
+	dkind uint8
+	hasTS bool
+	kin   bool // a kinesis object was seen
+}
+
+// decoder holds the state of one DecodeKinesis call.
+type decoder struct {
+	buf       []byte // the payload
+	recs      []wrec
+	done      int    // records that passed endRecord
+	esc       []byte // unescaped strings
+	bin       []byte // data given as arrays of byte values
+	key       []byte // scratch for unescaping object keys
+	semErr    error  // first semantic error; parsing continues to find syntax errors
+	records   uint8  // state of the Records key
+	dataTotal int    // bytes of decoded data of completed records (upper bound)
+	strTotal  int    // bytes of strings of completed records, after sharing
+	stack     [maxDepth/64 + 1]uint64
+}
+
+// fail records err unless an earlier semantic error is already recorded.
+func (d *decoder) fail(err error) {
+	if d.semErr == nil {
+		d.semErr = err
+	}
+}
+
+// recordError builds a RecordError; wrapped is ErrNotKinesis or nil.
+func recordError(idx int, field, msg string, wrapped error) *RecordError {
+	return &RecordError{Index: idx, Field: field, Msg: msg, err: wrapped}
+}
+
+// field returns the unescaped bytes of string field f of r, or nil when it
+// holds no value.
+func (d *decoder) field(r *wrec, f int) []byte {
+	if r.set&(1<<f) == 0 {
+		return nil
+	}
+	sp := r.span[f]
+	if r.esc&(1<<f) != 0 {
+		return d.esc[sp.off:sp.end]
+	}
+	return d.buf[sp.off:sp.end]
+}
+
+// Object keys DecodeKinesis knows. Keys match like encoding/json: exactly,
+// or else case-insensitively (Unicode simple folding, bytes.EqualFold).
+const (
+	keyUnknown = iota
+	// record keys
+	keyKinesis
+	keyEventSource
+	keyEventID
+	keyEventSourceARN
+	keyAWSRegion
+	keyEventName
+	keyEventVersion
+	keyInvokeIdentityArn
+	// kinesis keys
+	keyPartitionKey
+	keySequenceNumber
+	keyData
+	keyApproximateArrivalTimestamp
+	keyEncryptionType
+	keyKinesisSchemaVersion
+	nKeys
+)
+
+var keyNames = [nKeys][]byte{
+	keyKinesis:                     []byte("kinesis"),
+	keyEventSource:                 []byte("eventSource"),
+	keyEventID:                     []byte("eventID"),
+	keyEventSourceARN:              []byte("eventSourceARN"),
+	keyAWSRegion:                   []byte("awsRegion"),
+	keyEventName:                   []byte("eventName"),
+	keyEventVersion:                []byte("eventVersion"),
+	keyInvokeIdentityArn:           []byte("invokeIdentityArn"),
+	keyPartitionKey:                []byte("partitionKey"),
+	keySequenceNumber:              []byte("sequenceNumber"),
+	keyData:                        []byte("data"),
+	keyApproximateArrivalTimestamp: []byte("approximateArrivalTimestamp"),
+	keyEncryptionType:              []byte("encryptionType"),
+	keyKinesisSchemaVersion:        []byte("kinesisSchemaVersion"),
+}
+
+var recordsName = []byte("Records")
+
+// foldKey returns the key among keyNames[lo:hi] that k equals under case
+// folding, or keyUnknown.
+func foldKey(k []byte, lo, hi int) int {
+	for id := lo; id < hi; id++ {
+		if len(k) >= len(keyNames[id]) && bytes.EqualFold(k, keyNames[id]) {
+			return id
+		}
+	}
+	return keyUnknown
+}
+
+// recordKey classifies a key of a record object.
+func recordKey(k []byte) int {
+	switch string(k) {
+	case "kinesis":
+		return keyKinesis
+	case "eventSource":
+		return keyEventSource
+	case "eventID":
+		return keyEventID
+	case "eventSourceARN":
+		return keyEventSourceARN
+	case "awsRegion":
+		return keyAWSRegion
+	case "eventName":
+		return keyEventName
+	case "eventVersion":
+		return keyEventVersion
+	case "invokeIdentityArn":
+		return keyInvokeIdentityArn
+	}
+	return foldKey(k, keyKinesis, keyInvokeIdentityArn+1)
+}
+
+// kinesisKey classifies a key of a kinesis object.
+func kinesisKey(k []byte) int {
+	switch string(k) {
+	case "partitionKey":
+		return keyPartitionKey
+	case "sequenceNumber":
+		return keySequenceNumber
+	case "data":
+		return keyData
+	case "approximateArrivalTimestamp":
+		return keyApproximateArrivalTimestamp
+	case "encryptionType":
+		return keyEncryptionType
+	case "kinesisSchemaVersion":
+		return keyKinesisSchemaVersion
+	}
+	return foldKey(k, keyPartitionKey, nKeys)
+}
+
+// objStart starts an object whose '{' is just before i. It returns the
+// index of the first key's quote and true, or the index past '}' and false
+// for an empty object.
+func (d *decoder) objStart(i int) (int, bool, error) {
+	i = d.ws(i)
+	if i < len(d.buf) {
+		switch d.buf[i] {
+		case '"':
+			return i, true, nil
+		case '}':
+			return i + 1, false, nil
+		}
+	}
+	return i, false, d.syntax(i, "expected string or '}' after '{'")
+}
+
+// objNext continues an object after a member's value ending before i. It
+// returns the index of the next key's quote and true, or the index past '}'
+// and false.
+func (d *decoder) objNext(i int) (int, bool, error) {
+	i = d.ws(i)
+	if i < len(d.buf) {
+		switch d.buf[i] {
+		case ',':
+			i = d.ws(i + 1)
+			if i < len(d.buf) && d.buf[i] == '"' {
+				return i, true, nil
+			}
+			return i, false, d.syntax(i, "expected string after ',' in object")
+		case '}':
+			return i + 1, false, nil
+		}
+	}
+	return i, false, d.syntax(i, "expected ',' or '}' after object value")
+}
+
+// objKey reads the key whose quote is at i and the ':' after it. It returns
+// the unescaped key (valid until the next call) and the index of the value,
+// which is inside the payload.
+func (d *decoder) objKey(i int) ([]byte, int, error) {
+	end, flags, err := d.scanString(i)
+	if err != nil {
+		return nil, end, err
+	}
+	key := d.buf[i+1 : end-1]
+	if flags&strEscaped != 0 {
+		d.key = appendUnquoted(d.key[:0], key)
+		key = d.key
+	}
+	// Unescaped invalid UTF-8 needs no replacement here: bytes.EqualFold
+	// already treats it as U+FFFD, which matches no known key.
+	j := d.ws(end)
+	if j >= len(d.buf) || d.buf[j] != ':' {
+		return nil, j, d.syntax(j, "expected ':' after object key")
+	}
+	j = d.ws(j + 1)
+	if j >= len(d.buf) {
+		return nil, j, d.eof()
+	}
+	return key, j, nil
+}
+
+// parse parses the whole payload.
+func (d *decoder) parse() error {
+	b := d.buf
+	i := d.ws(0)
+	if i >= len(b) {
+		return d.eof()
+	}
+	var err error
+	if b[i] == '{' {
+		i, err = d.top(i)
+	} else {
+		c := b[i]
+		if i, err = d.skip(i, 0); err == nil {
+			d.fail(fmt.Errorf("%w: top-level value is %s, not an object", ErrNotKinesis, kindOf(c)))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if i = d.ws(i); i < len(b) {
+		return &SyntaxError{Offset: i, Msg: "unexpected " + quoteByte(b[i]) + " after top-level value"}
+	}
+	return nil
+}
+
+// top parses the top-level object whose '{' is at i.
+func (d *decoder) top(i int) (int, error) {
+	i, more, err := d.objStart(i + 1)
+	for more {
+		var key []byte
+		if key, i, err = d.objKey(i); err != nil {
+			return i, err
+		}
+		if string(key) == "Records" || bytes.EqualFold(key, recordsName) {
+			i, err = d.recordsValue(i)
+		} else {
+			i, err = d.skip(i, 1)
+		}
+		if err != nil {
+			return i, err
+		}
+		i, more, err = d.objNext(i)
+	}
+	return i, err
+}
+
+// recordsValue parses the value of the Records key at i.
+func (d *decoder) recordsValue(i int) (int, error) {
+	b := d.buf
+	if d.records != recordsAbsent {
+		j, err := d.skip(i, 1)
+		if err == nil {
+			d.fail(fmt.Errorf("%w: Records key repeated at offset %d", ErrNotKinesis, i))
+		}
+		return j, err
+	}
+	switch c := b[i]; c {
+	case '[':
+		d.records = recordsArray
+		return d.recordsArray(i)
+	case 'n':
+		d.records = recordsNull
+		return d.literal(i, "null")
+	default:
+		d.records = recordsInvalid
+		j, err := d.skip(i, 1)
+		if err == nil {
+			d.fail(fmt.Errorf("%w: Records is %s, not an array", ErrNotKinesis, kindOf(c)))
+		}
+		return j, err
+	}
+}
+
+// recordsArray parses the Records array whose '[' is at i.
+func (d *decoder) recordsArray(i int) (int, error) {
+	b := d.buf
+	i = d.ws(i + 1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for idx := 0; ; idx++ {
+		if i >= len(b) {
+			return i, d.eof()
+		}
+		var err error
+		if d.semErr != nil {
+			i, err = d.skip(i, 2) // the result is an error already; only check syntax
+		} else {
+			i, err = d.record(i, idx)
+		}
+		if err != nil {
+			return i, err
+		}
+		i = d.ws(i)
+		if i >= len(b) {
+			return i, d.eof()
+		}
+		switch b[i] {
+		case ',':
+			i = d.ws(i + 1)
+			continue
+		case ']':
+			return i + 1, nil
+		}
+		return i, &SyntaxError{Offset: i, Msg: "expected ',' or ']' after array element"}
+	}
+}
+
+// record parses record idx, the value at i inside the Records array.
+func (d *decoder) record(i, idx int) (int, error) {
+	b := d.buf
+	switch c := b[i]; c {
+	case '{':
+	case 'n':
+		j, err := d.literal(i, "null")
+		if err == nil {
+			d.fail(recordError(idx, "", "not a Kinesis record (null)", ErrNotKinesis))
+		}
+		return j, err
+	default:
+		j, err := d.skip(i, 2)
+		if err == nil {
+			d.fail(recordError(idx, "", "not a Kinesis record ("+kindOf(c)+", not an object)", ErrNotKinesis))
+		}
+		return j, err
+	}
+	if len(d.recs) == cap(d.recs) {
+		// Grow by doubling: append's gentler growth for large slices would
+		// allocate several times the final size in total.
+		recs := make([]wrec, len(d.recs), max(2*cap(d.recs), 16))
+		copy(recs, d.recs)
+		d.recs = recs
+	}
+	d.recs = append(d.recs, wrec{})
+	r := &d.recs[idx]
+	i, more, err := d.objStart(i + 1)
+	for more {
+		var key []byte
+		if key, i, err = d.objKey(i); err != nil {
+			return i, err
+		}
+		switch k := recordKey(key); k {
+		case keyKinesis:
+			i, err = d.kinesis(i, r, idx)
+		case keyEventSource:
+			i, err = d.stringField(i, 3, r, idx, fEventSource)
+		case keyEventID:
+			i, err = d.stringField(i, 3, r, idx, fEventID)
+		case keyEventSourceARN:
+			i, err = d.stringField(i, 3, r, idx, fEventSourceARN)
+		case keyAWSRegion:
+			i, err = d.stringField(i, 3, r, idx, fAWSRegion)
+		case keyEventName, keyEventVersion, keyInvokeIdentityArn:
+			i, err = d.checkString(i, 3, idx, k)
+		default:
+			i, err = d.skip(i, 3)
+		}
+		if err != nil {
+			return i, err
+		}
+		i, more, err = d.objNext(i)
+	}
+	if err == nil && d.semErr == nil {
+		d.endRecord(r, idx)
+	}
+	return i, err
+}
+
+// kinesis parses the value at i of record idx's kinesis key.
+func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
+	switch d.buf[i] {
+	case '{':
+	case 'n':
+		return d.literal(i, "null") // leaves the record as it was
+	default:
+		return d.mismatch(i, 3, idx, "kinesis", "an object")
+	}
+	r.kin = true
+	i, more, err := d.objStart(i + 1)
+	for more {
+		var key []byte
+		if key, i, err = d.objKey(i); err != nil {
+			return i, err
+		}
+		switch k := kinesisKey(key); k {
+		case keyPartitionKey:
+			i, err = d.stringField(i, 4, r, idx, fPartitionKey)
+		case keySequenceNumber:
+			i, err = d.stringField(i, 4, r, idx, fSequenceNumber)
+		case keyData:
+			i, err = d.data(i, r, idx)
+		case keyApproximateArrivalTimestamp:
+			i, err = d.timestamp(i, r, idx)
+		case keyEncryptionType, keyKinesisSchemaVersion:
+			i, err = d.checkString(i, 4, idx, k)
+		default:
+			i, err = d.skip(i, 4)
+		}
+		if err != nil {
+			return i, err
+		}
+		i, more, err = d.objNext(i)
+	}
+	return i, err
+}
+
+// mismatch skips the value at i (inside containers nested level deep),
+// which has the wrong JSON type for field of record idx, and records the
+// error.
+func (d *decoder) mismatch(i, level, idx int, field, want string) (int, error) {
+	c := d.buf[i]
+	j, err := d.skip(i, level)
+	if err == nil {
+		d.fail(recordError(idx, field, field+": expected "+want+", found "+kindOf(c), nil))
+	}
+	return j, err
+}
+
+// stringField parses the value at i of string field f of record idx. Null
+// leaves the field as it was, as in encoding/json.
+func (d *decoder) stringField(i, level int, r *wrec, idx, f int) (int, error) {
+	switch d.buf[i] {
+	case '"':
+		end, flags, err := d.scanString(i)
+		if err != nil {
+			return end, err
+		}
+		d.setString(r, f, i+1, end-1, flags)
+		return end, nil
+	case 'n':
+		return d.literal(i, "null")
+	}
+	return d.mismatch(i, level, idx, fieldPath[f], "a string")
+}
+
+// checkString validates the value at i of the string field with key id
+// key, which DecodeKinesis does not keep; encoding/json would reject a value
+// of another type.
+func (d *decoder) checkString(i, level, idx, key int) (int, error) {
+	switch d.buf[i] {
+	case '"':
+		end, _, err := d.scanString(i)
+		return end, err
+	case 'n':
+		return d.literal(i, "null")
+	}
+	field := string(keyNames[key])
+	if key >= keyPartitionKey {
+		field = "kinesis." + field
+	}
+	return d.mismatch(i, level, idx, field, "a string")
+}
+
+// setString points field f of r at the raw string payload[start:end],
+// unescaping it into esc when it has escapes or invalid UTF-8.
+func (d *decoder) setString(r *wrec, f, start, end int, flags uint8) {
+	raw := d.buf[start:end]
+	bit := uint8(1) << f
+	if flags&strEscaped != 0 || flags&strNonASCII != 0 && !utf8.Valid(raw) {
+		off := len(d.esc)
+		// Unescaping at most triples the length (an invalid byte becomes
+		// U+FFFD); reserve that so appendUnquoted never grows the buffer.
+		d.esc = grow(d.esc, 3*len(raw))
+		d.esc = appendUnquoted(d.esc, raw)
+		r.span[f] = span{uint32(off), uint32(len(d.esc))}
+		r.esc |= bit
+	} else {
+		r.span[f] = span{uint32(start), uint32(end)}
+		r.esc &^= bit
+	}
+	r.set |= bit
+}
+
+// data parses the value at i of record idx's kinesis.data.
+func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
+	switch d.buf[i] {
+	case '"':
+		end, flags, err := d.scanString(i)
+		if err != nil {
+			return end, err
+		}
+		d.retireData(r, idx)
+		d.setString(r, fData, i+1, end-1, flags)
+		r.dkind = dataB64
+		return end, nil
+	case 'n':
+		end, err := d.literal(i, "null")
+		if err != nil {
+			return end, err
+		}
+		d.retireData(r, idx)
+		r.dkind = dataNone
+		return end, nil
+	case '[':
+		return d.dataArray(i, r, idx)
+	}
+	return d.mismatch(i, 4, idx, "kinesis.data", "a base64 string")
+}
+
+// retireData checks base64 data about to be replaced by a repeated data
+// key: encoding/json fails on it even though a later value wins.
+func (d *decoder) retireData(r *wrec, idx int) {
+	if r.dkind != dataB64 || d.semErr != nil {
+		return
+	}
+	off := len(d.bin)
+	if _, err := d.decodeToBin(d.field(r, fData)); err != nil {
+		d.fail(base64Error(idx, err))
+	}
+	d.bin = d.bin[:off]
+}
+
+// decodeToBin appends the base64 decoding of src to bin and returns the
+// number of bytes appended.
+func (d *decoder) decodeToBin(src []byte) (int, error) {
+	off := len(d.bin)
+	need := base64.StdEncoding.DecodedLen(len(src))
+	d.bin = grow(d.bin, need)
+	n, err := base64.StdEncoding.Decode(d.bin[off:off+need], src)
+	if err != nil {
+		n = 0
+	}
+	d.bin = d.bin[:off+n]
+	return n, err
+}
+
+// dataArray parses data given as an array of byte values, whose '[' is at
+// i. Like encoding/json it decodes into the current value: element k
+// replaces byte k, a null element keeps it, and bytes beyond the current
+// length that an earlier, longer value held come back into view.
+func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
+	b := d.buf
+	var off, hi int // the value's bytes are bin[off:off+hi]
+	switch r.dkind {
+	case dataB64:
+		off = len(d.bin)
+		n, err := d.decodeToBin(d.field(r, fData))
+		if err != nil {
+			d.fail(base64Error(idx, err))
+		}
+		hi = n
+	case dataBin:
+		off, hi = int(r.span[fData].off), int(r.dhi)
+	default:
+		off = len(d.bin)
+	}
+	k := 0
+	i = d.ws(i + 1)
+	if i < len(b) && b[i] == ']' {
+		// An empty array makes a new empty slice.
+		r.dkind, r.span[fData], r.dhi = dataBin, span{uint32(len(d.bin)), uint32(len(d.bin))}, 0
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) {
+			return i, d.eof()
+		}
+		var v byte
+		keep := false
+		var err error
+		switch c := b[i]; {
+		case c == '-' || isDigit(c):
+			start := i
+			if i, err = d.scanNumber(i); err != nil {
+				return i, err
+			}
+			var ok bool
+			if v, ok = byteValue(b[start:i]); !ok {
+				d.fail(recordError(idx, "kinesis.data", fmt.Sprintf("kinesis.data: array element %d: %s is not a byte value", k, clip(b[start:i])), nil))
+			}
+		case c == 'n':
+			if i, err = d.literal(i, "null"); err != nil {
+				return i, err
+			}
+			keep = true
+		default:
+			if i, err = d.skip(i, 5); err != nil {
+				return i, err
+			}
+			d.fail(recordError(idx, "kinesis.data", fmt.Sprintf("kinesis.data: array element %d is %s, not a byte value", k, kindOf(c)), nil))
+		}
+		switch {
+		case k < hi:
+			if !keep {
+				d.bin[off+k] = v
+			}
+		default:
+			if off+hi != len(d.bin) { // move the value to the end of bin to extend it
+				nOff := len(d.bin)
+				d.bin = grow(d.bin, hi+1)
+				d.bin = append(d.bin, d.bin[off:off+hi]...)
+				off = nOff
+			}
+			d.bin = grow(d.bin, 1)
+			d.bin = append(d.bin, v)
+			hi++
+		}
+		k++
+		i = d.ws(i)
+		if i >= len(b) {
+			return i, d.eof()
+		}
+		switch b[i] {
+		case ',':
+			i = d.ws(i + 1)
+			continue
+		case ']':
+			r.dkind, r.span[fData], r.dhi = dataBin, span{uint32(off), uint32(off + k)}, uint32(hi)
+			return i + 1, nil
+		}
+		return i, &SyntaxError{Offset: i, Msg: "expected ',' or ']' after array element"}
+	}
+}
+
+// grow returns b with room for n more bytes, at least doubling its capacity
+// when it must reallocate, so that the total allocated stays within twice
+// the final size.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), max(2*cap(b), len(b)+n, 64))
+	copy(nb, b)
+	return nb
+}
+
+// byteValue converts a validated JSON number to a byte the way encoding/json
+// decodes a uint8: digits only, at most 255.
+func byteValue(num []byte) (byte, bool) {
+	if len(num) > 3 {
+		return 0, false
+	}
+	v := 0
+	for _, c := range num {
+		if !isDigit(c) {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return byte(v), v <= 255
+}
+
+// timestamp parses the value at i of record idx's
+// approximateArrivalTimestamp.
+func (d *decoder) timestamp(i int, r *wrec, idx int) (int, error) {
+	b := d.buf
+	switch c := b[i]; {
+	case c == '-' || isDigit(c):
+		end, err := d.scanNumber(i)
+		if err != nil {
+			return end, err
+		}
+		f, ok := parseFloat(b[i:end])
+		if !ok {
+			const field = "kinesis.approximateArrivalTimestamp"
+			d.fail(recordError(idx, field, field+": number "+clip(b[i:end])+" is out of range", nil))
+		}
+		r.ts, r.hasTS = f, true
+		return end, nil
+	case c == 'n':
+		// events.SecondsEpochTime turns null into 0 seconds.
+		r.ts, r.hasTS = 0, true
+		return d.literal(i, "null")
+	}
+	return d.mismatch(i, 4, idx, "kinesis.approximateArrivalTimestamp", "a number")
+}
+
+// endRecord checks a complete record and accounts for its output sizes.
+func (d *decoder) endRecord(r *wrec, idx int) {
+	if !r.kin {
+		d.fail(recordError(idx, "kinesis", "not a Kinesis record (no kinesis object)", ErrNotKinesis))
+		return
+	}
+	if src := d.field(r, fEventSource); len(src) > 0 && string(src) != "aws:kinesis" {
+		d.fail(recordError(idx, "eventSource", "not a Kinesis record (eventSource "+strconv.Quote(clip(src))+")", ErrNotKinesis))
+		return
+	}
+	seq := d.field(r, fSequenceNumber)
+	if len(seq) == 0 {
+		d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber missing", nil))
+		return
+	}
+	for _, c := range seq {
+		if !isDigit(c) {
+			d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber "+strconv.Quote(clip(seq))+" is not a decimal number", nil))
+			return
+		}
+	}
+	d.done++
+
+	switch r.dkind {
+	case dataB64:
+		sp := r.span[fData]
+		d.dataTotal += base64.StdEncoding.DecodedLen(int(sp.end - sp.off))
+	case dataBin:
+		sp := r.span[fData]
+		d.dataTotal += int(sp.end - sp.off)
+	}
+
+	// Strings: eventID, then the sequence number unless it is eventID's
+	// tail, then the rest unless equal to the previous record's.
+	id := d.field(r, fEventID)
+	d.strTotal += len(id)
+	if n := len(id) - len(seq); n > 0 && id[n-1] == ':' && bytes.Equal(id[n:], seq) {
+		r.dup |= 1 << fSequenceNumber
+	} else {
+		d.strTotal += len(seq)
+	}
+	var prev *wrec
+	if idx > 0 {
+		prev = &d.recs[idx-1]
+	}
+	for _, f := range [...]int{fPartitionKey, fEventSourceARN, fAWSRegion, fEventSource} {
+		v := d.field(r, f)
+		if prev != nil && bytes.Equal(v, d.field(prev, f)) {
+			r.dup |= 1 << f
+			continue
+		}
+		d.strTotal += len(v)
+	}
+}
+
+// clip shortens b for quoting in an error message.
+func clip(b []byte) string {
+	const limit = 64
+	if len(b) > limit {
+		return string(b[:limit]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,137 @@
+package event
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+)
+
+// FuzzDecodeKinesis checks DecodeKinesis against encoding/json into
+// events.KinesisEvent on arbitrary input:
+//
+//   - it never panics;
+//   - it rejects as malformed JSON exactly what encoding/json rejects as
+//     malformed JSON;
+//   - it accepts nothing encoding/json rejects;
+//   - of what encoding/json accepts, it rejects exactly the inputs that
+//     break one of its documented rules, and otherwise returns the same
+//     values.
+func FuzzDecodeKinesis(f *testing.F) {
+	for _, name := range validFixtures {
+		f.Add(readFixture(f, name))
+	}
+	for _, name := range []string{"truncated.json", "trailing-comma.json", "bad-escape.json", "unterminated-string.json", "trailing-garbage.json", "top-level-array.json"} {
+		f.Add(readFixture(f, "malformed/"+name))
+	}
+	for _, in := range hostileInputs() {
+		if len(in) < 4096 {
+			f.Add(in)
+		}
+	}
+	f.Add(genEvent(3, 5, 9))
+	for _, s := range []string{
+		`{"Records":[` + strings.Repeat("[", 200) + `]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","approximateArrivalTimestamp":1e308}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","approximateArrivalTimestamp":-9.3e18}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","approximateArrivalTimestamp":123456789012345678901234567890}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","partitionKey":"\ud800\udc00\udbff\udfff\ud800"}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","partitionKey":"\u0000"}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","data":"QU\/D\u0044\r\n"}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","data":[1,2,3],"data":[null,null,null,null],"data":"QQ==","data":[null,7]}}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1","data":"QUJD","data":[]}},{"kinesis":{"sequenceNumber":"2"},"kinesis":null}]}`,
+		`{"Records":[{"kinesis":{"sequenceNumber":"1"},"eventSource":"aws:sqs","eventSource":"aws:kinesis"}]}`,
+		`{"records":null,"Records":[{"kinesis":{"sequenceNumber":"1"}}]}`,
+		`{"Records":[],"RECORDS":[]}`,
+		`{"Records":[{"KINESIS":{"sequencenumber":"1"}}],"window":{"start":null}}`,
+		"{\"Records\":[{\"kinesis\":{\"sequenceNumber\":\"1\",\"partitionKey\":\"\xff\xfe\xc0\x80\"}}]}",
+		`null`, `[]`, `"Records"`, `{}`, ` {"Records" : [ ] } `, `{"Records":[]}x`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := DecodeKinesis(in)
+		var ref events.KinesisEvent
+		refErr := json.Unmarshal(in, &ref)
+
+		var se *SyntaxError
+		var jse *json.SyntaxError
+		if ours, theirs := errors.As(err, &se), errors.As(refErr, &jse); ours != theirs {
+			t.Fatalf("malformed JSON disagreement: ours %v, encoding/json %v", err, refErr)
+		}
+		if (err == nil) != (got != nil) {
+			t.Fatalf("DecodeKinesis returned %v and error %v", got, err)
+		}
+		if refErr != nil {
+			if err == nil {
+				t.Fatalf("DecodeKinesis accepts what encoding/json rejects (%v)", refErr)
+			}
+			return
+		}
+		if reason := breaksRules(in, ref); reason != "" {
+			if err == nil {
+				t.Fatalf("DecodeKinesis accepts an input that breaks a rule: %s", reason)
+			}
+			var re *RecordError
+			if !errors.Is(err, ErrNotKinesis) && !errors.As(err, &re) {
+				t.Fatalf("error %v is neither a RecordError nor ErrNotKinesis", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("DecodeKinesis rejects an input that encoding/json accepts and that keeps the rules: %v", err)
+		}
+		if diff := cmp.Diff(fromReference(ref), got.Records); diff != "" {
+			t.Fatalf("DecodeKinesis differs from encoding/json (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// breaksRules reports which of DecodeKinesis's own rules an input that
+// encoding/json decodes to ref breaks, or "" if none.
+func breaksRules(in []byte, ref events.KinesisEvent) string {
+	if ref.Records == nil {
+		return "no Records array"
+	}
+	if recordsKeys(in) > 1 {
+		return "Records key repeated"
+	}
+	for i, r := range ref.Records {
+		seq := r.Kinesis.SequenceNumber
+		if seq == "" || strings.Trim(seq, "0123456789") != "" {
+			return "record " + string(rune('0'+i%10)) + ": sequence number missing or not digits"
+		}
+		if r.EventSource != "" && r.EventSource != "aws:kinesis" {
+			return "eventSource is not aws:kinesis"
+		}
+	}
+	return ""
+}
+
+// recordsKeys counts the top-level keys of the JSON object in that
+// encoding/json would match to Records.
+func recordsKeys(in []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(in))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return 0
+	}
+	n := 0
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		if k, _ := tok.(string); strings.EqualFold(k, "Records") {
+			n++
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return n
+		}
+	}
+	return n
+}

@@ -1,0 +1,290 @@
+package event
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// KinesisRecord is one record of a Kinesis invocation: the fields the
+// adapter needs from the record and its kinesis object.
+//
+// A KinesisRecord is plain data, safe to read from many goroutines. Its
+// strings and Data share memory with the other records of the same event
+// (see DecodeKinesis); copy them (strings.Clone, bytes.Clone) to keep one
+// field alive without the rest.
+type KinesisRecord struct {
+	// Data is the base64-decoded kinesis.data. It is nil when data is
+	// absent or null and empty but non-nil when data is "". It aliases one
+	// arena shared by the whole event; its capacity equals its length, so
+	// appending to it copies instead of overwriting the next record's data.
+	Data []byte
+	// PartitionKey is kinesis.partitionKey.
+	PartitionKey string
+	// SequenceNumber is kinesis.sequenceNumber: a non-empty string of ASCII
+	// digits (DecodeKinesis rejects anything else).
+	SequenceNumber string
+	// ArrivalTime is kinesis.approximateArrivalTimestamp (float seconds
+	// since the Unix epoch) rounded to the nearest millisecond, in UTC. It
+	// is the zero time when the field is absent. A JSON null yields the
+	// Unix epoch, as it does for encoding/json and events.SecondsEpochTime.
+	ArrivalTime time.Time
+	// EventID is the record's eventID, "shardId-000000000006:4959...".
+	EventID string
+	// ShardID is EventID before its first ':', or "" when EventID has no
+	// ':'.
+	ShardID string
+	// EventSourceARN is the stream ARN from eventSourceARN.
+	EventSourceARN string
+	// AWSRegion is awsRegion.
+	AWSRegion string
+	// EventSource is eventSource: "aws:kinesis", or "" when absent.
+	EventSource string
+}
+
+// Kinesis is a decoded Kinesis invocation of a Lambda function.
+type Kinesis struct {
+	// Records holds the records in the order of the Records array. It is
+	// never nil for a successfully decoded event, but may be empty.
+	Records []KinesisRecord
+}
+
+// ErrNotKinesis reports a payload that is valid JSON but not a Kinesis
+// event: it has no Records array, or one of its records is not a Kinesis
+// record. DecodeKinesis wraps it, so test for it with errors.Is; a
+// *RecordError for a non-Kinesis record also matches it.
+var ErrNotKinesis = errors.New("event: not a Kinesis event")
+
+// SyntaxError reports malformed JSON.
+type SyntaxError struct {
+	// Offset is the byte offset in the payload where the problem was
+	// found; it equals the payload length when the input ended early.
+	Offset int
+	// Msg describes the problem, for example "expected ':' after object
+	// key".
+	Msg string
+}
+
+// Error returns "event: invalid JSON at offset N: " followed by Msg.
+func (e *SyntaxError) Error() string {
+	return "event: invalid JSON at offset " + strconv.Itoa(e.Offset) + ": " + e.Msg
+}
+
+// RecordError reports a record that is well-formed JSON but cannot be
+// delivered: a missing or non-numeric sequence number, undecodable data, a
+// field of the wrong JSON type, or a record that is not a Kinesis record.
+// The last kind also matches ErrNotKinesis under errors.Is.
+type RecordError struct {
+	// Index is the record's position in the Records array.
+	Index int
+	// Field is the JSON path of the offending field inside the record, such
+	// as "kinesis.sequenceNumber" or "eventSource", or "" when the record
+	// as a whole is at fault.
+	Field string
+	// Msg is the complete description, naming the field, for example
+	// "kinesis.sequenceNumber missing" or "kinesis.data: illegal base64
+	// data at input byte 4".
+	Msg string
+
+	err error // ErrNotKinesis or nil
+}
+
+// Error returns "event: record N: " followed by Msg.
+func (e *RecordError) Error() string {
+	return "event: record " + strconv.Itoa(e.Index) + ": " + e.Msg
+}
+
+// Unwrap returns ErrNotKinesis for a record that is not a Kinesis record,
+// and nil otherwise.
+func (e *RecordError) Unwrap() error { return e.err }
+
+// maxPayload is the largest payload DecodeKinesis accepts; offsets are kept
+// as uint32. Lambda's own limit is 6 MB.
+const maxPayload = math.MaxInt32
+
+// DecodeKinesis decodes the raw JSON of a Lambda Kinesis invocation (the
+// events.KinesisEvent shape, optionally with the tumbling-window fields,
+// which it ignores).
+//
+// It accepts what encoding/json accepts into events.KinesisEvent and decodes
+// it to the same values: keys match exactly or, failing that,
+// case-insensitively; unknown fields of any type are skipped; a null string
+// field leaves the field as it was; strings are unescaped with invalid UTF-8
+// and unpaired surrogates replaced by U+FFFD; data may be a base64 string
+// (standard alphabet, padded, CR and LF ignored) or an array of byte values.
+// On top of that it enforces what the adapter relies on, returning an error
+// wrapping ErrNotKinesis or a *RecordError otherwise:
+//
+//   - the top-level value is an object with exactly one Records key (in any
+//     letter case), whose value is an array;
+//   - every record is an object with a kinesis object, and its eventSource,
+//     when present and non-empty, is "aws:kinesis";
+//   - every kinesis.sequenceNumber is a non-empty string of ASCII digits.
+//
+// Malformed JSON, including trailing data after the top-level value and
+// nesting deeper than 10,000 levels, yields a *SyntaxError, which takes
+// precedence over the semantic errors. Of the semantic errors, the one
+// earliest in the payload is reported.
+//
+// The strings of all records share one allocation holding only the bytes
+// they need, and all Data slices share one arena; DecodeKinesis neither
+// retains nor modifies payload. The number of allocations per call does not
+// depend on the number of records, except that strings containing escape
+// sequences need buffer space of their own.
+//
+// DecodeKinesis is safe for concurrent use. Payloads larger than 2 GiB are
+// rejected.
+func DecodeKinesis(payload []byte) (*Kinesis, error) {
+	if len(payload) > maxPayload {
+		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
+	}
+	d := decoder{buf: payload}
+	d.recs = make([]wrec, 0, estimateRecords(payload))
+	if err := d.parse(); err != nil {
+		return nil, err
+	}
+	return d.finish()
+}
+
+// minRecordLen is the length of the shortest record DecodeKinesis accepts:
+// {"kinesis":{"sequenceNumber":"1"}}.
+const minRecordLen = 34
+
+// estimateRecords guesses the number of records so the working slice is
+// allocated once: a Kinesis record has two objects (the record and its
+// kinesis object). The guess is capped so hostile input cannot make it
+// allocate more than a few bytes per input byte.
+func estimateRecords(p []byte) int {
+	n := bytes.Count(p, []byte{'{'}) / 2
+	return min(n, len(p)/minRecordLen)
+}
+
+// finish turns the working records into the result, or reports the first
+// semantic error.
+func (d *decoder) finish() (*Kinesis, error) {
+	if d.semErr != nil {
+		// Records completed before the error precede it in the payload;
+		// report a bad base64 value among them first.
+		if err := d.checkData(d.recs[:d.done]); err != nil {
+			return nil, err
+		}
+		return nil, d.semErr
+	}
+	switch d.records {
+	case recordsAbsent:
+		return nil, fmt.Errorf("%w: no Records array", ErrNotKinesis)
+	case recordsNull:
+		return nil, fmt.Errorf("%w: Records is null", ErrNotKinesis)
+	}
+	recs := d.recs
+	out := make([]KinesisRecord, len(recs))
+	arena := make([]byte, d.dataTotal)
+	var sb strings.Builder
+	sb.Grow(d.strTotal)
+	off := 0
+	for i := range recs {
+		r, o := &recs[i], &out[i]
+		switch r.dkind {
+		case dataB64:
+			n, err := base64.StdEncoding.Decode(arena[off:], d.field(r, fData))
+			if err != nil {
+				return nil, base64Error(i, err)
+			}
+			o.Data = arena[off : off+n : off+n]
+			off += n
+		case dataBin:
+			sp := r.span[fData]
+			n := copy(arena[off:], d.bin[sp.off:sp.end])
+			o.Data = arena[off : off+n : off+n]
+			off += n
+		}
+		if r.hasTS {
+			o.ArrivalTime = epochTime(r.ts)
+		}
+		var p *KinesisRecord
+		if i > 0 {
+			p = &out[i-1]
+		}
+		o.EventID = d.str(&sb, r, fEventID)
+		if c := strings.IndexByte(o.EventID, ':'); c >= 0 {
+			o.ShardID = o.EventID[:c]
+		}
+		if r.dup&(1<<fSequenceNumber) != 0 {
+			sp := r.span[fSequenceNumber]
+			o.SequenceNumber = o.EventID[len(o.EventID)-int(sp.end-sp.off):]
+		} else {
+			o.SequenceNumber = d.str(&sb, r, fSequenceNumber)
+		}
+		if r.dup&(1<<fPartitionKey) != 0 {
+			o.PartitionKey = p.PartitionKey
+		} else {
+			o.PartitionKey = d.str(&sb, r, fPartitionKey)
+		}
+		if r.dup&(1<<fEventSourceARN) != 0 {
+			o.EventSourceARN = p.EventSourceARN
+		} else {
+			o.EventSourceARN = d.str(&sb, r, fEventSourceARN)
+		}
+		if r.dup&(1<<fAWSRegion) != 0 {
+			o.AWSRegion = p.AWSRegion
+		} else {
+			o.AWSRegion = d.str(&sb, r, fAWSRegion)
+		}
+		if r.dup&(1<<fEventSource) != 0 {
+			o.EventSource = p.EventSource
+		} else {
+			o.EventSource = d.str(&sb, r, fEventSource)
+		}
+	}
+	return &Kinesis{Records: out}, nil
+}
+
+// str appends string field f of r to sb and returns it as a substring of
+// sb's buffer, which was grown up front and so never moves.
+func (d *decoder) str(sb *strings.Builder, r *wrec, f int) string {
+	v := d.field(r, f)
+	if len(v) == 0 {
+		return ""
+	}
+	start := sb.Len()
+	sb.Write(v)
+	return sb.String()[start:]
+}
+
+// checkData reports the first record among recs whose base64 data does not
+// decode. It runs only on the error path.
+func (d *decoder) checkData(recs []wrec) error {
+	var scratch []byte
+	for i := range recs {
+		r := &recs[i]
+		if r.dkind != dataB64 {
+			continue
+		}
+		src := d.field(r, fData)
+		if n := base64.StdEncoding.DecodedLen(len(src)); cap(scratch) < n {
+			scratch = make([]byte, n)
+		}
+		if _, err := base64.StdEncoding.Decode(scratch[:cap(scratch)], src); err != nil {
+			return base64Error(i, err)
+		}
+	}
+	return nil
+}
+
+// base64Error reports undecodable data in record i.
+func base64Error(i int, err error) error {
+	return &RecordError{Index: i, Field: "kinesis.data", Msg: "kinesis.data: " + err.Error()}
+}
+
+// epochTime converts float seconds to a time exactly as
+// events.SecondsEpochTime does, then rounds to the millisecond in UTC.
+func epochTime(f float64) time.Time {
+	sec := int64(f)
+	nsec := int64((f - float64(sec)) * 1e9)
+	return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+}

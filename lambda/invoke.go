@@ -1,0 +1,122 @@
+package lambda
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/event"
+	"github.com/shardsettle/lambdaadapter/message"
+)
+
+// Invoke handles one raw Lambda invocation: it decodes the Kinesis event
+// without reflection, runs the batch and returns the JSON partial batch
+// response. It implements aws-lambda-go's lambda.Handler.
+//
+// Invoke returns an error (so Lambda retries the whole batch) only when the
+// invocation cannot be trusted: malformed JSON, a record without a sequence
+// number, data that is not base64, or sequence numbers that do not grow
+// within a shard. Handler failures never make Invoke fail: they are reported
+// per record in the response.
+func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	ev, err := event.DecodeKinesis(payload)
+	if err != nil {
+		return nil, err
+	}
+	msgs := Messages(ev.Records)
+	return r.RunJSON(ctx, make([]byte, 0, 128), msgs)
+}
+
+// HandleEvent handles one already-decoded Kinesis event and returns the
+// partial batch response, for callers that use aws-lambda-go's reflection
+// based lambda.Start or build events in tests. It behaves exactly like
+// Invoke.
+func (r *Runner) HandleEvent(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
+	recs := make([]event.KinesisRecord, len(ev.Records))
+	for i := range ev.Records {
+		e := &ev.Records[i]
+		shard, _, _ := strings.Cut(e.EventID, ":")
+		if !strings.Contains(e.EventID, ":") {
+			shard = ""
+		}
+		recs[i] = event.KinesisRecord{
+			Data:           e.Kinesis.Data,
+			PartitionKey:   e.Kinesis.PartitionKey,
+			SequenceNumber: e.Kinesis.SequenceNumber,
+			ArrivalTime:    roundMillis(e.Kinesis.ApproximateArrivalTimestamp.Time),
+			EventID:        e.EventID,
+			ShardID:        shard,
+			EventSourceARN: e.EventSourceArn,
+			AWSRegion:      e.AwsRegion,
+			EventSource:    e.EventSource,
+		}
+	}
+	ids, err := r.Run(ctx, Messages(recs))
+	if err != nil {
+		return events.KinesisEventResponse{}, err
+	}
+	resp := events.KinesisEventResponse{BatchItemFailures: make([]events.KinesisBatchItemFailure, len(ids))}
+	for i, id := range ids {
+		resp.BatchItemFailures[i].ItemIdentifier = id
+	}
+	return resp, nil
+}
+
+func roundMillis(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Round(time.Millisecond).UTC()
+}
+
+// deliveryHeaders is the number of headers every message gets from its
+// record (partition-key, kinesis-sequence-number, kinesis-shard-id).
+const deliveryHeaders = 3
+
+// Messages turns decoded Kinesis records into messages: it opens the RSK1
+// envelope of each record's data, appends the delivery headers and derives
+// StreamARN and Attempt. Payloads alias the records' data; all headers share
+// one backing array, each message's slice capped so that appending to one
+// never overwrites another.
+func Messages(recs []event.KinesisRecord) []message.Message {
+	msgs := make([]message.Message, len(recs))
+	backing := make(envelope.Headers, 0, len(recs)*(deliveryHeaders+1))
+	for i := range recs {
+		rec := &recs[i]
+		start := len(backing)
+		var payload []byte
+		backing, payload = envelope.DecodeInto(backing, rec.Data)
+		user := backing[start:]
+		attempt := message.RetryCount(user) + 1
+		backing = setIn(backing, start, envelope.PartitionKeyHeader, rec.PartitionKey)
+		backing = setIn(backing, start, envelope.SequenceNumberHeader, rec.SequenceNumber)
+		backing = setIn(backing, start, envelope.ShardIDHeader, rec.ShardID)
+		msgs[i] = message.Message{
+			Payload:        payload,
+			Headers:        backing[start:len(backing):len(backing)],
+			PartitionKey:   rec.PartitionKey,
+			SequenceNumber: rec.SequenceNumber,
+			ShardID:        rec.ShardID,
+			StreamARN:      message.StreamARNFromSource(rec.EventSourceARN),
+			EventSourceARN: rec.EventSourceARN,
+			ArrivalTime:    rec.ArrivalTime,
+			Attempt:        attempt,
+		}
+	}
+	return msgs
+}
+
+// setIn sets name to value within backing[start:], replacing a header of the
+// same name in place or appending one.
+func setIn(backing envelope.Headers, start int, name, value string) envelope.Headers {
+	for i := start; i < len(backing); i++ {
+		if backing[i].Name == name {
+			backing[i].Value = value
+			return backing
+		}
+	}
+	return append(backing, envelope.Header{Name: name, Value: value})
+}

@@ -1,0 +1,191 @@
+// Package message holds the vocabulary shared by every runner of
+// lambdaadapter: the delivered record (Message), what a handler decides about
+// it (Outcome) and the handler itself (Handler, HandlerFunc).
+//
+// Users import the module root, which re-exports these names; the types live
+// here so that the Lambda-mode runner (package lambda) and the long-running
+// consumer (package consumer) can share them without an import cycle.
+package message
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+)
+
+// Message is one delivered Kinesis record, decoded.
+//
+// A Message is owned by the runner and handed to exactly one HandleRecord
+// call; the handler may read it freely during the call but must not keep
+// Payload or Headers after it returns (copy what it needs), because the
+// runner may reuse their storage.
+type Message struct {
+	// Payload is the record's data with any RSK1 envelope removed.
+	Payload []byte
+	// Headers are the RSK1 user headers of the record, in order, followed by
+	// the delivery headers partition-key, kinesis-sequence-number and
+	// kinesis-shard-id, which are always set from the record itself.
+	Headers envelope.Headers
+	// PartitionKey is the record's Kinesis partition key.
+	PartitionKey string
+	// SequenceNumber is the record's Kinesis sequence number (decimal digits).
+	SequenceNumber string
+	// ShardID is the shard the record was read from ("shardId-000000000000").
+	ShardID string
+	// StreamARN is the ARN of the stream the record was read from. For an
+	// enhanced fan-out consumer event source it is the stream's ARN, not the
+	// consumer's.
+	StreamARN string
+	// EventSourceARN is the event source as Lambda reported it (a stream ARN
+	// or an enhanced fan-out consumer ARN). Empty in long-running mode.
+	EventSourceARN string
+	// ArrivalTime is the approximate time Kinesis accepted the record,
+	// to the millisecond.
+	ArrivalTime time.Time
+	// Attempt is 1 on a first delivery and, on a counted copy written by a
+	// retry, the copy's x-ruststream-retry-count header plus one.
+	Attempt int
+}
+
+// Header returns the value of the header name, or "" when it is absent.
+func (m *Message) Header(name string) string { return m.Headers.Get(name) }
+
+// RetryCount returns the record's x-ruststream-retry-count header as a
+// number: 0 when it is absent, negative or not a number.
+func RetryCount(h envelope.Headers) int {
+	v, ok := h.Lookup(envelope.RetryCountHeader)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// StreamARNFromSource returns the stream ARN of a Lambda event source ARN.
+// A stream ARN ("arn:aws:kinesis:REGION:ACCOUNT:stream/NAME") is returned as
+// is; an enhanced fan-out consumer ARN
+// ("arn:aws:kinesis:REGION:ACCOUNT:stream/NAME/consumer/CONSUMER:TS") yields
+// the ARN of its stream.
+func StreamARNFromSource(arn string) string {
+	const marker = "/consumer/"
+	for i := 0; i+len(marker) <= len(arn); i++ {
+		if arn[i] == '/' && arn[i:i+len(marker)] == marker {
+			return arn[:i]
+		}
+	}
+	return arn
+}
+
+// Kind is the closed set of outcomes a handler can return.
+type Kind uint8
+
+const (
+	// KindInvalid is the zero Outcome. Runners treat it as KindRetry (the
+	// record stays unsettled) and log that the handler returned no outcome.
+	KindInvalid Kind = iota
+	// KindAck means the record was handled.
+	KindAck
+	// KindDrop means the record was handled by giving up on it: the
+	// checkpoint passes it (a poison record), and the reason is logged.
+	KindDrop
+	// KindRetry means the record was not handled and must come again.
+	KindRetry
+	// KindRetryAfter means the record was not handled and must come again
+	// after a delay.
+	KindRetryAfter
+)
+
+// String returns the outcome's log name: "ack", "drop", "retry",
+// "retry_after" or "invalid".
+func (k Kind) String() string {
+	switch k {
+	case KindAck:
+		return "ack"
+	case KindDrop:
+		return "drop"
+	case KindRetry:
+		return "retry"
+	case KindRetryAfter:
+		return "retry_after"
+	default:
+		return "invalid"
+	}
+}
+
+// Outcome is what a handler decided about one record. Build it with Ack,
+// Drop, Retry or RetryAfter; the zero Outcome is invalid and is treated as a
+// retry. Outcome is a small immutable value, safe to copy and share.
+type Outcome struct {
+	kind  Kind
+	err   error
+	delay time.Duration
+}
+
+// Ack reports the record handled. The watermark may pass it.
+func Ack() Outcome { return Outcome{kind: KindAck} }
+
+// Drop reports the record handled by giving up on it, with err as the reason
+// (logged; nil is allowed). The watermark passes it exactly as for Ack: use it
+// for poison records that would otherwise block the shard forever.
+func Drop(err error) Outcome { return Outcome{kind: KindDrop, err: err} }
+
+// Retry reports that the record must come again, with err as the reason
+// (logged; nil is allowed). See the package documentation of the module root
+// for what happens in each mode and configuration.
+func Retry(err error) Outcome { return Outcome{kind: KindRetry, err: err} }
+
+// RetryAfter reports that the record must come again after d, with err as
+// the reason (logged; nil is allowed). A negative d is taken as zero.
+func RetryAfter(d time.Duration, err error) Outcome {
+	if d < 0 {
+		d = 0
+	}
+	return Outcome{kind: KindRetryAfter, err: err, delay: d}
+}
+
+// Kind returns the outcome's kind.
+func (o Outcome) Kind() Kind { return o.kind }
+
+// Err returns the reason given to Drop, Retry or RetryAfter, or nil.
+func (o Outcome) Err() error { return o.err }
+
+// Delay returns the delay given to RetryAfter, or zero.
+func (o Outcome) Delay() time.Duration { return o.delay }
+
+// Settles reports whether the outcome, on its own, lets the watermark pass
+// the record (Ack and Drop).
+func (o Outcome) Settles() bool { return o.kind == KindAck || o.kind == KindDrop }
+
+// String formats the outcome for logs, e.g. "retry_after(2s): timeout".
+func (o Outcome) String() string {
+	s := o.kind.String()
+	if o.kind == KindRetryAfter {
+		s = fmt.Sprintf("%s(%s)", s, o.delay)
+	}
+	if o.err != nil {
+		s += ": " + o.err.Error()
+	}
+	return s
+}
+
+// Handler handles one record at a time. HandleRecord may be called from many
+// goroutines at once, for records with different partition keys; records with
+// the same partition key are handed over one after another, in stream order.
+// ctx is cancelled when the invocation (or, in long-running mode, the
+// consumer) stops waiting for the record; a handler should return promptly
+// then, and whatever it returns after that changes nothing.
+type Handler interface {
+	HandleRecord(ctx context.Context, m *Message) Outcome
+}
+
+// HandlerFunc adapts a function to the Handler interface.
+type HandlerFunc func(ctx context.Context, m *Message) Outcome
+
+// HandleRecord calls f(ctx, m).
+func (f HandlerFunc) HandleRecord(ctx context.Context, m *Message) Outcome { return f(ctx, m) }

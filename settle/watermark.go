@@ -1,0 +1,348 @@
+package settle
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Errors returned by a Watermark. Check them with errors.Is: Deliver and End
+// wrap them with the shard ID and the sequence numbers involved, Settle
+// returns them unwrapped.
+var (
+	// ErrAlreadySettled reports a second settlement of the same part of a
+	// delivery. It is a no-op: nothing moves.
+	ErrAlreadySettled = errors.New("settle: delivery already settled")
+	// ErrStale reports a settlement of a ticket issued before the last Reset.
+	// It changes nothing.
+	ErrStale = errors.New("settle: settlement from an earlier epoch")
+	// ErrEnded reports a Deliver after End.
+	ErrEnded = errors.New("settle: shard ended")
+	// ErrUnsettled reports an End while some deliveries are still unsettled.
+	ErrUnsettled = errors.New("settle: deliveries still unsettled")
+	// ErrOutOfOrder reports a Deliver whose sequence number is not strictly
+	// greater than the previous delivery's in this epoch, or than the position
+	// given to Reset.
+	ErrOutOfOrder = errors.New("settle: sequence number not after the previous delivery")
+	// ErrInvalidSequence reports a sequence number that ValidSequence refuses.
+	ErrInvalidSequence = errors.New("settle: invalid sequence number")
+	// ErrInvalidParts reports a Deliver with parts outside 1..MaxParts.
+	ErrInvalidParts = errors.New("settle: invalid number of parts")
+	// ErrUnknownTicket reports a ticket that this Watermark never issued (the
+	// zero Ticket, a ticket of another Watermark) or a part index outside the
+	// delivery's parts.
+	ErrUnknownTicket = errors.New("settle: unknown ticket")
+)
+
+// MaxParts is the largest number of parts one delivery may have. A KPL
+// aggregated record holds at most 1 MiB, so it cannot carry more sub-records
+// than this; the limit bounds the per-delivery bitset at 128 KiB.
+const MaxParts = 1 << 20
+
+// Epoch numbers the generations of a Watermark. A new Watermark is in epoch
+// 1; every Reset starts the next epoch. Tickets carry the epoch they were
+// issued in, and settlements of tickets from an earlier epoch are refused
+// with ErrStale.
+type Epoch uint64
+
+// Ticket identifies one part of one delivery to one Watermark. Deliver
+// returns the ticket for part 0; Part derives the others. A Ticket is a small
+// comparable value: copy it freely, use it as a map key, and settle it from
+// any goroutine. The zero Ticket is invalid: settling it returns
+// ErrUnknownTicket.
+type Ticket struct {
+	w     *Watermark
+	epoch Epoch
+	index uint64 // absolute index of the delivery in its epoch; compaction does not change it
+	part  int
+}
+
+// Part returns the ticket for part i (counted from 0) of the delivery t
+// belongs to. Part does not check i: settling a ticket whose part is
+// negative or not less than the delivery's parts returns ErrUnknownTicket
+// (or ErrAlreadySettled once the checkpoint has passed the delivery, when
+// its part count is no longer known).
+func (t Ticket) Part(i int) Ticket {
+	t.part = i
+	return t
+}
+
+// Epoch returns the epoch t was issued in (0 for the zero Ticket).
+func (t Ticket) Epoch() Epoch { return t.epoch }
+
+// entry is one delivery.
+type entry struct {
+	seq   string
+	parts int32    // number of parts, 1..MaxParts
+	left  int32    // parts not yet settled; 0 means the delivery is settled
+	bits  []uint64 // settled parts; nil when parts == 1
+}
+
+// Watermark tracks the deliveries of one shard in arrival order and the
+// checkpoint: the sequence number of the last delivery in the run of settled
+// deliveries that starts at the oldest one. The checkpoint never passes a
+// delivery that is not settled, and within an epoch it never moves back.
+//
+// Deliveries are settled in any order, part by part; a delivery is settled
+// when all of its parts are. Settled deliveries at the front are dropped as
+// the checkpoint passes them, so memory is bounded by the deliveries between
+// the oldest unsettled one and the newest (amortised O(1) per delivery), and
+// a single-part Deliver plus Settle does not allocate in steady state. A
+// Watermark keeps each delivery's seq string until the checkpoint passes it.
+//
+// A Watermark is safe for concurrent use by multiple goroutines; all methods
+// take one mutex. It starts no goroutines and does no I/O.
+type Watermark struct {
+	shardID string
+
+	mu         sync.Mutex
+	epoch      Epoch
+	entries    []entry // entries[head:] are the deliveries not yet passed by the checkpoint
+	head       int     // index in entries of the oldest unsettled delivery; len(entries) when none
+	base       uint64  // absolute index of entries[0]
+	pending    int     // unsettled deliveries
+	last       string  // seq of the previous delivery in this epoch, else the Reset position, else ""
+	checkpoint string  // "" when none
+	ended      bool
+}
+
+// NewWatermark returns an empty Watermark for the shard shardID in epoch 1,
+// with no checkpoint. The shard ID is only used in error messages and
+// returned by ShardID.
+func NewWatermark(shardID string) *Watermark {
+	return &Watermark{shardID: shardID, epoch: 1}
+}
+
+// ShardID returns the shard ID given to NewWatermark. It is safe for
+// concurrent use.
+func (w *Watermark) ShardID() string { return w.shardID }
+
+// Deliver records a delivery with sequence number seq made of parts parts
+// (1 for a plain record, n for a KPL aggregated record of n sub-records) and
+// returns the ticket for its part 0; settle the others with Ticket.Part. The
+// delivery is unsettled until every part is settled, and the checkpoint
+// cannot pass it until then.
+//
+// Deliver returns, checked in this order: ErrEnded after End; ErrInvalidParts
+// unless 1 <= parts <= MaxParts; ErrInvalidSequence unless ValidSequence(seq);
+// ErrOutOfOrder unless seq is strictly greater (CompareSequence) than the
+// previous delivery's seq in this epoch and than the position given to Reset.
+// A refused delivery changes nothing. Deliver is safe for concurrent use, but
+// the order of concurrent Deliver calls is the order they take the mutex.
+func (w *Watermark) Deliver(seq string, parts int) (Ticket, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.ended:
+		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q", ErrEnded, w.shardID, clip(seq))
+	case parts < 1 || parts > MaxParts:
+		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q, %d parts", ErrInvalidParts, w.shardID, clip(seq), parts)
+	case !ValidSequence(seq):
+		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q", ErrInvalidSequence, w.shardID, clip(seq))
+	case w.last != "" && CompareSequence(seq, w.last) <= 0:
+		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %s after %s", ErrOutOfOrder, w.shardID, seq, w.last)
+	}
+	e := entry{seq: seq, parts: int32(parts), left: int32(parts)}
+	if parts > 1 {
+		e.bits = make([]uint64, (parts+63)/64)
+	}
+	w.entries = append(w.entries, e)
+	w.last = seq
+	w.pending++
+	return Ticket{w: w, epoch: w.epoch, index: w.base + uint64(len(w.entries)-1)}, nil
+}
+
+// Settle marks the part of a delivery that t identifies as handled. When the
+// last part of a delivery is settled the delivery is settled, and if it was
+// the oldest unsettled one the checkpoint advances over it and over every
+// settled delivery after it up to the next unsettled one.
+//
+// Settle returns the checkpoint after the settlement ("" if there is none
+// yet) and moved=true exactly when the checkpoint changed. On error it
+// returns "", false and one of: ErrUnknownTicket for the zero Ticket, a
+// ticket of another Watermark, or a part index out of range; ErrStale for a
+// ticket from an earlier epoch; ErrAlreadySettled when the part was settled
+// before (including any part of a delivery the checkpoint has passed). None
+// of these change anything. Settle is safe for concurrent use and does not
+// allocate.
+func (w *Watermark) Settle(t Ticket) (checkpoint string, moved bool, err error) {
+	if t.w != w || t.part < 0 {
+		return "", false, ErrUnknownTicket
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.epoch != w.epoch {
+		if t.epoch < w.epoch {
+			return "", false, ErrStale
+		}
+		return "", false, ErrUnknownTicket
+	}
+	if t.index < w.base+uint64(w.head) {
+		return "", false, ErrAlreadySettled
+	}
+	i := t.index - w.base
+	if i >= uint64(len(w.entries)) {
+		return "", false, ErrUnknownTicket
+	}
+	e := &w.entries[i]
+	if t.part >= int(e.parts) {
+		return "", false, ErrUnknownTicket
+	}
+	if e.bits == nil {
+		if e.left == 0 {
+			return "", false, ErrAlreadySettled
+		}
+		e.left = 0
+	} else {
+		word, mask := t.part/64, uint64(1)<<(t.part%64)
+		if e.bits[word]&mask != 0 {
+			return "", false, ErrAlreadySettled
+		}
+		e.bits[word] |= mask
+		e.left--
+		if e.left > 0 {
+			return w.checkpoint, false, nil
+		}
+	}
+	w.pending--
+	if int(i) != w.head {
+		return w.checkpoint, false, nil
+	}
+	h := w.head + 1
+	for h < len(w.entries) && w.entries[h].left == 0 {
+		h++
+	}
+	w.checkpoint = w.entries[h-1].seq
+	w.drop(h)
+	return w.checkpoint, true, nil
+}
+
+// drop makes h the head, dropping the settled prefix once it is more than
+// half of the entries. Each dropped entry is copied at most once per time it
+// is passed, so the cost is amortised O(1) per delivery. Dropped slots are
+// cleared so the strings and bitsets they held can be collected; the
+// capacity is kept for the next deliveries.
+func (w *Watermark) drop(h int) {
+	n := len(w.entries)
+	switch {
+	case h == n:
+		clear(w.entries)
+		w.entries = w.entries[:0]
+		w.base += uint64(n)
+		w.head = 0
+	case h > n/2:
+		k := copy(w.entries, w.entries[h:])
+		clear(w.entries[k:])
+		w.entries = w.entries[:k]
+		w.base += uint64(h)
+		w.head = 0
+	default:
+		w.head = h
+	}
+}
+
+// Checkpoint returns the sequence number of the last delivery in the run of
+// settled deliveries that starts at the oldest delivery of this epoch, or,
+// when none of them is settled yet, the position given to Reset. ok is false
+// when there is neither. It is safe for concurrent use.
+func (w *Watermark) Checkpoint() (seq string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.checkpoint, w.checkpoint != ""
+}
+
+// FirstUnsettled returns the sequence number of the oldest delivery of this
+// epoch that is not settled yet: in Lambda mode, the itemIdentifier of the
+// partial batch response. ok is false when every delivery is settled. It is
+// safe for concurrent use.
+func (w *Watermark) FirstUnsettled() (seq string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.head < len(w.entries) {
+		return w.entries[w.head].seq, true
+	}
+	return "", false
+}
+
+// Pending returns the number of deliveries of this epoch that are delivered
+// but not settled, counting a multi-part delivery once. It is safe for
+// concurrent use.
+func (w *Watermark) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending
+}
+
+// Reset starts a fresh epoch and returns it: it forgets every delivery, clears
+// Ended, and sets the checkpoint to from, the position to resume after ("" for
+// none, e.g. a new iterator at TRIM_HORIZON or LATEST). Use it when the
+// reader seeks or restarts: deliveries of the new epoch must be greater than
+// from, and may be smaller than those of earlier epochs. Settlements of
+// tickets issued before the Reset return ErrStale and change nothing.
+//
+// Reset panics if from is neither "" nor a valid sequence number: that is a
+// programmer error, so callers that load a position from storage check it
+// with ValidSequence first. It is safe
+// for concurrent use.
+func (w *Watermark) Reset(from string) Epoch {
+	if from != "" && !ValidSequence(from) {
+		panic(fmt.Sprintf("settle: Reset with invalid sequence number %q", clip(from)))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.epoch++
+	clear(w.entries)
+	w.entries = w.entries[:0]
+	w.head = 0
+	w.base = 0
+	w.pending = 0
+	w.last = from
+	w.checkpoint = from
+	w.ended = false
+	return w.epoch
+}
+
+// End marks the shard ended (the reader reached SHARD_END). It returns an
+// error wrapping ErrUnsettled, and changes nothing, unless every delivery is
+// settled (Pending() == 0); the caller settles the rest and calls End again.
+// After End, Deliver returns ErrEnded until the next Reset. End on an ended
+// Watermark is a no-op that returns nil. It is safe for concurrent use.
+func (w *Watermark) End() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return nil
+	}
+	if w.pending > 0 {
+		return fmt.Errorf("%w: shard %s, %d pending from sequence number %s",
+			ErrUnsettled, w.shardID, w.pending, w.entries[w.head].seq)
+	}
+	w.ended = true
+	return nil
+}
+
+// Ended reports whether End succeeded and no Reset followed. It is safe for
+// concurrent use.
+func (w *Watermark) Ended() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended
+}
+
+// Epoch returns the current epoch: 1 for a new Watermark, one more after each
+// Reset. It is safe for concurrent use.
+func (w *Watermark) Epoch() Epoch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.epoch
+}
+
+// clip shortens s for an error message so hostile input cannot make the
+// message huge.
+func clip(s string) string {
+	const limit = MaxSequenceDigits + 3
+	if len(s) > limit {
+		return s[:limit] + "..."
+	}
+	return s
+}
