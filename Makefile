@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build tools test unit integration bench bench-lanes fuzz demo clean
+.PHONY: all build tools standins test unit integration bench bench-lanes fuzz demo clean
 
 all: build test
 
@@ -21,8 +21,16 @@ unit:
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -race -count=1 ./...
 
-integration: tools
-	$(GO) test -tags integration -count=1 -v ./integration/...
+# Starts the pinned local stand-ins (Kinesis, DynamoDB, SQS; standins/package-lock.json),
+# runs the end-to-end tests against them and the Lambda Runtime Interface Emulator,
+# and stops the stand-ins again, also when a test fails.
+integration: tools standins
+	scripts/standins.sh start
+	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/...; \
+	  rc=$$?; scripts/standins.sh stop; exit $$rc
+
+standins:
+	scripts/standins.sh install
 
 test: unit integration
 

@@ -3,16 +3,21 @@ package lambdaadapter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	awslambda "github.com/aws/aws-lambda-go/lambda"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/lambda"
 	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
 )
 
 // Message is one delivered Kinesis record. See message.Message.
@@ -34,6 +39,10 @@ type Handler = message.Handler
 // HandlerFunc adapts a function to the Handler interface.
 type HandlerFunc = message.HandlerFunc
 
+// Reply is a record a handler publishes with Message.Reply. See
+// message.Reply.
+type Reply = message.Reply
+
 // Ack reports the record handled: the checkpoint may pass it.
 func Ack() Outcome { return message.Ack() }
 
@@ -42,22 +51,35 @@ func Ack() Outcome { return message.Ack() }
 func Drop(err error) Outcome { return message.Drop(err) }
 
 // Retry reports that the record must come again, with err as the logged
-// reason. In Lambda mode the record stays unsettled: it and every later
-// record of its shard are reported back to Lambda, which delivers them again
-// starting from it.
+// reason. Without WithMaxAttempts or a dead-letter target the record stays
+// unsettled: it and every later record of its shard are reported back to
+// Lambda, which delivers them again starting from it. With either, it
+// becomes a counted copy written to its stream (the original settles once
+// the copy is written) until the cap sends it to the dead-letter target.
 func Retry(err error) Outcome { return message.Retry(err) }
 
 // RetryAfter reports that the record must come again after d, with err as
-// the logged reason. Until counted copies land (see the package
-// documentation), it behaves exactly as Retry and d is not waited out:
-// Lambda's own retry timing applies.
+// the logged reason: a counted copy is written to its stream after d. A d up
+// to WithMaxInProcessDelay (default 5s) that ends before the invocation's
+// deadline minus the margin is waited out in the invocation; a longer one
+// goes through the delay queue (WithDelayQueue), or without one behaves as
+// Retry and logs a warning. The cap applies as for Retry.
 func RetryAfter(d time.Duration, err error) Outcome { return message.RetryAfter(d, err) }
 
-// Option configures an Adapter.
+// Option configures an Adapter. Options are applied in order; New
+// validates the result once.
 type Option func(*config)
 
 type config struct {
-	runner lambda.Config
+	runner          lambda.Config
+	kinesis         publish.KinesisAPI
+	sqs             publish.SQSAPI
+	maxAttempts     int
+	maxAttemptsSet  bool
+	inProcessDelay  time.Duration
+	delaySet        bool
+	replyKey        string
+	maxMessageBytes int
 }
 
 // WithConcurrency sets how many partition keys are handled at once
@@ -74,7 +96,8 @@ func WithConcurrency(n int) Option {
 
 // WithDeadlineMargin sets how long before the invocation deadline the
 // adapter stops starting records, cancels the context of running handlers
-// and answers with what settled (default 500ms). d must be positive.
+// and writes what must be written (copies, dead letters) before answering
+// (default 500ms). d must be positive.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) {
 		if d == 0 {
@@ -84,11 +107,94 @@ func WithDeadlineMargin(d time.Duration) Option {
 	}
 }
 
-// WithLogger sets the logger for drops, retries, panics and deadline
-// warnings (default: discard). Attribute keys are stable: shard_id,
-// sequence_number, partition_key, outcome, attempt, error, stack.
+// WithLogger sets the logger for drops, retries, copies, dead letters,
+// panics and deadline warnings (default: discard). Attribute keys are
+// stable: shard_id, sequence_number, partition_key, outcome, attempt, error,
+// stack.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.runner.Logger = l }
+}
+
+// WithMaxAttempts caps how many times a record is handled, counting the
+// first delivery (n ≥ 1). It turns Retry into counted copies: the record is
+// written again to its stream with x-ruststream-retry-count incremented and
+// settles; when the n-th attempt fails, the record goes to the dead-letter
+// target, or is retired (logged, like Drop) without one.
+func WithMaxAttempts(n int) Option {
+	return func(c *config) { c.maxAttempts, c.maxAttemptsSet = n, true }
+}
+
+// WithDeadLetterStream sends records that reached the cap to the Kinesis
+// stream nameOrARN: payload and user headers in the RSK1 envelope, plus the
+// diagnostic headers x-dead-letter-reason, -source-stream, -shard-id,
+// -sequence-number, -attempts and -first-arrival. Without WithMaxAttempts the
+// cap is 3 attempts.
+func WithDeadLetterStream(nameOrARN string) Option {
+	return func(c *config) { c.runner.DeadLetterStream = nameOrARN }
+}
+
+// WithDeadLetterQueue sends records that reached the cap to the SQS queue
+// url, one JSON message per record (see the publish package for the body).
+// Without WithMaxAttempts the cap is 3 attempts.
+func WithDeadLetterQueue(url string) Option {
+	return func(c *config) { c.runner.DeadLetterQueue = url }
+}
+
+// WithDeadLetterDrops sends Drop outcomes to the dead-letter target too, so
+// poison records are kept, not only logged.
+func WithDeadLetterDrops() Option {
+	return func(c *config) { c.runner.Policy.DeadLetterDrops = true }
+}
+
+// WithDelayQueue makes RetryAfter delays longer than can be waited in the
+// invocation durable: the record goes to the SQS queue url with
+// DelaySeconds (chained past 15 minutes) and settles; when Lambda delivers
+// the message from that queue to this same function, the adapter writes the
+// copy to the stream. Map the queue to the function with
+// ReportBatchItemFailures.
+func WithDelayQueue(url string) Option {
+	return func(c *config) { c.runner.DelayQueue = url }
+}
+
+// WithMaxInProcessDelay sets the longest RetryAfter delay waited out inside
+// the invocation before the copy is written (default 5s); longer delays use
+// the delay queue. d must be positive.
+func WithMaxInProcessDelay(d time.Duration) Option {
+	return func(c *config) { c.inProcessDelay, c.delaySet = d, true }
+}
+
+// WithReplyStream sets the stream (name or ARN) Message.Reply writes to
+// when the reply names none.
+func WithReplyStream(nameOrARN string) Option {
+	return func(c *config) { c.runner.ReplyStream = nameOrARN }
+}
+
+// WithReplyPartitionKey sets the partition key of replies that carry none
+// (neither in the call nor as a partition-key header). Without it such
+// replies get a generated key that spreads them over the shards.
+func WithReplyPartitionKey(key string) Option {
+	return func(c *config) { c.replyKey = key }
+}
+
+// WithKinesisClient sets the Kinesis client used for copies, dead letters
+// and replies, typically a *kinesis.Client. Without it the adapter builds
+// one from the default AWS configuration (the function's role).
+func WithKinesisClient(k publish.KinesisAPI) Option {
+	return func(c *config) { c.kinesis = k }
+}
+
+// WithSQSClient sets the SQS client used for the dead-letter and delay
+// queues, typically a *sqs.Client. Without it the adapter builds one from the
+// default AWS configuration when a queue is set.
+func WithSQSClient(s publish.SQSAPI) Option {
+	return func(c *config) { c.sqs = s }
+}
+
+// WithMaxMessageSize sets the largest SQS message body the adapter sends
+// (default 1 MiB, the SQS limit). A dead letter larger than that is not
+// sent: the record stays unsettled and an error is logged.
+func WithMaxMessageSize(n int) Option {
+	return func(c *config) { c.maxMessageBytes = n }
 }
 
 // Adapter runs a Handler over Kinesis invocations. It is safe for concurrent
@@ -111,11 +217,58 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 		}
 		o(&c)
 	}
-	if c.runner.Concurrency < 0 {
-		return nil, fmt.Errorf("lambdaadapter: concurrency must be at least 1")
+	switch {
+	case c.runner.Concurrency < 0:
+		return nil, errors.New("lambdaadapter: concurrency must be at least 1")
+	case c.runner.DeadlineMargin < 0:
+		return nil, errors.New("lambdaadapter: deadline margin must be positive")
+	case c.maxAttemptsSet && c.maxAttempts < 1:
+		return nil, fmt.Errorf("lambdaadapter: max attempts must be at least 1, got %d", c.maxAttempts)
+	case c.delaySet && c.inProcessDelay <= 0:
+		return nil, errors.New("lambdaadapter: max in-process delay must be positive")
+	case c.runner.DeadLetterStream != "" && c.runner.DeadLetterQueue != "":
+		return nil, errors.New("lambdaadapter: set WithDeadLetterStream or WithDeadLetterQueue, not both")
+	case c.runner.Policy.DeadLetterDrops && c.runner.DeadLetterStream == "" && c.runner.DeadLetterQueue == "":
+		return nil, errors.New("lambdaadapter: WithDeadLetterDrops needs a dead-letter target (WithDeadLetterStream or WithDeadLetterQueue)")
 	}
-	if c.runner.DeadlineMargin < 0 {
-		return nil, fmt.Errorf("lambdaadapter: deadline margin must be positive")
+	c.runner.Policy.MaxAttempts = c.maxAttempts
+	c.runner.Policy.MaxInProcessDelay = c.inProcessDelay
+	logger := c.runner.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	needSQS := c.runner.DeadLetterQueue != "" || c.runner.DelayQueue != ""
+	if c.kinesis == nil || (needSQS && c.sqs == nil) {
+		awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("lambdaadapter: load the default AWS configuration: %w", err)
+		}
+		if c.kinesis == nil {
+			c.kinesis = kinesis.NewFromConfig(awsCfg)
+		}
+		if needSQS && c.sqs == nil {
+			c.sqs = sqs.NewFromConfig(awsCfg)
+		}
+	}
+	popts := []publish.Option{publish.WithLogger(logger)}
+	if c.replyKey != "" {
+		popts = append(popts, publish.WithPartitionKey(c.replyKey))
+	}
+	pub, err := publish.NewPublisher(c.kinesis, popts...)
+	if err != nil {
+		return nil, fmt.Errorf("lambdaadapter: %w", err)
+	}
+	c.runner.Publisher = pub
+	if c.sqs != nil {
+		qopts := []publish.QueueOption{publish.WithQueueLogger(logger)}
+		if c.maxMessageBytes != 0 {
+			qopts = append(qopts, publish.WithMaxMessageSize(c.maxMessageBytes))
+		}
+		q, err := publish.NewQueue(c.sqs, qopts...)
+		if err != nil {
+			return nil, fmt.Errorf("lambdaadapter: %w", err)
+		}
+		c.runner.Queue = q
 	}
 	r, err := lambda.NewRunner(h, c.runner)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
@@ -75,7 +76,7 @@ func TestAdapterMessageFields(t *testing.T) {
 			ArrivalTime: ev.Records[2].Kinesis.ApproximateArrivalTimestamp.Time.UTC(), Attempt: 3,
 		},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(lambdaadapter.Message{})); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
 	if len(seq1) != 56 {

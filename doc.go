@@ -36,20 +36,54 @@
 //
 // # Outcomes
 //
-//	outcome          Lambda mode (now)                            long-running mode (-mode=ecs)
-//	Ack()            settles; the checkpoint may pass it          not built yet
-//	Drop(err)        settles and logs err; the checkpoint passes  not built yet
-//	                 it (use it for poison records)
-//	Retry(err)       stays unsettled: reported in the response,   not built yet
-//	                 Lambda redelivers it and every later record
-//	                 of its shard (counted copies, max attempts
-//	                 and dead letters: not built yet)
-//	RetryAfter(d,e)  same as Retry; d is not waited out yet       not built yet
-//	                 (durable delays: not built yet)
-//	panic            same as Retry, logged with the stack         not built yet
-//	zero Outcome{}   same as Retry, logged as a handler bug       not built yet
-//	still running    unsettled (reported), context cancelled      not built yet
-//	at the deadline
+// What each outcome does in Lambda mode, by configuration. "Counted" means
+// WithMaxAttempts or a dead-letter target is set (a dead-letter target alone
+// caps at 3 attempts). A copy is written to the record's own stream (the
+// stream of an enhanced fan-out consumer ARN) with the same payload, user
+// headers and partition key and x-ruststream-retry-count incremented; the
+// original settles only once its copy, delay message or dead letter is
+// written, and stays unsettled (reported, so Lambda delivers it again) when
+// that write fails. No record is ever lost; delivery is at least once.
+//
+//	outcome            not counted                         counted (WithMaxAttempts n / dead-letter target)
+//	Ack()              settles                             settles
+//	Drop(err)          settles, err logged (poison)        settles; with WithDeadLetterDrops: dead letter
+//	Retry(err)         unsettled: reported, Lambda         copy written, original settles; the n-th
+//	                   redelivers it and all after it      failed attempt goes to the dead-letter target,
+//	                                                       or is retired (logged) without one
+//	RetryAfter(d,err)  d ≤ 5s and before the deadline      same, and the cap applies as for Retry
+//	                   minus the margin: copy written
+//	                   after d; longer: delay queue
+//	                   (WithDelayQueue), or as Retry with
+//	                   a warning naming the option
+//	panic              as Retry, logged with the stack     as Retry
+//	zero Outcome{}     as Retry, logged as a handler bug   as Retry
+//	still running at   unsettled (reported), context       unsettled
+//	deadline - margin  cancelled
+//
+// Long-running mode (-mode=ecs) is not built yet; it will apply the same
+// decisions, holding the shard's checkpoint where Lambda mode reports the
+// record.
+//
+// A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
+// for longer) that the same function receives from the delay queue and
+// forwards to the stream as the counted copy; the adapter recognises the SQS
+// event and answers with an SQS partial batch response.
+//
+// Oversize writes lose nothing either: a copy or dead letter that exceeds
+// the Kinesis record limit (1 MiB) or the SQS message limit
+// (WithMaxMessageSize, default 1 MiB; the dead-letter body is JSON with a
+// base64 payload, so records above about 750 KiB do not fit) is not written,
+// and its record stays unsettled with an error log. Use a dead-letter stream
+// for large records.
+//
+// # Replies
+//
+// A handler may publish records with Message.Reply (one PutRecord, encoded
+// into a buffer reused per lane). The record being handled settles only if
+// every reply succeeded. A reply's partition key is the one given in the
+// call, else its partition-key header, else WithReplyPartitionKey, else a
+// generated key that spreads replies over the shards.
 //
 // # Messages
 //

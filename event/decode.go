@@ -730,12 +730,12 @@ func (d *decoder) timestamp(i int, r *wrec, idx int) (int, error) {
 
 // endRecord checks a complete record and accounts for its output sizes.
 func (d *decoder) endRecord(r *wrec, idx int) {
-	if !r.kin {
-		d.fail(recordError(idx, "kinesis", "not a Kinesis record (no kinesis object)", ErrNotKinesis))
-		return
-	}
 	if src := d.field(r, fEventSource); len(src) > 0 && string(src) != "aws:kinesis" {
 		d.fail(recordError(idx, "eventSource", "not a Kinesis record (eventSource "+strconv.Quote(clip(src))+")", ErrNotKinesis))
+		return
+	}
+	if !r.kin {
+		d.fail(recordError(idx, "kinesis", "not a Kinesis record (no kinesis object)", ErrNotKinesis))
 		return
 	}
 	seq := d.field(r, fSequenceNumber)

@@ -83,7 +83,8 @@ func genEvent(n, m int, seed uint64) []byte {
 			EventVersion:      "1.0",
 			InvokeIdentityArn: "arn:aws:iam::123456789012:role/lambda-role",
 			Kinesis: events.KinesisRecord{
-				ApproximateArrivalTimestamp: events.SecondsEpochTime{Time: base.Add(time.Duration(rng.Int64N(1e12)))},
+				// Kinesis timestamps have millisecond precision.
+				ApproximateArrivalTimestamp: events.SecondsEpochTime{Time: base.Add(time.Duration(rng.Int64N(1e9)) * time.Millisecond)},
 				Data:                        data,
 				EncryptionType:              "NONE",
 				PartitionKey:                fmt.Sprintf("partition-%d", rng.IntN(64)),
@@ -365,12 +366,12 @@ func TestDecodeKinesisEmptyRecords(t *testing.T) {
 type errCase struct {
 	name       string
 	in         string
-	want       string        // the exact error text
-	syntax     *SyntaxError  // when non-nil, errors.As must yield this
-	record     *RecordError  // when non-nil, errors.As must yield these exported fields
-	notKinesis bool          // errors.Is(err, ErrNotKinesis)
-	refAccepts bool          // encoding/json accepts the input: a rule of our own rejects it
-	_          struct{}      // keep literals keyed
+	want       string       // the exact error text
+	syntax     *SyntaxError // when non-nil, errors.As must yield this
+	record     *RecordError // when non-nil, errors.As must yield these exported fields
+	notKinesis bool         // errors.Is(err, ErrNotKinesis)
+	refAccepts bool         // encoding/json accepts the input: a rule of our own rejects it
+	_          struct{}     // keep literals keyed
 }
 
 func TestDecodeKinesisErrors(t *testing.T) {

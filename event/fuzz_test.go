@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,41 +55,48 @@ func FuzzDecodeKinesis(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		got, err := DecodeKinesis(in)
-		var ref events.KinesisEvent
-		refErr := json.Unmarshal(in, &ref)
-
-		var se *SyntaxError
-		var jse *json.SyntaxError
-		if ours, theirs := errors.As(err, &se), errors.As(refErr, &jse); ours != theirs {
-			t.Fatalf("malformed JSON disagreement: ours %v, encoding/json %v", err, refErr)
-		}
-		if (err == nil) != (got != nil) {
-			t.Fatalf("DecodeKinesis returned %v and error %v", got, err)
-		}
-		if refErr != nil {
-			if err == nil {
-				t.Fatalf("DecodeKinesis accepts what encoding/json rejects (%v)", refErr)
-			}
-			return
-		}
-		if reason := breaksRules(in, ref); reason != "" {
-			if err == nil {
-				t.Fatalf("DecodeKinesis accepts an input that breaks a rule: %s", reason)
-			}
-			var re *RecordError
-			if !errors.Is(err, ErrNotKinesis) && !errors.As(err, &re) {
-				t.Fatalf("error %v is neither a RecordError nor ErrNotKinesis", err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("DecodeKinesis rejects an input that encoding/json accepts and that keeps the rules: %v", err)
-		}
-		if diff := cmp.Diff(fromReference(ref), got.Records); diff != "" {
-			t.Fatalf("DecodeKinesis differs from encoding/json (-want +got):\n%s", diff)
-		}
+		checkOracle(t, in)
 	})
+}
+
+// checkOracle checks DecodeKinesis(in) against json.Unmarshal into
+// events.KinesisEvent, as described on FuzzDecodeKinesis.
+func checkOracle(t *testing.T, in []byte) {
+	t.Helper()
+	got, err := DecodeKinesis(in)
+	var ref events.KinesisEvent
+	refErr := json.Unmarshal(in, &ref)
+
+	var se *SyntaxError
+	var jse *json.SyntaxError
+	if ours, theirs := errors.As(err, &se), errors.As(refErr, &jse); ours != theirs {
+		t.Fatalf("malformed JSON disagreement on %q: ours %v, encoding/json %v", in, err, refErr)
+	}
+	if (err == nil) != (got != nil) {
+		t.Fatalf("DecodeKinesis returned %v and error %v", got, err)
+	}
+	if refErr != nil {
+		if err == nil {
+			t.Fatalf("DecodeKinesis accepts %q, which encoding/json rejects (%v)", in, refErr)
+		}
+		return
+	}
+	if reason := breaksRules(in, ref); reason != "" {
+		if err == nil {
+			t.Fatalf("DecodeKinesis accepts %q, which breaks a rule: %s", in, reason)
+		}
+		var re *RecordError
+		if !errors.Is(err, ErrNotKinesis) && !errors.As(err, &re) {
+			t.Fatalf("error %v for %q is neither a RecordError nor ErrNotKinesis", err, in)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("DecodeKinesis rejects %q, which encoding/json accepts and which keeps the rules: %v", in, err)
+	}
+	if diff := cmp.Diff(fromReference(ref), got.Records); diff != "" {
+		t.Fatalf("DecodeKinesis differs from encoding/json on %q (-want +got):\n%s", in, diff)
+	}
 }
 
 // breaksRules reports which of DecodeKinesis's own rules an input that
@@ -103,7 +111,7 @@ func breaksRules(in []byte, ref events.KinesisEvent) string {
 	for i, r := range ref.Records {
 		seq := r.Kinesis.SequenceNumber
 		if seq == "" || strings.Trim(seq, "0123456789") != "" {
-			return "record " + string(rune('0'+i%10)) + ": sequence number missing or not digits"
+			return "record " + strconv.Itoa(i) + ": sequence number missing or not digits"
 		}
 		if r.EventSource != "" && r.EventSource != "aws:kinesis" {
 			return "eventSource is not aws:kinesis"

@@ -47,7 +47,8 @@ type KinesisRecord struct {
 	EventSource string
 }
 
-// Kinesis is a decoded Kinesis invocation of a Lambda function.
+// Kinesis is a decoded Kinesis invocation of a Lambda function. It is
+// plain data: safe for concurrent reads, owned by the caller.
 type Kinesis struct {
 	// Records holds the records in the order of the Records array. It is
 	// never nil for a successfully decoded event, but may be empty.
@@ -128,8 +129,8 @@ const maxPayload = math.MaxInt32
 //
 // Malformed JSON, including trailing data after the top-level value and
 // nesting deeper than 10,000 levels, yields a *SyntaxError, which takes
-// precedence over the semantic errors. Of the semantic errors, the one
-// earliest in the payload is reported.
+// precedence over the semantic errors. A *RecordError always names the
+// first bad record in the Records array.
 //
 // The strings of all records share one allocation holding only the bytes
 // they need, and all Data slices share one arena; DecodeKinesis neither

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -71,25 +72,53 @@ func quoteByte(c byte) string {
 	return fmt.Sprintf("byte 0x%02x", c)
 }
 
+// scanString validates the JSON string whose opening quote is at i. It
+// returns the index just past the closing quote and strEscaped/strNonASCII
+// flags for the contents.
+//
+// The fast path finds the closing quote with bytes.IndexByte and then
+// checks, eight bytes at a time, that nothing before it is a backslash, a
+// control character or non-ASCII; anything else goes to scanStringSlow.
+func (d *decoder) scanString(i int) (int, uint8, error) {
+	b := d.buf
+	j := i + 1
+	q := bytes.IndexByte(b[j:], '"')
+	if q < 0 {
+		return d.scanStringSlow(j)
+	}
+	end := j + q
+	for ; j+8 <= end; j += 8 {
+		w := binary.LittleEndian.Uint64(b[j:])
+		s := w ^ (swarOnes * '\\')
+		if ((w-swarOnes*0x20)|w|((s-swarOnes)&^s))&swarHigh != 0 {
+			return d.scanStringSlow(j)
+		}
+	}
+	for ; j < end; j++ {
+		if c := b[j]; c < 0x20 || c == '\\' || c >= 0x80 {
+			return d.scanStringSlow(j)
+		}
+	}
+	return end + 1, 0, nil
+}
+
 // special returns a word whose lowest set bit marks the first byte of w
 // (little-endian) that is '"', '\\', a control character or non-ASCII. It
 // is zero when w holds none. Higher bits may be false positives.
 func special(w uint64) uint64 {
 	q := w ^ (swarOnes * '"')
 	s := w ^ (swarOnes * '\\')
-	return ((q - swarOnes) &^ q) | ((s - swarOnes) &^ s) | ((w - swarOnes*0x20) &^ w) | w
+	return (((q - swarOnes) &^ q) | ((s - swarOnes) &^ s) | ((w - swarOnes*0x20) &^ w) | w) & swarHigh
 }
 
-// scanString validates the JSON string whose opening quote is at i. It
-// returns the index just past the closing quote and strEscaped/strNonASCII
-// flags for the contents.
-func (d *decoder) scanString(i int) (int, uint8, error) {
+// scanStringSlow continues scanString from index i inside the string, where
+// the contents need a closer look.
+func (d *decoder) scanStringSlow(i int) (int, uint8, error) {
 	b := d.buf
 	var flags uint8
-	i++
 	for {
 		for i+8 <= len(b) {
-			if t := special(binary.LittleEndian.Uint64(b[i:])) & swarHigh; t != 0 {
+			if t := special(binary.LittleEndian.Uint64(b[i:])); t != 0 {
 				i += bits.TrailingZeros64(t) >> 3
 				break
 			}

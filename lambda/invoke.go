@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ import (
 func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	ev, err := event.DecodeKinesis(payload)
 	if err != nil {
+		if errors.Is(err, event.ErrNotKinesis) && isSQSEvent(payload) {
+			return r.InvokeSQS(ctx, payload)
+		}
 		return nil, err
 	}
 	msgs := Messages(ev.Records)

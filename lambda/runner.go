@@ -31,6 +31,8 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
 	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/retry"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -56,7 +58,7 @@ const (
 )
 
 // Config configures a Runner. The zero Config is valid: every zero field
-// takes its default.
+// takes its default, and with no Publisher every retry stays unsettled.
 type Config struct {
 	// Concurrency is the number of lanes (distinct partition keys) handled
 	// at once; 0 means DefaultConcurrency.
@@ -67,15 +69,44 @@ type Config struct {
 	DeadlineMargin time.Duration
 	// Logger receives the runner's logs; nil discards them.
 	Logger *slog.Logger
+
+	// Policy decides what retries do. Its DeadLetter and DelayQueue fields
+	// are set by NewRunner from the targets below.
+	Policy retry.Policy
+	// Publisher writes copies, replies and dead letters to Kinesis. Without
+	// one, a decision to copy leaves the record unsettled (logged).
+	Publisher *publish.Publisher
+	// Queue writes dead letters and delay messages to SQS.
+	Queue *publish.Queue
+	// DeadLetterStream is the stream (name or ARN) that capped records go
+	// to; DeadLetterQueue the SQS queue URL. At most one may be set.
+	DeadLetterStream string
+	DeadLetterQueue  string
+	// DelayQueue is the SQS queue URL that carries long RetryAfter delays.
+	DelayQueue string
+	// ReplyStream is the default stream of Message.Reply.
+	ReplyStream string
 }
 
 // Validate reports an error for settings that cannot work.
 func (c Config) Validate() error {
-	if c.Concurrency < 0 {
+	switch {
+	case c.Concurrency < 0:
 		return fmt.Errorf("lambda: concurrency %d is negative", c.Concurrency)
-	}
-	if c.DeadlineMargin < 0 {
+	case c.DeadlineMargin < 0:
 		return fmt.Errorf("lambda: deadline margin %s is negative", c.DeadlineMargin)
+	case c.DeadLetterStream != "" && c.DeadLetterQueue != "":
+		return errors.New("lambda: set a dead-letter stream or a dead-letter queue, not both")
+	case c.DeadLetterStream != "" && c.Publisher == nil:
+		return errors.New("lambda: a dead-letter stream needs a Kinesis publisher")
+	case (c.DeadLetterQueue != "" || c.DelayQueue != "") && c.Queue == nil:
+		return errors.New("lambda: a dead-letter or delay queue needs an SQS client")
+	case c.DelayQueue != "" && c.Publisher == nil:
+		return errors.New("lambda: a delay queue needs a Kinesis publisher to forward delayed records")
+	case c.Policy.MaxAttempts < 0:
+		return fmt.Errorf("lambda: max attempts %d is negative", c.Policy.MaxAttempts)
+	case c.Policy.MaxInProcessDelay < 0:
+		return fmt.Errorf("lambda: max in-process delay %s is negative", c.Policy.MaxInProcessDelay)
 	}
 	return nil
 }
@@ -87,6 +118,7 @@ type Runner struct {
 	conc   int
 	margin time.Duration
 	log    *slog.Logger
+	cfg    Config
 }
 
 // NewRunner returns a Runner for h. It panics if h is nil and returns an
@@ -98,7 +130,9 @@ func NewRunner(h message.Handler, cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{h: h, conc: cfg.Concurrency, margin: cfg.DeadlineMargin, log: cfg.Logger}
+	cfg.Policy.DeadLetter = cfg.DeadLetterStream != "" || cfg.DeadLetterQueue != ""
+	cfg.Policy.DelayQueue = cfg.DelayQueue != ""
+	r := &Runner{h: h, conc: cfg.Concurrency, margin: cfg.DeadlineMargin, log: cfg.Logger, cfg: cfg}
 	if r.conc == 0 {
 		r.conc = DefaultConcurrency
 	}
@@ -131,8 +165,10 @@ func (r *Runner) Run(ctx context.Context, msgs []message.Message) ([]string, err
 	}
 	runCtx := ctx
 	var cancel context.CancelFunc
-	if dl, ok := ctx.Deadline(); ok {
-		runCtx, cancel = context.WithDeadline(ctx, dl.Add(-r.margin))
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		b.cutoff = dl.Add(-r.margin)
+		runCtx, cancel = context.WithDeadline(ctx, b.cutoff)
 	} else {
 		runCtx, cancel = context.WithCancel(ctx)
 	}
@@ -156,18 +192,34 @@ func (r *Runner) Run(ctx context.Context, msgs []message.Message) ([]string, err
 	case <-done:
 	case <-runCtx.Done():
 		// Out of time (or the caller gave up): answer with what settled.
-		// Sealing makes every settlement still to come stale.
 		if ctx.Err() == nil {
 			r.log.LogAttrs(ctx, slog.LevelWarn, "lambda: deadline margin reached; answering with records still running",
-				slog.Duration("margin", r.margin))
+				slog.String("margin", r.margin.String()))
 		}
 	}
+	// Copies, dead letters and delay messages are written now, in as few
+	// calls as possible; each record settles once its write succeeded.
+	// Their time runs to a fifth of the margin before the deadline, leaving
+	// the rest to send the response.
+	flushCtx, cancelFlush := context.WithTimeout(context.WithoutCancel(ctx), noDeadlineFlushTimeout)
+	if hasDeadline {
+		cancelFlush()
+		flushCtx, cancelFlush = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(-r.margin/5))
+	}
+	b.flush(flushCtx)
+	cancelFlush()
+
+	// Sealing makes every settlement still to come stale.
 	ids := batchresponse.Failures(b.shards)
 	for _, w := range b.shards {
 		w.Reset("")
 	}
 	return ids, nil
 }
+
+// noDeadlineFlushTimeout bounds the writes of a batch run without a
+// deadline (tests, tools): Lambda always sets one.
+const noDeadlineFlushTimeout = time.Minute
 
 // RunJSON is Run followed by batchresponse.AppendJSON into dst.
 func (r *Runner) RunJSON(ctx context.Context, dst []byte, msgs []message.Message) ([]byte, error) {
@@ -191,6 +243,11 @@ type batch struct {
 	heads   []int32 // first message of each partition key, in arrival order
 	next    []int32 // next message with the same key, -1 at the end
 	cursor  atomic.Int64
+	cutoff  time.Time // zero without a deadline
+
+	mu      sync.Mutex
+	pending []pendingWrite // guarded by mu
+	sealed  bool           // guarded by mu: no write is queued any more
 }
 
 func (r *Runner) newBatch(msgs []message.Message) (*batch, error) {
@@ -235,6 +292,7 @@ func (r *Runner) newBatch(msgs []message.Message) (*batch, error) {
 // lane takes partition keys off the batch one at a time and handles each
 // key's records in order, until no key is left or ctx is done.
 func (b *batch) lane(ctx context.Context) {
+	l := &laneState{b: b, cur: -1}
 	for {
 		k := b.cursor.Add(1) - 1
 		if k >= int64(len(b.heads)) {
@@ -248,7 +306,7 @@ func (b *batch) lane(ctx context.Context) {
 			if int64(i) > b.blocked[s].Load() {
 				break // Lambda redelivers it anyway
 			}
-			if !b.handle(ctx, int(i)) {
+			if !b.handle(ctx, l, int(i)) {
 				b.block(s, int64(i))
 				break // keep the key's order: nothing after it runs now
 			}
@@ -265,40 +323,81 @@ func (b *batch) block(s int32, i int64) {
 	}
 }
 
-// handle runs the handler for message i and settles it. It reports whether
-// the record settled.
-func (b *batch) handle(ctx context.Context, i int) bool {
+// handle runs the handler for message i and acts on its outcome. It
+// reports false when the record is left unsettled for good (Lambda delivers
+// it again), so later records of its key and shard must wait.
+func (b *batch) handle(ctx context.Context, l *laneState, i int) bool {
 	m := &b.msgs[i]
+	l.begin(m, i)
 	out := b.call(ctx, m)
-	log := b.r.log
-	switch out.Kind() {
-	case message.KindAck:
-	case message.KindDrop:
-		log.LogAttrs(ctx, slog.LevelWarn, "lambda: record dropped",
-			slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber),
-			slog.String(AttrPartitionKey, m.PartitionKey), slog.Int(AttrAttempt, m.Attempt),
-			slog.String(AttrOutcome, out.Kind().String()), errAttr(out.Err()))
-	default:
-		if out.Kind() == message.KindInvalid {
-			out = message.Retry(errors.New("lambda: handler returned the zero Outcome"))
+	if err := l.end(); err != nil {
+		b.logRecord(ctx, slog.LevelError, "lambda: reply failed; record left unsettled", m, out, err)
+		return false
+	}
+	if out.Kind() == message.KindInvalid {
+		out = message.Retry(errors.New("lambda: handler returned the zero Outcome"))
+	}
+	remaining := time.Duration(-1)
+	if !b.cutoff.IsZero() {
+		remaining = max(time.Until(b.cutoff), 0)
+	}
+	d := b.r.cfg.Policy.Decide(out, m.Attempt, remaining)
+	if d.Note != "" && d.Action != retry.DeadLetter && d.Action != retry.Retire {
+		b.logRecord(ctx, slog.LevelWarn, "lambda: "+d.Note, m, out, nil)
+	}
+	switch d.Action {
+	case retry.Settle:
+		if out.Kind() == message.KindDrop {
+			b.logRecord(ctx, slog.LevelWarn, "lambda: record dropped", m, out, nil)
 		}
-		if ctx.Err() == nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "lambda: record left unsettled; Lambda delivers it again",
-				slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber),
-				slog.String(AttrPartitionKey, m.PartitionKey), slog.Int(AttrAttempt, m.Attempt),
-				slog.String(AttrOutcome, out.String()), errAttr(out.Err()))
+	case retry.Retire:
+		b.logRecord(ctx, slog.LevelWarn, "lambda: record retired without a dead-letter target: "+d.Note, m, out, nil)
+	case retry.Copy, retry.DelayQueue, retry.DeadLetter:
+		if d.Action == retry.Copy && b.r.cfg.Publisher == nil {
+			b.logRecord(ctx, slog.LevelError, "lambda: no Kinesis client to write a retry copy; record left unsettled", m, out, nil)
+			return false
+		}
+		w := pendingWrite{i: i, d: d, out: out}
+		if d.Action == retry.Copy {
+			w.notBefore = time.Now().Add(d.Wait)
+		}
+		if !b.queue(w) {
+			return false
+		}
+		return true
+	default: // retry.Leave
+		if ctx.Err() == nil && !errors.Is(out.Err(), ErrPanic) { // a panic was logged with its stack
+			b.logRecord(ctx, slog.LevelWarn, "lambda: record left unsettled; Lambda delivers it again", m, out, nil)
 		}
 		return false
 	}
 	// After the cut-off the response may already be built; the seal then
 	// makes this settlement stale (ErrStale), which changes nothing.
+	b.settle(ctx, i)
+	return true
+}
+
+// settle settles message i on its shard.
+func (b *batch) settle(ctx context.Context, i int) {
+	m := &b.msgs[i]
 	w := b.shards[b.shardOf[i]]
 	if _, _, err := w.Settle(b.tickets[i]); err != nil && !errors.Is(err, settle.ErrStale) {
-		log.LogAttrs(ctx, slog.LevelError, "lambda: settle failed",
+		b.r.log.LogAttrs(ctx, slog.LevelError, "lambda: settle failed",
 			slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber), errAttr(err))
-		return false
 	}
-	return true
+}
+
+func (b *batch) logRecord(ctx context.Context, level slog.Level, msg string, m *message.Message, out message.Outcome, err error) {
+	if !b.r.log.Enabled(ctx, level) {
+		return
+	}
+	if err == nil {
+		err = out.Err()
+	}
+	b.r.log.LogAttrs(ctx, level, msg,
+		slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber),
+		slog.String(AttrPartitionKey, m.PartitionKey), slog.Int(AttrAttempt, m.Attempt),
+		slog.String(AttrOutcome, out.String()), errAttr(err))
 }
 
 // call runs the handler, turning a panic into a Retry for this record only.

@@ -207,15 +207,21 @@ type Result struct {
 	Response events.KinesisEventResponse
 	// Failures are the reported item identifiers, in order.
 	Failures []string
+	// Kinesis and SQS are the fakes the adapter wrote copies, dead letters,
+	// delay messages and replies to, unless the options passed to Run named
+	// clients of their own (inspect those instead).
+	Kinesis *Kinesis
+	SQS     *SQS
 }
 
 // AllSettled reports whether the response reported no failure.
 func (r *Result) AllSettled() bool { return len(r.Failures) == 0 }
 
 // Run runs the batch through a new Adapter for h with opts, via the raw
-// Invoke path Lambda uses, and returns the result. It fails the test on any
-// error, including an invalid option. The invocation context is t.Context()
-// unless RunContext is used.
+// Invoke path Lambda uses, and returns the result. The adapter writes to
+// in-memory fakes (Result.Kinesis, Result.SQS) unless opts set clients. It
+// fails the test on any error, including an invalid option. The invocation
+// context is t.Context() unless RunContext is used.
 func Run(t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.Option) *Result {
 	t.Helper()
 	return RunContext(t.Context(), t, h, b, opts...)
@@ -225,7 +231,9 @@ func Run(t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.
 // deadline to exercise the deadline margin.
 func RunContext(ctx context.Context, t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.Option) *Result {
 	t.Helper()
-	a, err := lambdaadapter.New(h, opts...)
+	res := &Result{Kinesis: NewKinesis(), SQS: NewSQS()}
+	all := append([]lambdaadapter.Option{lambdaadapter.WithKinesisClient(res.Kinesis), lambdaadapter.WithSQSClient(res.SQS)}, opts...)
+	a, err := lambdaadapter.New(h, all...)
 	if err != nil {
 		t.Fatalf("lambdaadaptertest: New: %v", err)
 	}
@@ -233,7 +241,7 @@ func RunContext(ctx context.Context, t testing.TB, h lambdaadapter.Handler, b *B
 	if err != nil {
 		t.Fatalf("lambdaadaptertest: Invoke: %v", err)
 	}
-	res := &Result{Raw: raw}
+	res.Raw = raw
 	if err := json.Unmarshal(raw, &res.Response); err != nil {
 		t.Fatalf("lambdaadaptertest: response %q is not JSON: %v", raw, err)
 	}

@@ -9,6 +9,7 @@ package message
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -48,6 +49,51 @@ type Message struct {
 	// Attempt is 1 on a first delivery and, on a counted copy written by a
 	// retry, the copy's x-ruststream-retry-count header plus one.
 	Attempt int
+
+	replier Replier
+}
+
+// Reply is a record a handler publishes in answer to the one it handles.
+type Reply struct {
+	// Stream is the stream name or ARN to write to; "" means the adapter's
+	// reply stream (WithReplyStream).
+	Stream string
+	// PartitionKey is the reply's key. When empty, the key is the reply's
+	// partition-key header, then the adapter's reply partition key
+	// (WithReplyPartitionKey), then a generated key that spreads replies
+	// over the shards.
+	PartitionKey string
+	// Headers are the reply's user headers. The RSK1 envelope is written
+	// only when there is one besides partition-key.
+	Headers envelope.Headers
+	// Payload is the reply's data.
+	Payload []byte
+}
+
+// Replier publishes replies on behalf of a runner. Runners bind one to each
+// message they hand to a handler; handlers call Message.Reply instead.
+type Replier interface {
+	Reply(ctx context.Context, m *Message, r Reply) error
+}
+
+// Bind makes r the replier of m. It is for runners; handlers do not call
+// it.
+func Bind(m *Message, r Replier) { m.replier = r }
+
+// ErrNoReplier is returned by Message.Reply on a message whose runner
+// offers no replies (for example one built by hand in a test).
+var ErrNoReplier = errors.New("message: replies are not available for this message")
+
+// Reply writes r (one Kinesis PutRecord) and returns once it is written or
+// has failed. The record being handled settles only if every reply written
+// while handling it succeeded: after a failed reply it stays unsettled and
+// comes again, whatever the handler returns. Reply must be called before
+// HandleRecord returns, from any goroutine; a call after that fails.
+func (m *Message) Reply(ctx context.Context, r Reply) error {
+	if m.replier == nil {
+		return ErrNoReplier
+	}
+	return m.replier.Reply(ctx, m, r)
 }
 
 // Header returns the value of the header name, or "" when it is absent.

@@ -14,6 +14,12 @@ import (
 type demoCommand struct {
 	Outcome string `json:"outcome"`
 	SleepMS int    `json:"sleep_ms"`
+	// DelayMS is the delay of "retry_after".
+	DelayMS int `json:"delay_ms"`
+	// Reply, when set, is published with Message.Reply before the outcome.
+	Reply string `json:"reply"`
+	// ReplyKey is the reply's partition key ("" lets the adapter resolve it).
+	ReplyKey string `json:"reply_key"`
 }
 
 // demoHandler returns the demonstration handler described in the command
@@ -35,7 +41,16 @@ func demoHandler(logger *slog.Logger) lambdaadapter.Handler {
 				return lambdaadapter.Retry(ctx.Err())
 			}
 		}
+		if cmd.Reply != "" {
+			r := lambdaadapter.Reply{PartitionKey: cmd.ReplyKey, Payload: []byte(cmd.Reply)}
+			r.Headers.Set("x-in-reply-to", m.SequenceNumber)
+			if err := m.Reply(ctx, r); err != nil {
+				return lambdaadapter.Retry(err)
+			}
+		}
 		switch cmd.Outcome {
+		case "retry_after":
+			return lambdaadapter.RetryAfter(time.Duration(cmd.DelayMS)*time.Millisecond, errors.New("demo: asked to retry later"))
 		case "drop":
 			return lambdaadapter.Drop(errors.New("demo: asked to drop"))
 		case "retry":

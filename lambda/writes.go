@@ -1,0 +1,261 @@
+package lambda
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/retry"
+)
+
+// FirstArrivalHeader carries, on counted copies, when the original record
+// first arrived (RFC 3339, milliseconds, UTC), so a dead letter written after
+// several copies still reports it.
+const FirstArrivalHeader = "x-lambdaadapter-first-arrival"
+
+// pendingWrite is a record waiting for its copy, delay message or dead
+// letter to be written before it settles.
+type pendingWrite struct {
+	i         int
+	d         retry.Decision
+	out       message.Outcome
+	notBefore time.Time
+}
+
+// queue adds w to the writes of the batch. It reports false when the batch
+// is sealed: the record then stays unsettled.
+func (b *batch) queue(w pendingWrite) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sealed {
+		return false
+	}
+	b.pending = append(b.pending, w)
+	return true
+}
+
+// flush seals the batch and writes every pending copy, dead letter and
+// delay message: Kinesis records in PutRecords batches, SQS messages in
+// SendMessageBatch batches. A record settles only when its write succeeded;
+// any failure leaves it unsettled, so it is reported and comes again.
+func (b *batch) flush(ctx context.Context) {
+	b.mu.Lock()
+	writes := b.pending
+	b.pending = nil
+	b.sealed = true
+	b.mu.Unlock()
+	if len(writes) == 0 {
+		return
+	}
+	var latest time.Time
+	for _, w := range writes {
+		if w.notBefore.After(latest) {
+			latest = w.notBefore
+		}
+	}
+	if wait := time.Until(latest); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		for _, w := range writes {
+			b.logRecord(ctx, slog.LevelError, "lambda: no time left to write the "+w.d.Action.String()+"; record left unsettled", &b.msgs[w.i], w.out, err)
+		}
+		return
+	}
+
+	cfg := &b.r.cfg
+	var krecs []publish.Record
+	var kidx []int
+	qmsgs := map[string][]publish.QueueMessage{}
+	qidx := map[string][]int{}
+	now := time.Now()
+	for wi, w := range writes {
+		m := &b.msgs[w.i]
+		switch {
+		case w.d.Action == retry.Copy:
+			krecs = append(krecs, copyOf(m))
+			kidx = append(kidx, wi)
+		case w.d.Action == retry.DelayQueue:
+			c := copyOf(m)
+			body, err := publish.Delayed{
+				StreamARN: m.StreamARN, PartitionKey: c.PartitionKey, Headers: c.Headers,
+				Payload: c.Payload, NotBefore: now.Add(w.d.Wait),
+			}.Body()
+			if err != nil {
+				b.logRecord(ctx, slog.LevelError, "lambda: cannot encode the delay message; record left unsettled", m, w.out, err)
+				continue
+			}
+			qmsgs[cfg.DelayQueue] = append(qmsgs[cfg.DelayQueue], publish.QueueMessage{Body: string(body), Delay: min(w.d.Wait, retry.MaxQueueDelay)})
+			qidx[cfg.DelayQueue] = append(qidx[cfg.DelayQueue], wi)
+		case w.d.Action == retry.DeadLetter && cfg.DeadLetterStream != "":
+			krecs = append(krecs, publish.DeadLetterRecord(cfg.DeadLetterStream, deadLetterOf(m, w, now)))
+			kidx = append(kidx, wi)
+		case w.d.Action == retry.DeadLetter:
+			body, err := publish.DeadLetterBody(deadLetterOf(m, w, now))
+			if err != nil {
+				b.logRecord(ctx, slog.LevelError, "lambda: cannot encode the dead letter; record left unsettled", m, w.out, err)
+				continue
+			}
+			qmsgs[cfg.DeadLetterQueue] = append(qmsgs[cfg.DeadLetterQueue], publish.QueueMessage{Body: string(body)})
+			qidx[cfg.DeadLetterQueue] = append(qidx[cfg.DeadLetterQueue], wi)
+		}
+	}
+
+	errs := make([]error, len(writes))
+	for i := range errs {
+		errs[i] = errNotWritten
+	}
+	var wg sync.WaitGroup
+	if len(krecs) > 0 {
+		wg.Go(func() {
+			for j, res := range cfg.Publisher.PutBatch(ctx, krecs) {
+				errs[kidx[j]] = res.Err
+			}
+		})
+	}
+	for url, ms := range qmsgs {
+		idx := qidx[url]
+		wg.Go(func() {
+			for j, res := range cfg.Queue.SendBatch(ctx, url, ms) {
+				errs[idx[j]] = res.Err
+			}
+		})
+	}
+	wg.Wait()
+
+	for wi, w := range writes {
+		m := &b.msgs[w.i]
+		if err := errs[wi]; err != nil {
+			msg := "lambda: writing the " + w.d.Action.String() + " failed; record left unsettled"
+			if errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge) {
+				msg = "lambda: the " + w.d.Action.String() + " is too large to write; record left unsettled (see README: oversize records)"
+			}
+			b.logRecord(ctx, slog.LevelError, msg, m, w.out, err)
+			continue
+		}
+		switch w.d.Action {
+		case retry.DeadLetter:
+			b.logRecord(ctx, slog.LevelWarn, "lambda: record dead-lettered: "+w.d.Note, m, w.out, nil)
+		default:
+			b.logRecord(ctx, slog.LevelInfo, "lambda: record will come again as a counted copy ("+w.d.Action.String()+")", m, w.out, nil)
+		}
+		b.settle(ctx, w.i)
+	}
+}
+
+var errNotWritten = errors.New("lambda: not written")
+
+// copyOf is the counted copy of m: its payload, user headers and key, with
+// x-ruststream-retry-count incremented and the first arrival carried on.
+func copyOf(m *message.Message) publish.Record {
+	c := publish.Copy(m)
+	if _, ok := c.Headers.Lookup(FirstArrivalHeader); !ok {
+		c.Headers.Set(FirstArrivalHeader, formatTime(m.ArrivalTime))
+	}
+	return c
+}
+
+func deadLetterOf(m *message.Message, w pendingWrite, now time.Time) publish.DeadLetter {
+	first := m.ArrivalTime
+	if v, ok := m.Headers.Lookup(FirstArrivalHeader); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			first = t
+		}
+	}
+	reason := w.d.Note
+	if err := w.out.Err(); err != nil {
+		reason += ": " + err.Error()
+	}
+	h := m.Headers.Clone()
+	h.Del(FirstArrivalHeader)
+	return publish.DeadLetter{
+		Reason:          reason,
+		SourceStreamARN: m.StreamARN,
+		ShardID:         m.ShardID,
+		SequenceNumber:  m.SequenceNumber,
+		PartitionKey:    m.PartitionKey,
+		Attempts:        m.Attempt,
+		FirstArrival:    first,
+		DeadLetteredAt:  now,
+		Headers:         h,
+		Payload:         m.Payload,
+	}
+}
+
+func formatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// laneState is one lane's reply state: the message its handler is working
+// on and a buffer reused for every reply the lane writes.
+type laneState struct {
+	b      *batch
+	mu     sync.Mutex
+	cur    int // index of the message being handled, -1 between calls
+	buf    []byte
+	failed error
+}
+
+func (l *laneState) begin(m *message.Message, i int) {
+	l.mu.Lock()
+	l.cur, l.failed = i, nil
+	l.mu.Unlock()
+	message.Bind(m, l)
+}
+
+// end closes the handler call and returns the first reply error, if any.
+func (l *laneState) end() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cur = -1
+	return l.failed
+}
+
+// ErrReplyAfterReturn is returned by Message.Reply after the handler
+// returned.
+var ErrReplyAfterReturn = errors.New("lambda: reply after the handler returned")
+
+// ErrNoReplyStream is returned by Message.Reply when neither the reply nor
+// the adapter names a stream.
+var ErrNoReplyStream = errors.New("lambda: reply names no stream and no reply stream is set (WithReplyStream)")
+
+// Reply implements message.Replier: it writes r with one PutRecord, encoding
+// into the lane's buffer. Replies of one lane are written one at a time.
+func (l *laneState) Reply(ctx context.Context, m *message.Message, r message.Reply) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cur < 0 || &l.b.msgs[l.cur] != m {
+		return ErrReplyAfterReturn
+	}
+	pub := l.b.r.cfg.Publisher
+	stream := r.Stream
+	if stream == "" {
+		stream = l.b.r.cfg.ReplyStream
+	}
+	var err error
+	switch {
+	case stream == "":
+		err = ErrNoReplyStream
+	case pub == nil:
+		err = errors.New("lambda: replies need a Kinesis client")
+	default:
+		_, err = pub.PutBuffer(ctx, publish.Record{Stream: stream, PartitionKey: r.PartitionKey, Headers: r.Headers, Payload: r.Payload}, &l.buf)
+	}
+	if err != nil {
+		err = fmt.Errorf("lambda: reply to %q for shard %s sequence number %s: %w", stream, m.ShardID, m.SequenceNumber, err)
+		if l.failed == nil {
+			l.failed = err
+		}
+	}
+	return err
+}

@@ -1,0 +1,441 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// SQS limits the queue enforces.
+const (
+	// MaxMessageSize is the default and largest message size, body plus
+	// attributes in bytes: 1 MiB (1,048,576), the SQS limit since 2025. A
+	// queue configured with a lower MaximumMessageSize needs
+	// WithMaxMessageSize.
+	MaxMessageSize = 1 << 20
+	// MaxMessageAttributes is the most attributes a message may carry.
+	MaxMessageAttributes = 10
+	// MaxBatchMessages is the most entries SendBatch puts in one
+	// SendMessageBatch request.
+	MaxBatchMessages = 10
+	// MaxDelay is the longest delay SQS applies to a message, 15 minutes.
+	// Longer delays are capped: a caller that needs more chains messages,
+	// sending the next delayed message when one comes due.
+	MaxDelay = 900 * time.Second
+)
+
+// SQSAPI is the part of *sqs.Client the queue uses. Production code passes a
+// *sqs.Client; tests pass a fake. An implementation must copy what it keeps
+// of an input, and be safe for concurrent use when the Queue is used
+// concurrently.
+type SQSAPI interface {
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
+// QueueMessage is one message to send to an SQS queue.
+type QueueMessage struct {
+	// Body is the message body: at least one character, only characters
+	// SQS accepts (XML 1.0 characters), at most the size limit together
+	// with the attributes.
+	Body string
+	// Delay postpones the message's delivery. It is sent as DelaySeconds:
+	// rounded up to a whole second and capped at MaxDelay (900 s); a
+	// negative Delay is 0. A FIFO queue refuses a per-message delay, so
+	// leave Delay zero for one.
+	Delay time.Duration
+	// Attributes are optional String message attributes, at most
+	// MaxMessageAttributes, with non-empty names and values. Their names,
+	// the type name "String" and their values count towards the size.
+	Attributes map[string]string
+}
+
+// QueueResult is the outcome of sending one message. Err is nil exactly when
+// SQS acknowledged the message; MessageID is then its ID.
+type QueueResult struct {
+	MessageID string
+	Err       error
+}
+
+// queueConfig is what the QueueOptions of a Queue set.
+type queueConfig struct {
+	maxSize int
+	backoff backoff
+	logger  *slog.Logger
+}
+
+// QueueOption configures a Queue.
+type QueueOption func(*queueConfig)
+
+// WithMaxMessageSize sets the largest message the queue sends, body plus
+// attributes in bytes. The default is MaxMessageSize (1 MiB); set it to the
+// queue's MaximumMessageSize when that is lower. It also bounds the total of
+// one SendMessageBatch request. NewQueue refuses a size below 1 or above
+// MaxMessageSize.
+func WithMaxMessageSize(n int) QueueOption {
+	return func(c *queueConfig) { c.maxSize = n }
+}
+
+// WithQueueBackoff sets the backoff between attempts, as WithBackoff does
+// for a Publisher.
+func WithQueueBackoff(base, max time.Duration) QueueOption {
+	return func(c *queueConfig) { c.backoff.base, c.backoff.max = base, max }
+}
+
+// WithQueueLogger sets the logger that receives the queue's logs: one debug
+// line per retry. The default discards them; nil means the default.
+func WithQueueLogger(l *slog.Logger) QueueOption {
+	return func(c *queueConfig) { c.logger = l }
+}
+
+// Queue sends messages to SQS queues: one with Send, many with SendBatch. It
+// refuses what SQS would refuse for its size or shape, and retries
+// throttling and transient failures with backoff until the context ends.
+//
+// A Queue is safe for concurrent use. It keeps no goroutine of its own and
+// needs no closing.
+type Queue struct {
+	c   SQSAPI
+	cfg queueConfig
+}
+
+// NewQueue returns a Queue sending through c. It panics when c is nil (a
+// programmer error) and returns an error for invalid options.
+func NewQueue(c SQSAPI, opts ...QueueOption) (*Queue, error) {
+	if c == nil {
+		panic("publish: NewQueue with a nil SQSAPI")
+	}
+	cfg := queueConfig{maxSize: MaxMessageSize, backoff: newBackoff()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxSize < 1 || cfg.maxSize > MaxMessageSize {
+		return nil, fmt.Errorf("publish: max message size %d is outside [1, %d]", cfg.maxSize, MaxMessageSize)
+	}
+	if err := cfg.backoff.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	return &Queue{c: c, cfg: cfg}, nil
+}
+
+// DelaySeconds returns the DelaySeconds a delay is sent as: d rounded up to
+// a whole second, 0 for a negative d, and at most 900.
+func DelaySeconds(d time.Duration) int32 {
+	if d <= 0 {
+		return 0
+	}
+	if d >= MaxDelay {
+		return int32(MaxDelay / time.Second)
+	}
+	return int32((d + time.Second - 1) / time.Second)
+}
+
+// MessageSize returns the size SQS counts for m: the body's bytes plus, per
+// attribute, its name, the type name "String" and its value.
+func MessageSize(m *QueueMessage) int {
+	n := len(m.Body)
+	for k, v := range m.Attributes {
+		n += len(k) + len("String") + len(v)
+	}
+	return n
+}
+
+// check returns the error m fails with before any call, or nil.
+func (q *Queue) check(op target, url string, m *QueueMessage) error {
+	invalid := func(what string) error { return &opError{op: op, what: what, is: []error{ErrInvalidMessage}} }
+	switch {
+	case url == "":
+		return invalid("queue URL is empty")
+	case m.Body == "":
+		return invalid("body is empty")
+	case len(m.Attributes) > MaxMessageAttributes:
+		return invalid(fmt.Sprintf("%d attributes, more than %d", len(m.Attributes), MaxMessageAttributes))
+	}
+	for k, v := range m.Attributes {
+		if k == "" {
+			return invalid("attribute name is empty")
+		}
+		if v == "" {
+			return invalid("attribute " + strconv.Quote(k) + " is empty")
+		}
+	}
+	if n := MessageSize(m); n > q.cfg.maxSize {
+		return &opError{op: op, what: fmt.Sprintf("message too large: %d bytes of body and attributes, more than %d", n, q.cfg.maxSize), is: []error{ErrMessageTooLarge}}
+	}
+	return nil
+}
+
+func attributes(m *QueueMessage) map[string]sqstypes.MessageAttributeValue {
+	if len(m.Attributes) == 0 {
+		return nil
+	}
+	attrs := make(map[string]sqstypes.MessageAttributeValue, len(m.Attributes))
+	for k, v := range m.Attributes {
+		attrs[k] = sqstypes.MessageAttributeValue{DataType: &stringType, StringValue: &v}
+	}
+	return attrs
+}
+
+var stringType = "String"
+
+// Send sends m to the queue at url with SendMessage, one call per attempt,
+// and returns its message ID. It refuses, without a call, a message over the
+// size limit (ErrMessageTooLarge) or of a shape SQS refuses
+// (ErrInvalidMessage). It retries throttling (ErrThrottled once out of
+// time), 5xx responses and transport failures with backoff; it does not
+// retry a missing queue (ErrQueueNotFound) or any other error.
+//
+// Send returns when the message is sent, when it fails for good, when ctx
+// ends, or as soon as the next backoff would outlast ctx's deadline. A nil
+// error means SQS acknowledged the message; a non-nil one does not prove it
+// was not sent (a call cut short may have reached the queue). Send is safe
+// for concurrent use.
+func (q *Queue) Send(ctx context.Context, url string, m QueueMessage) (messageID string, err error) {
+	op := queueOp(url)
+	if err := q.check(op, url, &m); err != nil {
+		return "", err
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl:          &url,
+		MessageBody:       &m.Body,
+		DelaySeconds:      DelaySeconds(m.Delay),
+		MessageAttributes: attributes(&m),
+	}
+	var (
+		last      error
+		lastClass class
+	)
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return "", gaveUp(op, last, lastClass, err)
+		}
+		out, err := q.c.SendMessage(ctx, in)
+		if err == nil {
+			if out != nil && deref(out.MessageId) != "" {
+				return *out.MessageId, nil
+			}
+			err = badResponse("response without a message ID")
+		}
+		c := classifyCall(ctx, err)
+		switch c {
+		case classNotFound:
+			return "", &opError{op: op, what: "queue not found", cause: err, is: []error{ErrQueueNotFound}}
+		case classPermanent:
+			return "", &opError{op: op, cause: err}
+		case classCanceled:
+			if last == nil {
+				last, lastClass = err, classRetryable
+			}
+			return "", gaveUp(op, last, lastClass, ctx.Err())
+		}
+		last, lastClass = err, c
+		d, werr := q.cfg.backoff.wait(ctx, attempt)
+		if werr != nil {
+			return "", gaveUp(op, last, lastClass, werr)
+		}
+		q.logRetry(ctx, url, attempt+1, d, 1, err)
+	}
+}
+
+func (q *Queue) logRetry(ctx context.Context, url string, attempt int, d time.Duration, entries int, err error) {
+	if !q.cfg.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	q.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "publish: retrying send",
+		slog.String(AttrQueueURL, url), slog.Int(AttrAttempt, attempt),
+		slog.Duration(AttrDelay, d), slog.Int(AttrEntries, entries), slog.String(AttrError, err.Error()))
+}
+
+// qitem is one message of a SendBatch on its way.
+type qitem struct {
+	idx       int
+	id        string
+	size      int
+	last      error
+	lastClass class
+}
+
+// SendBatch sends ms to the queue at url with SendMessageBatch and returns
+// one QueueResult per message: result i belongs to ms[i], and its Err is nil
+// exactly when SQS acknowledged ms[i]. Messages go in requests of at most
+// MaxBatchMessages entries whose sizes add up to at most the size limit, one
+// request at a time; an entry's ID is its index in ms. Messages refused by
+// Send's checks fail alone, without a call.
+//
+// Failed entries are retried with backoff, only those, unless SQS blames the
+// sender (SenderFault) for them; so are all the entries of a call that
+// failed with throttling, a 5xx response or a transport failure. An entry
+// the response does not mention is retried too, never taken as sent. A
+// missing queue fails every message; any other error fails the entries of
+// that request. Everything is bounded by ctx as for PutBatch. SendBatch is
+// safe for concurrent use.
+func (q *Queue) SendBatch(ctx context.Context, url string, ms []QueueMessage) []QueueResult {
+	results := make([]QueueResult, len(ms))
+	op := queueOp(url)
+	items := make([]qitem, 0, len(ms))
+	for i := range ms {
+		if err := q.check(op, url, &ms[i]); err != nil {
+			results[i].Err = err
+			continue
+		}
+		results[i].Err = errUnsettled
+		items = append(items, qitem{idx: i, id: strconv.Itoa(i), size: MessageSize(&ms[i])})
+	}
+	b := qbatch{q: q, ms: ms, url: url, op: op, results: results, items: items,
+		entries: make([]sqstypes.SendMessageBatchRequestEntry, 0, min(len(items), MaxBatchMessages))}
+	chunk := make([]int, 0, MaxBatchMessages)
+	bytes := 0
+	for j := range items {
+		if len(chunk) > 0 && (len(chunk) == MaxBatchMessages || bytes+items[j].size > q.cfg.maxSize) {
+			b.send(ctx, chunk)
+			chunk, bytes = chunk[:0], 0
+		}
+		chunk = append(chunk, j)
+		bytes += items[j].size
+	}
+	b.send(ctx, chunk)
+	return results
+}
+
+// qbatch is the state of one SendBatch call.
+type qbatch struct {
+	q        *Queue
+	ms       []QueueMessage
+	url      string
+	op       target
+	results  []QueueResult
+	items    []qitem
+	entries  []sqstypes.SendMessageBatchRequestEntry
+	notFound error
+}
+
+func (b *qbatch) send(ctx context.Context, pending []int) {
+	if len(pending) == 0 {
+		return
+	}
+	if b.notFound != nil {
+		b.fail(pending, b.notFound)
+		return
+	}
+	in := &sqs.SendMessageBatchInput{QueueUrl: &b.url}
+	byID := make(map[string]int, len(pending)) // entry ID → index in pending
+	for attempt := 0; len(pending) > 0; attempt++ {
+		if err := ctx.Err(); err != nil {
+			b.giveUp(pending, err)
+			return
+		}
+		b.entries = b.entries[:0]
+		clear(byID)
+		for k, j := range pending {
+			it := &b.items[j]
+			m := &b.ms[it.idx]
+			b.entries = append(b.entries, sqstypes.SendMessageBatchRequestEntry{
+				Id:                &it.id,
+				MessageBody:       &m.Body,
+				DelaySeconds:      DelaySeconds(m.Delay),
+				MessageAttributes: attributes(m),
+			})
+			byID[it.id] = k
+		}
+		in.Entries = b.entries
+		out, err := b.q.c.SendMessageBatch(ctx, in)
+		if err == nil && out == nil {
+			err = badResponse("empty response")
+		}
+		var lastErr error
+		if err != nil {
+			switch c := classifyCall(ctx, err); c {
+			case classNotFound:
+				b.notFound = &opError{op: b.op, what: "queue not found", cause: err, is: []error{ErrQueueNotFound}}
+				b.fail(pending, b.notFound)
+				return
+			case classPermanent:
+				b.fail(pending, &opError{op: b.op, cause: err})
+				return
+			case classCanceled:
+				for _, j := range pending {
+					if it := &b.items[j]; it.last == nil {
+						it.last, it.lastClass = err, classRetryable
+					}
+				}
+				b.giveUp(pending, ctx.Err())
+				return
+			default:
+				for _, j := range pending {
+					b.items[j].last, b.items[j].lastClass = err, c
+				}
+				lastErr = err
+			}
+		} else {
+			// An entry is sent only when the response lists it as
+			// successful and not also as failed.
+			sent := make([]string, len(pending)) // message IDs by position
+			for _, s := range out.Successful {
+				if k, ok := byID[deref(s.Id)]; ok && deref(s.MessageId) != "" {
+					sent[k] = *s.MessageId
+				}
+			}
+			failed := make([]*sqstypes.BatchResultErrorEntry, len(pending))
+			for f := range out.Failed {
+				if k, ok := byID[deref(out.Failed[f].Id)]; ok {
+					failed[k] = &out.Failed[f]
+				}
+			}
+			still := pending[:0]
+			for k, j := range pending {
+				it := &b.items[j]
+				if failed[k] == nil && sent[k] != "" {
+					b.results[it.idx] = QueueResult{MessageID: sent[k]}
+					continue
+				}
+				ee := &EntryError{Message: "entry missing from the response"}
+				c := classRetryable
+				if f := failed[k]; f != nil {
+					ee = &EntryError{Code: deref(f.Code), Message: deref(f.Message)}
+					c = classifyEntry(ee.Code, f.SenderFault)
+				}
+				switch c {
+				case classNotFound:
+					b.results[it.idx].Err = &opError{op: b.op, what: "queue not found", cause: ee, is: []error{ErrQueueNotFound}}
+				case classPermanent:
+					b.results[it.idx].Err = &opError{op: b.op, cause: ee}
+				default:
+					it.last, it.lastClass = ee, c
+					lastErr = ee
+					still = append(still, j)
+				}
+			}
+			pending = still
+		}
+		if len(pending) == 0 {
+			return
+		}
+		d, werr := b.q.cfg.backoff.wait(ctx, attempt)
+		if werr != nil {
+			b.giveUp(pending, werr)
+			return
+		}
+		b.q.logRetry(ctx, b.url, attempt+1, d, len(pending), lastErr)
+	}
+}
+
+func (b *qbatch) fail(pending []int, err error) {
+	for _, j := range pending {
+		b.results[b.items[j].idx].Err = err
+	}
+}
+
+func (b *qbatch) giveUp(pending []int, why error) {
+	for _, j := range pending {
+		it := &b.items[j]
+		b.results[it.idx].Err = gaveUp(b.op, it.last, it.lastClass, why)
+	}
+}

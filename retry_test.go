@@ -1,0 +1,479 @@
+package lambdaadapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
+	"github.com/shardsettle/lambdaadapter/publish"
+)
+
+const streamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
+
+// outcomeByPayload returns the outcome named by the payload's prefix.
+func outcomeByPayload(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+	p := string(m.Payload)
+	switch {
+	case strings.HasPrefix(p, "retry-after-long"):
+		return lambdaadapter.RetryAfter(10*time.Minute, errors.New("later"))
+	case strings.HasPrefix(p, "retry-after"):
+		return lambdaadapter.RetryAfter(300*time.Millisecond, errors.New("soon"))
+	case strings.HasPrefix(p, "retry"):
+		return lambdaadapter.Retry(errors.New("downstream 503"))
+	case strings.HasPrefix(p, "drop"):
+		return lambdaadapter.Drop(errors.New("poison"))
+	default:
+		return lambdaadapter.Ack()
+	}
+}
+
+func userHeaders(h envelope.Headers) map[string]string {
+	out := map[string]string{}
+	for n, v := range h.All() {
+		out[n] = v
+	}
+	return out
+}
+
+func TestRetryBecomesCountedCopy(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("user-1", []byte("ok"))
+	b.Add("user-2", []byte("retry me"), "x-tenant", "acme")
+	b.Add("user-3", []byte("retry again"), "x-ruststream-retry-count", "1")
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(3))
+	if !res.AllSettled() {
+		t.Fatalf("copied records must settle: %s", res.Raw)
+	}
+	w := res.Kinesis.Written()
+	if len(w) != 2 {
+		t.Fatalf("%d records written, want 2 copies: %+v", len(w), w)
+	}
+	if res.Kinesis.Calls("PutRecords") != 1 || res.Kinesis.Calls("PutRecord") != 0 {
+		t.Errorf("copies must go out in one PutRecords: %d PutRecords, %d PutRecord", res.Kinesis.Calls("PutRecords"), res.Kinesis.Calls("PutRecord"))
+	}
+	for i, want := range []struct {
+		key, payload, count string
+		extra               map[string]string
+	}{
+		{"user-2", "retry me", "1", map[string]string{"x-tenant": "acme"}},
+		{"user-3", "retry again", "2", nil},
+	} {
+		got := w[i]
+		if got.Stream != streamARN || got.PartitionKey != want.key || string(got.Payload) != want.payload {
+			t.Errorf("copy %d: stream %q key %q payload %q", i, got.Stream, got.PartitionKey, got.Payload)
+		}
+		h := userHeaders(got.Headers)
+		if h["x-ruststream-retry-count"] != want.count {
+			t.Errorf("copy %d: retry count %q, want %q", i, h["x-ruststream-retry-count"], want.count)
+		}
+		for _, delivery := range []string{"partition-key", "kinesis-sequence-number", "kinesis-shard-id"} {
+			if _, ok := h[delivery]; ok {
+				t.Errorf("copy %d carries delivery header %s", i, delivery)
+			}
+		}
+		for k, v := range want.extra {
+			if h[k] != v {
+				t.Errorf("copy %d: header %s = %q, want %q", i, k, h[k], v)
+			}
+		}
+		if h["x-lambdaadapter-first-arrival"] == "" {
+			t.Errorf("copy %d lacks the first arrival", i)
+		}
+	}
+}
+
+// TestCapAtExactlyN checks max attempts counts the first delivery: attempt
+// n-1 is copied, attempt n is dead-lettered.
+func TestCapAtExactlyN(t *testing.T) {
+	for _, tt := range []struct {
+		count      int // x-ruststream-retry-count of the delivered record
+		wantCopy   bool
+		wantDLQ    bool
+		wantAttemp int
+	}{
+		{0, true, false, 1},
+		{1, true, false, 2},
+		{2, false, true, 3},
+		{5, false, true, 6},
+	} {
+		t.Run(fmt.Sprintf("attempt %d", tt.count+1), func(t *testing.T) {
+			b := lambdaadaptertest.NewBatch("orders")
+			var h []string
+			if tt.count > 0 {
+				h = []string{"x-ruststream-retry-count", strconv.Itoa(tt.count)}
+			}
+			seq := b.Add("user-9", []byte("retry"), append(h, "x-tenant", "acme")...)
+			var attempt atomic.Int32
+			handler := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+				attempt.Store(int32(m.Attempt))
+				return lambdaadapter.Retry(errors.New("boom\nsecond line"))
+			})
+			res := lambdaadaptertest.Run(t, handler, b, lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream("orders-dlq"))
+			if !res.AllSettled() {
+				t.Fatalf("response %s", res.Raw)
+			}
+			if int(attempt.Load()) != tt.wantAttemp {
+				t.Errorf("Attempt = %d, want %d", attempt.Load(), tt.wantAttemp)
+			}
+			w := res.Kinesis.Written()
+			if len(w) != 1 {
+				t.Fatalf("%d writes, want 1", len(w))
+			}
+			if got := w[0].Stream == streamARN; got != tt.wantCopy {
+				t.Errorf("written to %q, copy=%v want %v", w[0].Stream, got, tt.wantCopy)
+			}
+			if !tt.wantDLQ {
+				return
+			}
+			hd := userHeaders(w[0].Headers)
+			want := map[string]string{
+				"x-tenant":                      "acme",
+				"x-dead-letter-reason":          "cap reached after " + strconv.Itoa(tt.wantAttemp) + " attempts: boom second line",
+				"x-dead-letter-source-stream":   streamARN,
+				"x-dead-letter-shard-id":        lambdaadaptertest.DefaultShardID,
+				"x-dead-letter-sequence-number": seq,
+				"x-dead-letter-attempts":        strconv.Itoa(tt.wantAttemp),
+				"x-dead-letter-first-arrival":   b.Event().Records[0].Kinesis.ApproximateArrivalTimestamp.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+			}
+			if tt.count > 0 {
+				want["x-ruststream-retry-count"] = strconv.Itoa(tt.count)
+			}
+			if diff := cmp.Diff(want, hd); diff != "" {
+				t.Errorf("dead-letter headers (-want +got):\n%s", diff)
+			}
+			if w[0].Stream != "orders-dlq" || w[0].PartitionKey != "user-9" || string(w[0].Payload) != "retry" {
+				t.Errorf("dead letter %q key %q payload %q", w[0].Stream, w[0].PartitionKey, w[0].Payload)
+			}
+		})
+	}
+}
+
+func TestCapWithoutTargetRetires(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("k", []byte("retry"), "x-ruststream-retry-count", "1")
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(2))
+	if !res.AllSettled() || len(res.Kinesis.Written()) != 0 || len(res.SQS.Sent()) != 0 {
+		t.Errorf("retired record: response %s, %d writes, %d messages", res.Raw, len(res.Kinesis.Written()), len(res.SQS.Sent()))
+	}
+}
+
+func TestDeadLetterQueueBody(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	seq := b.Add("user-1", []byte{0, 1, 2, 255}, "content-type", "application/octet-stream", "x-ruststream-retry-count", "2")
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+		return lambdaadapter.Retry(errors.New("still failing"))
+	}), b, lambdaadapter.WithDeadLetterQueue("http://sqs.local/000000000000/dlq"))
+	if !res.AllSettled() {
+		t.Fatalf("response %s", res.Raw)
+	}
+	sent := res.SQS.Sent()
+	if len(sent) != 1 || sent[0].QueueURL != "http://sqs.local/000000000000/dlq" {
+		t.Fatalf("sent %+v", sent)
+	}
+	var body map[string]any
+	if err := json.Unmarshal([]byte(sent[0].Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{
+		"version": float64(1), "reason": "cap reached after 3 attempts: still failing", "source_stream_arn": streamARN,
+		"shard_id": lambdaadaptertest.DefaultShardID, "sequence_number": seq, "partition_key": "user-1",
+		"attempts": float64(3), "payload_base64": "AAEC/w==",
+	} {
+		if body[k] != want {
+			t.Errorf("body[%q] = %v, want %v", k, body[k], want)
+		}
+	}
+	dl, err := publish.ParseDeadLetterBody([]byte(sent[0].Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Headers.Get("content-type") != "application/octet-stream" || dl.Headers.Get("kinesis-sequence-number") != "" {
+		t.Errorf("dead-letter headers %v", dl.Headers)
+	}
+}
+
+func TestDropsToDeadLetter(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("k", []byte("drop"))
+	b.Add("k", []byte("fine"))
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
+		lambdaadapter.WithDeadLetterStream("dlq"), lambdaadapter.WithDeadLetterDrops())
+	w := res.Kinesis.Written()
+	if !res.AllSettled() || len(w) != 1 || w[0].Stream != "dlq" || w[0].Headers.Get("x-dead-letter-reason") != "dropped: poison" {
+		t.Errorf("response %s, writes %+v", res.Raw, w)
+	}
+}
+
+// TestFailedWriteLeavesRecordUnsettled: a copy or dead letter that cannot be
+// written keeps its record in the response, so nothing is lost.
+func TestFailedWriteLeavesRecordUnsettled(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []lambdaadapter.Option
+	}{
+		{"copy", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(5)}},
+		{"dead-letter stream", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dlq")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := lambdaadaptertest.NewBatch("orders")
+				b.Add("a", []byte("ok"))
+				bad := b.Add("b", []byte("retry"))
+				b.Add("c", []byte("retry too"))
+				fake := lambdaadaptertest.NewKinesis()
+				fake.Fail = func(stream, key string, data []byte) string {
+					if key == "b" {
+						return "InternalFailure"
+					}
+					return ""
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+				defer cancel()
+				res := lambdaadaptertest.RunContext(ctx, t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
+					append(tt.opts, lambdaadapter.WithKinesisClient(fake))...)
+				if diff := cmp.Diff([]string{bad}, res.Failures); diff != "" {
+					t.Errorf("failures (-want +got):\n%s", diff)
+				}
+				if len(fake.Written()) != 1 || fake.Written()[0].PartitionKey != "c" {
+					t.Errorf("written %+v", fake.Written())
+				}
+			})
+		})
+	}
+}
+
+// TestThrottlingBoundedByDeadline: a stream that throttles every write makes
+// the adapter back off and retry, but it answers before the deadline with
+// the record unsettled.
+func TestThrottlingBoundedByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := lambdaadaptertest.NewBatch("orders")
+		seq := b.Add("a", []byte("retry"))
+		fake := lambdaadaptertest.NewKinesis()
+		fake.Fail = func(string, string, []byte) string { return "ProvisionedThroughputExceededException" }
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		res := lambdaadaptertest.RunContext(ctx, t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
+			lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithKinesisClient(fake))
+		elapsed := time.Since(start)
+		if diff := cmp.Diff([]string{seq}, res.Failures); diff != "" {
+			t.Errorf("failures (-want +got):\n%s", diff)
+		}
+		if elapsed >= 2900*time.Millisecond || elapsed < time.Second {
+			t.Errorf("answered after %v: want backoff for a while, but an answer before the deadline minus a fifth of the margin", elapsed)
+		}
+		if n := fake.Calls("PutRecords"); n < 3 {
+			t.Errorf("only %d PutRecords attempts while throttled", n)
+		}
+	})
+}
+
+func TestRetryAfterShortWaitsInProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := lambdaadaptertest.NewBatch("orders")
+		b.Add("a", []byte("retry-after"))
+		b.Add("b", []byte("fine"))
+		start := time.Now()
+		res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b)
+		if !res.AllSettled() {
+			t.Fatalf("response %s", res.Raw)
+		}
+		if e := time.Since(start); e < 300*time.Millisecond {
+			t.Errorf("copy written after %v, before the 300ms delay", e)
+		}
+		w := res.Kinesis.Written()
+		if len(w) != 1 || w[0].Headers.Get("x-ruststream-retry-count") != "1" || w[0].Stream != streamARN {
+			t.Errorf("writes %+v", w)
+		}
+	})
+}
+
+func TestRetryAfterLong(t *testing.T) {
+	t.Run("through the delay queue", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := lambdaadaptertest.NewBatch("orders")
+			b.Add("a", []byte("retry-after-long"), "x-tenant", "acme")
+			res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
+				lambdaadapter.WithDelayQueue("http://sqs.local/000000000000/delay"))
+			if !res.AllSettled() {
+				t.Fatalf("response %s", res.Raw)
+			}
+			sent := res.SQS.Sent()
+			if len(sent) != 1 || sent[0].DelaySeconds != 600 || len(res.Kinesis.Written()) != 0 {
+				t.Fatalf("sent %+v, written %d", sent, len(res.Kinesis.Written()))
+			}
+			d, ours, err := publish.ParseDelayed([]byte(sent[0].Body))
+			if err != nil || !ours {
+				t.Fatalf("ParseDelayed: %v %v", ours, err)
+			}
+			if d.StreamARN != streamARN || d.PartitionKey != "a" || string(d.Payload) != "retry-after-long" ||
+				d.Headers.Get("x-ruststream-retry-count") != "1" || d.Headers.Get("x-tenant") != "acme" {
+				t.Errorf("delayed %+v", d)
+			}
+			if got := d.NotBefore.Sub(time.Now()); got < 9*time.Minute || got > 10*time.Minute {
+				t.Errorf("not before in %v, want about 10m", got)
+			}
+		})
+	})
+	t.Run("without a delay queue behaves as Retry", func(t *testing.T) {
+		b := lambdaadaptertest.NewBatch("orders")
+		seq := b.Add("a", []byte("retry-after-long"))
+		res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b)
+		if diff := cmp.Diff([]string{seq}, res.Failures); diff != "" {
+			t.Errorf("failures (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestDelayQueueForwarding: the same adapter, invoked by the delay queue,
+// forwards due records to their stream, chains those not yet due and
+// reports messages it cannot forward.
+func TestDelayQueueForwarding(t *testing.T) {
+	due, _ := publish.Delayed{StreamARN: streamARN, PartitionKey: "k1", Headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "1"}}, Payload: []byte("p1"), NotBefore: time.Now().Add(-time.Second)}.Body()
+	later, _ := publish.Delayed{StreamARN: streamARN, PartitionKey: "k2", Payload: []byte("p2"), NotBefore: time.Now().Add(40 * time.Minute)}.Body()
+	ev := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "m1", Body: string(due), EventSource: "aws:sqs"},
+		{MessageId: "m2", Body: string(later), EventSource: "aws:sqs"},
+		{MessageId: "m3", Body: `{"hello":"world"}`, EventSource: "aws:sqs"},
+	}}
+	raw, _ := json.Marshal(ev)
+	k, q := lambdaadaptertest.NewKinesis(), lambdaadaptertest.NewSQS()
+	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(outcomeByPayload),
+		lambdaadapter.WithKinesisClient(k), lambdaadapter.WithSQSClient(q), lambdaadapter.WithDelayQueue("http://sqs.local/000000000000/delay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Invoke(t.Context(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"batchItemFailures":[{"itemIdentifier":"m3"}]}` {
+		t.Errorf("response %s", out)
+	}
+	w := k.Written()
+	if len(w) != 1 || w[0].Stream != streamARN || w[0].PartitionKey != "k1" || string(w[0].Payload) != "p1" || w[0].Headers.Get("x-ruststream-retry-count") != "1" {
+		t.Errorf("forwarded %+v", w)
+	}
+	s := q.Sent()
+	if len(s) != 1 || s[0].DelaySeconds != 900 || s[0].Body != string(later) {
+		t.Errorf("chained %+v", s)
+	}
+}
+
+func TestReplies(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("user-1", []byte("q1"))
+	failing := b.Add("user-2", []byte("q2"))
+	h := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		r := lambdaadapter.Reply{Payload: append([]byte("answer to "), m.Payload...)}
+		if m.PartitionKey == "user-2" {
+			r.Stream = "broken"
+		} else {
+			r.Headers.Set("partition-key", "reply-key")
+			r.Headers.Set("x-corr", m.SequenceNumber)
+		}
+		if err := m.Reply(ctx, r); err != nil {
+			return lambdaadapter.Ack() // ignoring the error must not settle the record
+		}
+		return lambdaadapter.Ack()
+	})
+	fake := lambdaadaptertest.NewKinesis()
+	fake.Fail = func(stream, _ string, _ []byte) string {
+		if stream == "broken" {
+			return "ResourceNotFoundException"
+		}
+		return ""
+	}
+	res := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithReplyStream("replies"), lambdaadapter.WithKinesisClient(fake))
+	if diff := cmp.Diff([]string{failing}, res.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	w := fake.Written()
+	if len(w) != 1 || w[0].Stream != "replies" || w[0].PartitionKey != "reply-key" || string(w[0].Payload) != "answer to q1" || w[0].Headers.Get("x-corr") == "" {
+		t.Errorf("replies %+v", w)
+	}
+	if fake.Calls("PutRecord") != 2 {
+		t.Errorf("%d PutRecord calls, want one per reply", fake.Calls("PutRecord"))
+	}
+}
+
+func TestReplyKeyResolution(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("user-1", []byte("q"))
+	keys := []string{}
+	h := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		var hk lambdaadapter.Headers
+		hk.Set("partition-key", "from-header")
+		for _, r := range []lambdaadapter.Reply{
+			{PartitionKey: "explicit", Headers: hk, Payload: []byte("1")},
+			{Headers: hk, Payload: []byte("2")},
+			{Payload: []byte("3")},
+		} {
+			if err := m.Reply(ctx, r); err != nil {
+				return lambdaadapter.Retry(err)
+			}
+		}
+		return lambdaadapter.Ack()
+	})
+	res := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithReplyStream("replies"), lambdaadapter.WithReplyPartitionKey("policy"))
+	for _, w := range res.Kinesis.Written() {
+		keys = append(keys, w.PartitionKey)
+	}
+	if diff := cmp.Diff([]string{"explicit", "from-header", "policy"}, keys); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+}
+
+func TestEnhancedFanOutSource(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders").WithEventSourceARN(streamARN + "/consumer/efo:1700000000")
+	b.Add("k", []byte("retry"))
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(2))
+	if w := res.Kinesis.Written(); len(w) != 1 || w[0].Stream != streamARN {
+		t.Errorf("copy written to %+v, want the stream ARN", w)
+	}
+}
+
+// TestThousandCopiesFewCalls: 1,000 copies from one invocation take at most
+// 3 PutRecords calls.
+func TestThousandCopiesFewCalls(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	for i := range 1000 {
+		b.Add("k"+strconv.Itoa(i%50), []byte("retry "+strconv.Itoa(i)))
+	}
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(3))
+	if !res.AllSettled() || len(res.Kinesis.Written()) != 1000 {
+		t.Fatalf("response %s, %d written", res.Raw, len(res.Kinesis.Written()))
+	}
+	if n := res.Kinesis.Calls("PutRecords"); n > 3 {
+		t.Errorf("%d PutRecords calls for 1,000 copies", n)
+	}
+}
+
+func TestNewValidatesRetryOptions(t *testing.T) {
+	h := lambdaadapter.HandlerFunc(outcomeByPayload)
+	k := lambdaadaptertest.NewKinesis()
+	for name, opts := range map[string][]lambdaadapter.Option{
+		"max attempts 0":           {lambdaadapter.WithMaxAttempts(0)},
+		"both dead-letter targets": {lambdaadapter.WithDeadLetterStream("s"), lambdaadapter.WithDeadLetterQueue("q")},
+		"drops without target":     {lambdaadapter.WithDeadLetterDrops()},
+		"in-process delay 0":       {lambdaadapter.WithMaxInProcessDelay(0)},
+	} {
+		if _, err := lambdaadapter.New(h, append(opts, lambdaadapter.WithKinesisClient(k))...); err == nil || !strings.HasPrefix(err.Error(), "lambdaadapter: ") {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
