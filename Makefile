@@ -36,7 +36,7 @@ test: unit integration
 
 # Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench 'BenchmarkInvoke' -benchmem -count=1 .
+	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./event/
 	$(MAKE) bench-lanes
 

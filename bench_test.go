@@ -106,3 +106,34 @@ func BenchmarkLanes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCopies hands 1,000 retries from one invocation to the adapter
+// with WithMaxAttempts: every record becomes a counted copy. It reports the
+// Kinesis API calls per invocation (PutRecords batches of ≤ 500).
+func BenchmarkCopies(b *testing.B) {
+	batch := lambdaadaptertest.NewBatch("copies")
+	for i := range 1000 {
+		batch.Add(fmt.Sprintf("k%d", i%100), make([]byte, 512))
+	}
+	payload := batch.JSON()
+	fake := lambdaadaptertest.NewKinesis()
+	retry := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+		return lambdaadapter.Retry(nil)
+	})
+	a, err := lambdaadapter.New(retry, lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithKinesisClient(fake))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		out, err := a.Invoke(context.Background(), payload)
+		if err != nil || string(out) != `{"batchItemFailures":[]}` {
+			b.Fatalf("%s %v", out, err)
+		}
+		n++
+	}
+	calls := fake.Calls("PutRecords") + fake.Calls("PutRecord")
+	b.ReportMetric(float64(calls)/float64(n), "calls/op")
+	b.ReportMetric(float64(len(fake.Written()))/float64(n), "copies/op")
+}

@@ -665,48 +665,212 @@ func TestRetryReplies(t *testing.T) {
 	}
 }
 
-// TestRetryNothingLost: when the dead letter of a capped record cannot be
-// written (its target does not exist), the record is not settled: the
-// response names it, so Lambda delivers it again, and it arrives well
-// before the timeout. The cap is the default one (3 attempts) of a
-// dead-letter target without LAMBDAADAPTER_MAX_ATTEMPTS, reached by a
-// record already carrying retry count 2.
+// TestRetryNothingLost: when the write a record's settlement depends on
+// cannot be done because its target does not exist, the record is not
+// settled: the response names it, so Lambda delivers it again, and it
+// arrives well before the timeout. The record sits between two acked ones.
+// In the dead-letter cases the cap is the default one (3 attempts) of a
+// dead-letter target without LAMBDAADAPTER_MAX_ATTEMPTS, reached by a record
+// already carrying retry count 2.
 func TestRetryNothingLost(t *testing.T) {
 	env := standin.Require(t)
 	const timeout = 5
 	missing := fmt.Sprintf("missing-xyz-%d", time.Now().UnixNano())
+	missingQueue := env.SQSEndpoint + "/000000000000/" + missing
 	tests := []struct {
-		name    string
-		setting string
+		name     string
+		settings []string
+		data     func(t *testing.T) []byte // the middle record
+		// eventARN, when set, is the event's source instead of the real
+		// stream: a stream that is gone by the time the copy is written.
+		eventARN string
 	}{
-		{"dead-letter stream", "LAMBDAADAPTER_DEAD_LETTER_STREAM=" + missing},
-		{"dead-letter queue", "LAMBDAADAPTER_DEAD_LETTER_QUEUE=" + env.SQSEndpoint + "/000000000000/" + missing},
+		{
+			name:     "dead-letter stream",
+			settings: []string{"LAMBDAADAPTER_DEAD_LETTER_STREAM=" + missing},
+			data:     func(t *testing.T) []byte { return enveloped(t, `{"outcome":"retry"}`, retryCountHeader, "2") },
+		},
+		{
+			name:     "dead-letter queue",
+			settings: []string{"LAMBDAADAPTER_DEAD_LETTER_QUEUE=" + missingQueue},
+			data:     func(t *testing.T) []byte { return enveloped(t, `{"outcome":"retry"}`, retryCountHeader, "2") },
+		},
+		{
+			name:     "source stream of the copy",
+			settings: []string{"LAMBDAADAPTER_MAX_ATTEMPTS=3"},
+			data:     func(*testing.T) []byte { return []byte(`{"outcome":"retry"}`) },
+			eventARN: "arn:aws:kinesis:" + standin.Region + ":000000000000:stream/" + missing,
+		},
+		{
+			name:     "delay queue",
+			settings: []string{"LAMBDAADAPTER_DELAY_QUEUE=" + missingQueue, "LAMBDAADAPTER_MAX_INPROCESS_DELAY=1s"},
+			data:     func(*testing.T) []byte { return []byte(`{"outcome":"retry_after","delay_ms":3000}`) },
+		},
+		{
+			name:     "reply stream",
+			settings: []string{"LAMBDAADAPTER_REPLY_STREAM=" + missing},
+			data:     func(*testing.T) []byte { return []byte(`{"reply":"lost?"}`) },
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			src, srcARN := env.NewStream(t, 1)
-			e := retryEmulator(t, env, timeout, tc.setting)
+			e := retryEmulator(t, env, timeout, tc.settings...)
 			putRecords(t, env, src, []kinesistypes.PutRecordsRequestEntry{
 				{PartitionKey: aws.String("k-1"), Data: []byte(`{"outcome":"ack"}`)},
-				{PartitionKey: aws.String("k-2"), Data: enveloped(t, `{"outcome":"retry"}`, retryCountHeader, "2")},
+				{PartitionKey: aws.String("k-2"), Data: tc.data(t)},
 				{PartitionKey: aws.String("k-3"), Data: []byte(`{"outcome":"ack"}`)},
 			})
 			recs := awaitRecords(t, env, src, 3)
-			capped := aws.ToString(recs[1].SequenceNumber)
+			arn := srcARN
+			if tc.eventARN != "" {
+				arn = tc.eventARN
+			}
+			unsettled := aws.ToString(recs[1].SequenceNumber)
 			start := time.Now()
-			got, elapsed := e.invoke(t, kinesisEvent(t, srcARN, recs))
+			got, elapsed := e.invoke(t, kinesisEvent(t, arn, recs))
 			t.Logf("answered after %v", elapsed)
-			if diff := cmp.Diff(failure(capped), got); diff != "" {
+			if diff := cmp.Diff(failure(unsettled), got); diff != "" {
 				t.Errorf("response after %v (-want +got):\n%s", elapsed, diff)
 			}
 			if limit := time.Duration(timeout) * time.Second; time.Since(start) >= limit {
 				t.Errorf("answered after %v, want before the %v timeout", elapsed, limit)
 			}
 			if extra := without(readExactly(t, env, src, 3), recs...); len(extra) != 0 {
-				t.Errorf("the capped record was copied instead of staying unsettled:\n%s", describeRecords(extra))
+				t.Errorf("the record was copied instead of staying unsettled:\n%s", describeRecords(extra))
 			}
 		})
 	}
+}
+
+// sendDelayed sends the delay message of d to the queue at once (no
+// DelaySeconds), as if an earlier invocation had written it, and returns its
+// body.
+func sendDelayed(t *testing.T, env *standin.Env, queue string, d publish.Delayed) string {
+	t.Helper()
+	body, err := d.Body()
+	if err != nil {
+		t.Fatalf("Delayed.Body: %v", err)
+	}
+	sendBody(t, env, queue, string(body))
+	return string(body)
+}
+
+// sendBody sends a message with body to the queue at once.
+func sendBody(t *testing.T, env *standin.Env, queue, body string) {
+	t.Helper()
+	_, err := env.SQS.SendMessage(sdkContext(t), &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: aws.String(body)})
+	if err != nil {
+		t.Fatalf("SendMessage %q to %s: %v", body, queue, err)
+	}
+}
+
+// failedIDs returns the item identifiers of a partial batch response,
+// sorted, and fails the test when resp is not one.
+func failedIDs(t *testing.T, resp string) []string {
+	t.Helper()
+	var r struct {
+		BatchItemFailures *[]struct {
+			ItemIdentifier string `json:"itemIdentifier"`
+		} `json:"batchItemFailures"`
+	}
+	if err := json.Unmarshal([]byte(resp), &r); err != nil || r.BatchItemFailures == nil {
+		t.Fatalf("response %q is not a partial batch response (%v)", resp, err)
+	}
+	ids := []string{}
+	for _, f := range *r.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// TestRetryDelayQueueMessages covers the messages a delay queue may hand
+// the function besides a due delay message: one not yet due goes back to
+// the queue for the rest of its delay, and is forwarded once due; a message
+// that is not a delay message of the adapter, or whose stream does not
+// exist, is reported failed (SQS delivers it again, its redrive policy moves
+// it aside) while the good ones of the same event are forwarded.
+func TestRetryDelayQueueMessages(t *testing.T) {
+	env := standin.Require(t)
+
+	t.Run("not yet due", func(t *testing.T) {
+		const rest = 4 * time.Second
+		src, srcARN := env.NewStream(t, 1)
+		queue := env.NewQueue(t, nil)
+		arn := queueARN(t, env, queue)
+		e := retryEmulator(t, env, retryTimeout, "LAMBDAADAPTER_DELAY_QUEUE="+queue)
+
+		notBefore := time.Now().Add(rest)
+		body := sendDelayed(t, env, queue, publish.Delayed{
+			StreamARN: srcARN, PartitionKey: "k-later", Headers: header(retryCountHeader, "1"),
+			Payload: []byte("later"), NotBefore: notBefore,
+		})
+		msgs := env.ReceiveAll(t.Context(), t, queue, 1, awaitRead)
+		if len(msgs) != 1 {
+			t.Fatalf("delay queue: %d messages, want the one sent", len(msgs))
+		}
+		invokeWant(t, e, "early SQS invocation", sqsEvent(t, arn, msgs), noFailures)
+		readExactly(t, env, src, 0)
+
+		again := env.ReceiveAll(t.Context(), t, queue, 1, awaitRead)
+		received := time.Now()
+		if len(again) != 1 {
+			t.Fatalf("the message not yet due did not come back to the delay queue within %v", awaitRead)
+		}
+		t.Logf("came back %v after its due time", received.Sub(notBefore))
+		if early := notBefore.Sub(received); early > 100*time.Millisecond {
+			t.Errorf("the message came back %v before it was due", early)
+		}
+		if got := aws.ToString(again[0].Body); got != body {
+			t.Errorf("the message came back with body %s, want the original %s", got, body)
+		}
+		invokeWant(t, e, "SQS invocation when due", sqsEvent(t, arn, again), noFailures)
+		recs := readExactly(t, env, src, 1)
+		h, p := envelope.Decode(recs[0].Data)
+		type view struct {
+			PartitionKey, Payload string
+			Headers               envelope.Headers
+		}
+		want := view{"k-later", "later", header(retryCountHeader, "1")}
+		if diff := cmp.Diff(want, view{aws.ToString(recs[0].PartitionKey), string(p), h}); diff != "" {
+			t.Errorf("forwarded record (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("foreign and unforwardable", func(t *testing.T) {
+		src, srcARN := env.NewStream(t, 1)
+		queue := env.NewQueue(t, nil)
+		arn := queueARN(t, env, queue)
+		e := retryEmulator(t, env, retryTimeout, "LAMBDAADAPTER_DELAY_QUEUE="+queue)
+
+		missingARN := fmt.Sprintf("arn:aws:kinesis:%s:000000000000:stream/missing-xyz-%d", standin.Region, time.Now().UnixNano())
+		sendBody(t, env, queue, `{"hello":"not a delay message"}`)
+		sendDelayed(t, env, queue, publish.Delayed{StreamARN: missingARN, PartitionKey: "k-gone", Payload: []byte("gone")})
+		sendDelayed(t, env, queue, publish.Delayed{StreamARN: srcARN, PartitionKey: "k-good", Payload: []byte("good")})
+		msgs := env.ReceiveAll(t.Context(), t, queue, 3, awaitRead)
+		if len(msgs) != 3 {
+			t.Fatalf("delay queue: %d messages, want the 3 sent", len(msgs))
+		}
+		var want []string
+		for _, m := range msgs {
+			if !strings.Contains(aws.ToString(m.Body), "k-good") {
+				want = append(want, aws.ToString(m.MessageId))
+			}
+		}
+		sort.Strings(want)
+		got, _ := e.invoke(t, sqsEvent(t, arn, msgs))
+		if diff := cmp.Diff(want, failedIDs(t, got)); diff != "" {
+			t.Errorf("failed message ids (-want +got):\n%s\nresponse: %s", diff, got)
+		}
+		recs := readExactly(t, env, src, 1)
+		if _, p := envelope.Decode(recs[0].Data); string(p) != "good" || aws.ToString(recs[0].PartitionKey) != "k-good" {
+			t.Errorf("forwarded record:\n%s", describeRecords(recs))
+		}
+		if back := env.ReceiveAll(t.Context(), t, queue, 1, settleRead); len(back) != 0 {
+			t.Errorf("a message was sent back to the delay queue: %+v", back)
+		}
+	})
 }
 
 // TestRetryThousandCopies is the end-to-end side of the benchmark claim: one
@@ -777,4 +941,66 @@ func TestRetryThousandCopies(t *testing.T) {
 		sort.Ints(lost)
 		t.Fatalf("%d records have no copy: %v", len(lost), lost)
 	}
+}
+
+// TestRetryCopiesAtDeadline: the deadline cuts a batch while its last
+// record still sleeps. The copies of the records before it that asked for a
+// retry are still written before the function answers, and the response
+// names the sleeping record, whose handler was cancelled: an outcome
+// returned after the cut-off changes nothing (package lambda's
+// documentation), so the cut-off record gets no copy and uses up no
+// attempt.
+func TestRetryCopiesAtDeadline(t *testing.T) {
+	const timeout = 2
+	env := standin.Require(t)
+	src, srcARN := env.NewStream(t, 1)
+	e := retryEmulator(t, env, timeout, "LAMBDAADAPTER_MAX_ATTEMPTS=3")
+	putRecords(t, env, src, []kinesistypes.PutRecordsRequestEntry{
+		{PartitionKey: aws.String("a"), Data: []byte(`{"outcome":"retry","id":"a"}`)},
+		{PartitionKey: aws.String("b"), Data: []byte(`{"outcome":"retry","id":"b"}`)},
+		{PartitionKey: aws.String("c"), Data: []byte(`{"sleep_ms":10000,"id":"c"}`)},
+	})
+	recs := awaitRecords(t, env, src, 3)
+	got, elapsed := e.invoke(t, kinesisEvent(t, srcARN, recs))
+	t.Logf("answered after %v", elapsed)
+	if strings.Contains(got, "Task timed out") {
+		t.Fatalf("the emulator timed the function out: %q", got)
+	}
+	if diff := cmp.Diff(failure(aws.ToString(recs[2].SequenceNumber)), got); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	copies := without(env.ReadAll(t.Context(), t, src, 6, settleRead), recs...)
+	if len(copies) != 2 {
+		t.Fatalf("%d copies, want 2 (of a and b):\n%s", len(copies), describeRecords(copies))
+	}
+	sort.Slice(copies, func(i, j int) bool { return aws.ToString(copies[i].PartitionKey) < aws.ToString(copies[j].PartitionKey) })
+	checkCopy(t, copies[0], recs[0], 1)
+	checkCopy(t, copies[1], recs[1], 1)
+}
+
+// TestRetryCopyFromConsumer: an event from an enhanced fan-out consumer
+// names the consumer's ARN as its source; the copy still goes to the
+// consumer's stream.
+func TestRetryCopyFromConsumer(t *testing.T) {
+	env := standin.Require(t)
+	src, srcARN := env.NewStream(t, 1)
+	out, err := env.Kinesis.RegisterStreamConsumer(sdkContext(t), &kinesis.RegisterStreamConsumerInput{
+		StreamARN: aws.String(srcARN), ConsumerName: aws.String("lambda-efo"),
+	})
+	if err != nil {
+		t.Fatalf("RegisterStreamConsumer on %s: %v", srcARN, err)
+	}
+	consumerARN := aws.ToString(out.Consumer.ConsumerARN)
+	if !strings.HasPrefix(consumerARN, srcARN+"/consumer/") {
+		t.Fatalf("consumer ARN %q does not extend the stream ARN %q", consumerARN, srcARN)
+	}
+	e := retryEmulator(t, env, retryTimeout, "LAMBDAADAPTER_MAX_ATTEMPTS=3")
+	putRecord(t, env, src, "k-efo", []byte(`{"outcome":"retry"}`))
+	orig := awaitRecords(t, env, src, 1)[0]
+	invokeWant(t, e, "invocation from the consumer", kinesisEvent(t, consumerARN, []standin.Record{orig}), noFailures)
+	fresh := without(readExactly(t, env, src, 2), orig)
+	if len(fresh) != 1 {
+		t.Fatalf("%d new records, want the copy:\n%s", len(fresh), describeRecords(fresh))
+	}
+	checkCopy(t, fresh[0], orig, 1)
 }

@@ -15,7 +15,8 @@ import (
 
 // Invoke handles one raw Lambda invocation: it decodes the Kinesis event
 // without reflection, runs the batch and returns the JSON partial batch
-// response. It implements aws-lambda-go's lambda.Handler.
+// response. It implements aws-lambda-go's lambda.Handler. An SQS event (from
+// the delay queue) is handed to InvokeSQS.
 //
 // Invoke returns an error (so Lambda retries the whole batch) only when the
 // invocation cannot be trusted: malformed JSON, a record without a sequence

@@ -15,6 +15,14 @@
 // returns after that changes nothing: its shard's watermark was sealed (reset
 // to a new epoch), so its late settlement is stale.
 //
+// Writes: a Retry on a counted configuration, a RetryAfter and a dead
+// letter become writes (counted copies to the record's stream, delay
+// messages, dead letters). They are collected while the lanes run and
+// written together when the lanes are done (RetryAfter copies once their
+// delay passed), with PutRecords and SendMessageBatch, before the response;
+// each record settles only once its write succeeded. An SQS event from the
+// delay queue is forwarded to the stream (see Runner.InvokeSQS).
+//
 // Most users reach this package through the module root
 // (lambdaadapter.New, lambdaadapter.Handle).
 package lambda

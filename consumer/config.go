@@ -1,0 +1,225 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/retry"
+)
+
+// KinesisAPI is the part of *kinesis.Client the consumer reads with.
+type KinesisAPI interface {
+	ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error)
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
+// BatchHandler handles up to Config.BatchSize records at once. It returns
+// one Outcome per message, in order; every element settles on its own. A
+// shorter result leaves the missing elements to Retry. Batches are handed
+// over one at a time, records in stream order per shard.
+type BatchHandler interface {
+	HandleBatch(ctx context.Context, ms []*message.Message) []message.Outcome
+}
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc func(ctx context.Context, ms []*message.Message) []message.Outcome
+
+// HandleBatch calls f(ctx, ms).
+func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ms []*message.Message) []message.Outcome {
+	return f(ctx, ms)
+}
+
+// Defaults of Config.
+const (
+	DefaultConcurrency        = 16
+	DefaultLimit              = 1000
+	MaxLimit                  = 10000
+	DefaultLeaseDuration      = 10 * time.Second
+	DefaultListInterval       = 30 * time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultShutdownTimeout    = 10 * time.Second
+	DefaultBatchWindow        = 50 * time.Millisecond
+	// ChannelSize is the capacity of the one channel all readers feed: a
+	// reader waits while it is full, so the handlers set the pace.
+	ChannelSize = 64
+	// minCallInterval keeps a reader at 5 GetRecords calls per second, the
+	// per-shard limit of Kinesis.
+	minCallInterval = 200 * time.Millisecond
+	// idleWait is how long a reader waits after a read that returned
+	// nothing.
+	idleWait = time.Second
+)
+
+// Config configures a Consumer. Stream, Kinesis and one of Handler or
+// BatchHandler are required; every other zero field takes its default.
+type Config struct {
+	// Stream is the stream's name. Lease keys use it ("stream:shardId").
+	Stream string
+	// StreamARN is the stream's ARN, if known: API calls then use it, and
+	// it becomes Message.StreamARN (copies are written to it).
+	StreamARN string
+	// Kinesis reads the stream.
+	Kinesis KinesisAPI
+	// Store holds the leases; nil means an in-memory store (one instance).
+	Store lease.Store
+	// Owner is this worker's owner id; "" means lease.NewOwnerID of the
+	// host name.
+	Owner string
+	// Handler handles one record at a time (lanes per partition key).
+	Handler message.Handler
+	// BatchHandler handles batches of up to BatchSize records, closed
+	// BatchWindow after their first record. Set Handler or BatchHandler.
+	BatchHandler BatchHandler
+	// BatchSize is the largest batch (default 100, at most MaxLimit).
+	BatchSize int
+	// BatchWindow closes a batch this long after its first record (default
+	// 50ms).
+	BatchWindow time.Duration
+	// Concurrency is the number of lanes (default 16).
+	Concurrency int
+	// Start is where a shard without a checkpoint starts (default Latest).
+	Start Position
+	// Limit is the GetRecords limit (default 1000, at most 10000).
+	Limit int
+	// LeaseDuration is how long a lease whose counter did not change is
+	// held to be alive (default 10s). Leases are renewed every third of it.
+	LeaseDuration time.Duration
+	// ListInterval is how often the shards are listed again (default 30s).
+	ListInterval time.Duration
+	// CheckpointInterval bounds checkpoint writes to one per shard per
+	// interval (default 1s); a kill -9 re-delivers about that much.
+	CheckpointInterval time.Duration
+	// ShutdownTimeout bounds how long a graceful stop waits for records in
+	// flight to settle (default 10s).
+	ShutdownTimeout time.Duration
+
+	// Policy decides what retries do; DeadLetter and DelayQueue are set from
+	// the targets below.
+	Policy retry.Policy
+	// Publisher writes copies and dead letters; nil leaves retries that
+	// would be copied unsettled.
+	Publisher *publish.Publisher
+	// Queue writes SQS dead letters and delay messages.
+	Queue            *publish.Queue
+	DeadLetterStream string
+	DeadLetterQueue  string
+	DelayQueue       string
+	// Logger receives the consumer's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests may replace it.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() error {
+	switch {
+	case c.Stream == "":
+		return errors.New("consumer: no stream")
+	case c.Kinesis == nil:
+		return errors.New("consumer: no Kinesis client")
+	case (c.Handler == nil) == (c.BatchHandler == nil):
+		return errors.New("consumer: set exactly one of Handler and BatchHandler")
+	case c.Limit < 0 || c.Limit > MaxLimit:
+		return fmt.Errorf("consumer: limit %d out of range 1..%d", c.Limit, MaxLimit)
+	case c.BatchSize < 0 || c.BatchSize > MaxLimit:
+		return fmt.Errorf("consumer: batch size %d out of range 1..%d", c.BatchSize, MaxLimit)
+	case c.Concurrency < 0 || c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 || c.BatchWindow < 0:
+		return errors.New("consumer: negative setting")
+	case c.DeadLetterStream != "" && c.DeadLetterQueue != "":
+		return errors.New("consumer: set a dead-letter stream or a dead-letter queue, not both")
+	case c.DeadLetterStream != "" && c.Publisher == nil:
+		return errors.New("consumer: a dead-letter stream needs a publisher")
+	case (c.DeadLetterQueue != "" || c.DelayQueue != "") && c.Queue == nil:
+		return errors.New("consumer: a dead-letter or delay queue needs an SQS queue client")
+	}
+	if c.Store == nil {
+		c.Store = lease.NewMemory()
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 100
+	}
+	if c.BatchWindow == 0 {
+		c.BatchWindow = DefaultBatchWindow
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.ListInterval == 0 {
+		c.ListInterval = DefaultListInterval
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.Policy.DeadLetter = c.DeadLetterStream != "" || c.DeadLetterQueue != ""
+	c.Policy.DelayQueue = c.DelayQueue != ""
+	return nil
+}
+
+// Position is where reading starts: a shard without a checkpoint starts at
+// Config.Start; Consumer.Seek moves running readers.
+type Position struct {
+	kind  posKind
+	at    time.Time
+	shard string
+	seq   string
+}
+
+type posKind uint8
+
+const (
+	posLatest posKind = iota
+	posHorizon
+	posTimestamp
+	posSequence
+)
+
+// Latest is the tip of each shard: only records written from now on.
+func Latest() Position { return Position{kind: posLatest} }
+
+// TrimHorizon is the oldest record each shard still retains.
+func TrimHorizon() Position { return Position{kind: posHorizon} }
+
+// AtTimestamp is the first record of each shard that arrived at or after t.
+func AtTimestamp(t time.Time) Position { return Position{kind: posTimestamp, at: t} }
+
+// AtSequence is exactly the record seq of shard shardID (for Seek only).
+func AtSequence(shardID, seq string) Position {
+	return Position{kind: posSequence, shard: shardID, seq: seq}
+}
+
+// String describes the position for logs.
+func (p Position) String() string {
+	switch p.kind {
+	case posHorizon:
+		return "TRIM_HORIZON"
+	case posTimestamp:
+		return "AT_TIMESTAMP " + p.at.UTC().Format(time.RFC3339Nano)
+	case posSequence:
+		return "AT_SEQUENCE_NUMBER " + p.shard + " " + p.seq
+	default:
+		return "LATEST"
+	}
+}

@@ -1,0 +1,459 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// Log attribute keys, shared with Lambda mode.
+const (
+	attrShardID        = "shard_id"
+	attrSequenceNumber = "sequence_number"
+	attrPartitionKey   = "partition_key"
+	attrOutcome        = "outcome"
+	attrAttempt        = "attempt"
+	attrError          = "error"
+	attrOwner          = "owner"
+)
+
+// Consumer reads a stream's shards through leases and runs the handler over
+// their records with exact per-record settlement. Create it with New; run it
+// with Run. Its methods are safe for concurrent use.
+type Consumer struct {
+	cfg      Config
+	log      *slog.Logger
+	ch       chan *delivery
+	inflight atomic.Int64
+
+	mu      sync.Mutex
+	shards  map[string]*shard // owned shards, by shard id
+	tracker *lease.Tracker
+	listed  map[string]kinesistypes.Shard // last ListShards answer, by shard id
+	readers sync.WaitGroup
+	readCtx context.Context // readers' parent; cancelled at shutdown
+	stopped bool
+}
+
+// New validates cfg and returns a Consumer.
+func New(cfg Config) (*Consumer, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Owner == "" {
+		host, _ := os.Hostname()
+		cfg.Owner = lease.NewOwnerID(host, "")
+	}
+	return &Consumer{
+		cfg:     cfg,
+		log:     cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
+		ch:      make(chan *delivery, ChannelSize),
+		shards:  map[string]*shard{},
+		tracker: lease.NewTracker(cfg.LeaseDuration),
+	}, nil
+}
+
+// Owner returns this worker's owner id.
+func (c *Consumer) Owner() string { return c.cfg.Owner }
+
+// Owned returns the ids of the shards this worker holds, sorted.
+func (c *Consumer) Owned() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]string, 0, len(c.shards))
+	for id := range c.shards {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Run consumes until ctx is cancelled, then stops gracefully: it stops
+// reading, lets the records in flight settle (at most ShutdownTimeout),
+// writes every shard's checkpoint and releases its leases so other workers
+// take them at once. It returns nil after a graceful stop, or an error when
+// the lease store cannot be used at all (for example a missing table).
+func (c *Consumer) Run(ctx context.Context) error {
+	readCtx, stopReaders := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopReaders()
+	handlerCtx, stopHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHandlers()
+	c.mu.Lock()
+	c.readCtx = readCtx
+	c.mu.Unlock()
+
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		c.dispatch(handlerCtx)
+	}()
+
+	if err := c.discover(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, lease.ErrTableNotFound) {
+			stopReaders()
+			close(c.ch)
+			<-dispatched
+			return err
+		}
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+	}
+	c.balance(ctx)
+
+	renew := time.NewTicker(c.cfg.LeaseDuration / 3)
+	defer renew.Stop()
+	take := time.NewTicker(c.cfg.LeaseDuration / 2)
+	defer take.Stop()
+	list := time.NewTicker(c.cfg.ListInterval)
+	defer list.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-renew.C:
+			c.renew(ctx)
+		case <-take.C:
+			c.balance(ctx)
+		case <-list.C:
+			if err := c.discover(ctx); err != nil && ctx.Err() == nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+			}
+		}
+	}
+	c.shutdown(stopReaders, stopHandlers, dispatched)
+	return nil
+}
+
+// shutdown is the graceful stop.
+func (c *Consumer) shutdown(stopReaders, stopHandlers context.CancelFunc, dispatched <-chan struct{}) {
+	bg := context.Background()
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	stopReaders()
+	c.readers.Wait()
+	// Every delivery in flight gets ShutdownTimeout to settle.
+	deadline := time.Now().Add(c.cfg.ShutdownTimeout)
+	for c.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := c.inflight.Load(); n > 0 {
+		c.log.LogAttrs(bg, slog.LevelWarn, "consumer: shutdown timeout with records in flight; they come again from the checkpoint", slog.Int64("in_flight", n))
+	}
+	stopHandlers()
+	close(c.ch)
+	select {
+	case <-dispatched:
+	case <-time.After(c.cfg.ShutdownTimeout):
+		c.log.LogAttrs(bg, slog.LevelWarn, "consumer: handlers still running after the shutdown timeout")
+	}
+	c.mu.Lock()
+	owned := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		owned = append(owned, s)
+	}
+	c.shards = map[string]*shard{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range owned {
+		wg.Go(func() {
+			s.ck.stop()
+			s.release(bg)
+		})
+	}
+	wg.Wait()
+}
+
+// discover lists the shards (paginated) and makes sure each has a lease
+// row, with its parents.
+func (c *Consumer) discover(ctx context.Context) error {
+	listed := map[string]kinesistypes.Shard{}
+	var next *string
+	for {
+		in := &kinesis.ListShardsInput{}
+		if next != nil {
+			in.NextToken = next
+		} else {
+			c.streamInput(&in.StreamName, &in.StreamARN)
+		}
+		out, err := c.cfg.Kinesis.ListShards(ctx, in)
+		if err != nil {
+			return fmt.Errorf("consumer: list shards of %s: %w", c.cfg.Stream, err)
+		}
+		for _, s := range out.Shards {
+			listed[aws.ToString(s.ShardId)] = s
+		}
+		if out.NextToken == nil {
+			break
+		}
+		next = out.NextToken
+	}
+	for id, s := range listed {
+		var parents []string
+		if p := aws.ToString(s.ParentShardId); p != "" {
+			parents = append(parents, p)
+		}
+		if p := aws.ToString(s.AdjacentParentShardId); p != "" {
+			parents = append(parents, p)
+		}
+		if _, err := c.cfg.Store.Ensure(ctx, lease.Key{Stream: c.cfg.Stream, ShardID: id}, parents); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.listed = listed
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Consumer) streamInput(name, arn **string) {
+	if c.cfg.StreamARN != "" {
+		*arn = aws.String(c.cfg.StreamARN)
+	} else {
+		*name = aws.String(c.cfg.Stream)
+	}
+}
+
+// renew renews every owned lease; a lease that cannot be renewed because it
+// was lost stops its shard.
+func (c *Consumer) renew(ctx context.Context) {
+	c.mu.Lock()
+	owned := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		owned = append(owned, s)
+	}
+	c.mu.Unlock()
+	for _, s := range owned {
+		if err := s.renew(ctx); errors.Is(err, lease.ErrLeaseLost) {
+			c.drop(s, "lease lost at renewal")
+		} else if err != nil && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+		}
+	}
+}
+
+// drop stops a shard this worker no longer holds.
+func (c *Consumer) drop(s *shard, why string) {
+	c.mu.Lock()
+	if c.shards[s.id] == s {
+		delete(c.shards, s.id)
+	}
+	c.mu.Unlock()
+	c.log.LogAttrs(context.Background(), slog.LevelWarn, "consumer: shard dropped: "+why, slog.String(attrShardID, s.id))
+	s.stopReading()
+	s.ck.abandon()
+}
+
+// balance takes free and expired leases up to this worker's share,
+// ceil(shards / workers), and when none is free steals one lease from the
+// most-loaded worker above that share.
+func (c *Consumer) balance(ctx context.Context) {
+	leases, err := c.cfg.Store.List(ctx, c.cfg.Stream)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing leases failed; will retry", slog.String(attrError, err.Error()))
+		}
+		return
+	}
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.tracker.Observe(leases)
+	listed := c.listed
+	byID := map[string]lease.Lease{}
+	for _, l := range leases {
+		byID[l.Key.ShardID] = l
+	}
+	// Shards this worker believes it owns but the table gives to another
+	// owner were stolen: stop them.
+	var lost []*shard
+	for id, s := range c.shards {
+		if l, ok := byID[id]; !ok || l.Owner != c.cfg.Owner {
+			lost = append(lost, s)
+		}
+	}
+	workers := map[string]int{c.cfg.Owner: 0}
+	var eligible, available []lease.Lease
+	for _, l := range leases {
+		if l.Checkpoint == lease.ShardEnd || !parentsDone(l, byID, listed) {
+			continue
+		}
+		eligible = append(eligible, l)
+		switch {
+		case l.Owner == "" || c.tracker.Expired(l):
+			if l.Owner != c.cfg.Owner || c.shards[l.Key.ShardID] == nil {
+				available = append(available, l)
+			}
+		default:
+			workers[l.Owner]++
+		}
+	}
+	mine := 0
+	for id := range c.shards {
+		if l, ok := byID[id]; ok && l.Owner == c.cfg.Owner {
+			mine++
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range lost {
+		c.drop(s, "lease taken by another worker")
+	}
+	if len(eligible) == 0 {
+		return
+	}
+	target := (len(eligible) + len(workers) - 1) / len(workers)
+	for _, l := range available {
+		if mine >= target {
+			break
+		}
+		if c.take(ctx, l) {
+			mine++
+		}
+	}
+	if mine >= target {
+		return
+	}
+	// Steal one lease from the most-loaded worker above the target.
+	busiest, most := "", 0
+	for w, n := range workers {
+		if w != c.cfg.Owner && n > most {
+			busiest, most = w, n
+		}
+	}
+	// Steal from a worker above the share, or from one at the share while
+	// this worker is at least two below it (6 shards, 4 workers: 2,2,1,1).
+	if busiest == "" || !(most > target || (most == target && mine < target-1)) {
+		return
+	}
+	for _, l := range eligible {
+		if l.Owner == busiest {
+			c.take(ctx, l)
+			return
+		}
+	}
+}
+
+// parentsDone reports whether every parent of l is SHARD_END or gone from
+// the stream (trimmed away).
+func parentsDone(l lease.Lease, byID map[string]lease.Lease, listed map[string]kinesistypes.Shard) bool {
+	for _, p := range l.ParentShardIDs {
+		pl, hasLease := byID[p]
+		_, isListed := listed[p]
+		if hasLease && pl.Checkpoint == lease.ShardEnd {
+			continue
+		}
+		if !isListed && listed != nil {
+			continue // trimmed away
+		}
+		return false
+	}
+	return true
+}
+
+// take takes the lease l and starts its shard.
+func (c *Consumer) take(ctx context.Context, l lease.Lease) bool {
+	held, err := c.cfg.Store.Take(ctx, l, c.cfg.Owner)
+	if err != nil {
+		if !errors.Is(err, lease.ErrLeaseLost) && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: taking a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	if old := c.shards[l.Key.ShardID]; old != nil {
+		old.mu.Lock()
+		old.lease = held
+		old.mu.Unlock()
+		return true
+	}
+	prev := "another worker"
+	if l.Owner == "" {
+		prev = "free"
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease taken", slog.String(attrShardID, l.Key.ShardID),
+		slog.String("from", prev), slog.String("checkpoint", held.Checkpoint), slog.Int64("counter", held.Counter))
+	s := c.newShard(held)
+	c.shards[s.id] = s
+	c.startReader(s, c.startFor(held))
+	return true
+}
+
+// startFor is where a newly taken shard starts: after its checkpoint, or at
+// Config.Start.
+func (c *Consumer) startFor(l lease.Lease) Position {
+	if l.Checkpoint != "" && l.Checkpoint != lease.ShardEnd {
+		return Position{kind: posSequence, shard: l.Key.ShardID, seq: l.Checkpoint}
+	}
+	return c.cfg.Start
+}
+
+// startReader starts the reader of s at pos; c.mu must be held.
+func (c *Consumer) startReader(s *shard, pos Position) {
+	ctx, cancel := context.WithCancel(c.readCtx)
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.cancel, s.done = cancel, done
+	s.mu.Unlock()
+	c.readers.Add(1)
+	go func() {
+		defer c.readers.Done()
+		defer close(done)
+		s.read(ctx, pos)
+	}()
+}
+
+// Seek moves running readers: every owned shard to pos, or, for an
+// AtSequence position, that one shard. Each moved shard's watermark starts
+// afresh; records read before the seek are dropped on their way out of the
+// channel, and their late settlements change nothing.
+func (c *Consumer) Seek(ctx context.Context, pos Position) error {
+	c.mu.Lock()
+	var targets []*shard
+	for id, s := range c.shards {
+		if pos.kind != posSequence || id == pos.shard {
+			targets = append(targets, s)
+		}
+	}
+	c.mu.Unlock()
+	if pos.kind == posSequence && len(targets) == 0 {
+		return fmt.Errorf("consumer: seek: shard %s is not owned by this worker", pos.shard)
+	}
+	for _, s := range targets {
+		s.stopReading()
+		s.wm.Reset("")
+		s.ended.Store(false)
+		c.mu.Lock()
+		if c.shards[s.id] == s && !c.stopped {
+			p := pos
+			if p.kind == posSequence {
+				p.kind = posAtSequence
+			}
+			c.startReader(s, p)
+		}
+		c.mu.Unlock()
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: seek", slog.String(attrShardID, s.id), slog.String("position", pos.String()))
+	}
+	return nil
+}
+
+// posAtSequence is AT_SEQUENCE_NUMBER (a seek); posSequence read from a
+// checkpoint is AFTER_SEQUENCE_NUMBER.
+const posAtSequence posKind = 100

@@ -1,0 +1,332 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/message"
+)
+
+// recorder is a handler that records what it handled, per shard, and can
+// be told what to return.
+type recorder struct {
+	mu      sync.Mutex
+	handled map[string][]string // shard -> payloads in handling order
+	order   []string            // shard/payload, global order
+	outcome func(m *message.Message) message.Outcome
+}
+
+func newRecorder() *recorder { return &recorder{handled: map[string][]string{}} }
+
+func (r *recorder) HandleRecord(_ context.Context, m *message.Message) message.Outcome {
+	r.mu.Lock()
+	r.handled[m.ShardID] = append(r.handled[m.ShardID], string(m.Payload))
+	r.order = append(r.order, m.ShardID+"/"+string(m.Payload))
+	r.mu.Unlock()
+	if r.outcome != nil {
+		return r.outcome(m)
+	}
+	return message.Ack()
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.order)
+}
+
+// waitFor advances the fake clock until cond holds or a minute passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 600 {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func fill(f *fakeStream, perShard int) map[string]string {
+	last := map[string]string{}
+	for _, s := range f.shards {
+		for i := range perShard {
+			last[s.id] = f.put(s.id, fmt.Sprintf("key-%d", i%7), fmt.Sprintf("%s-%d", s.id, i))
+		}
+	}
+	return last
+}
+
+func run(t *testing.T, cfg Config) (*Consumer, func()) {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return c, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func TestOneWorkerFourShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(4)
+		last := fill(f, 250)
+		store := lease.NewMemory()
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Limit: 100, Owner: "w1"})
+		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
+		if got := c.Owned(); len(got) != 4 {
+			t.Errorf("owned %v", got)
+		}
+		time.Sleep(2 * time.Second) // a checkpoint interval
+		ls, _ := store.List(t.Context(), "s")
+		for _, l := range ls {
+			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "w1" {
+				t.Errorf("%s: checkpoint %s owner %q, want %s (written within the interval)", l.Key.ShardID, l.Checkpoint, l.Owner, last[l.Key.ShardID])
+			}
+		}
+		stop()
+		ls, _ = store.List(context.Background(), "s")
+		for _, l := range ls {
+			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "" {
+				t.Errorf("after stop %s: checkpoint %s owner %q", l.Key.ShardID, l.Checkpoint, l.Owner)
+			}
+		}
+		for _, s := range f.shards {
+			want := make([]string, 250)
+			for i := range want {
+				want[i] = fmt.Sprintf("%s-%d", s.id, i)
+			}
+			got := h.handled[s.id]
+			slices.SortFunc(got, func(a, b string) int { return cmpIndex(a, b) })
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", s.id, diff)
+			}
+		}
+	})
+}
+
+func cmpIndex(a, b string) int {
+	var x, y int
+	fmt.Sscanf(a[len("shardId-000000000000-"):], "%d", &x)
+	fmt.Sscanf(b[len("shardId-000000000000-"):], "%d", &y)
+	return x - y
+}
+
+// TestRetryHoldsCheckpoint: an unsettled record holds the checkpoint while
+// the reader goes on; a restart reads again from it.
+func TestRetryHoldsCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		var seqs []string
+		for i := range 10 {
+			seqs = append(seqs, f.put(id, "k"+fmt.Sprint(i), fmt.Sprint(i)))
+		}
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			if string(m.Payload) == "4" {
+				return message.Retry(errors.New("not now"))
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		waitFor(t, "10 records", func() bool { return h.count() == 10 })
+		stop()
+		l, _ := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: id})
+		if l.Checkpoint != seqs[3] {
+			t.Fatalf("checkpoint %s, want %s (just before the retried record)", l.Checkpoint, seqs[3])
+		}
+		// The next owner reads again from the retried record.
+		h2 := newRecorder()
+		_, stop2 := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h2, Start: TrimHorizon(), Owner: "w2"})
+		waitFor(t, "redelivery", func() bool { return h2.count() == 6 })
+		stop2()
+		got := h2.handled[id]
+		slices.Sort(got)
+		if diff := cmp.Diff([]string{"4", "5", "6", "7", "8", "9"}, got); diff != "" {
+			t.Errorf("redelivered (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestWorkersShareShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(6)
+		store := lease.NewMemory()
+		var cs []*Consumer
+		var stops []func()
+		for i := range 3 {
+			c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Owner: fmt.Sprintf("w%d", i), LeaseDuration: 3 * time.Second})
+			cs = append(cs, c)
+			stops = append(stops, stop)
+		}
+		waitFor(t, "2/2/2", func() bool {
+			for _, c := range cs {
+				if len(c.Owned()) != 2 {
+					return false
+				}
+			}
+			return true
+		})
+		c4, stop4 := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Owner: "w3", LeaseDuration: 3 * time.Second})
+		cs = append(cs, c4)
+		stops = append(stops, stop4)
+		waitFor(t, "2/2/1/1", func() bool {
+			n := []int{}
+			for _, c := range cs {
+				n = append(n, len(c.Owned()))
+			}
+			slices.Sort(n)
+			return slices.Equal(n, []int{1, 1, 2, 2})
+		})
+		time.Sleep(10 * time.Second)
+		total := 0
+		for _, c := range cs {
+			total += len(c.Owned())
+		}
+		if total != 6 {
+			t.Errorf("%d shards owned after settling, want 6 (no flapping)", total)
+		}
+		// A worker stopping gracefully hands its shards over.
+		stops[0]()
+		waitFor(t, "handover", func() bool {
+			total := 0
+			for _, c := range cs[1:] {
+				total += len(c.Owned())
+			}
+			return total == 6
+		})
+		for _, stop := range stops[1:] {
+			stop()
+		}
+	})
+}
+
+// TestSplitParentsFirst: no child record is handled before every record of
+// its parent settled and the parent is SHARD_END.
+func TestSplitParentsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		parent := f.shards[0].id
+		for i := range 50 {
+			f.put(parent, "k"+fmt.Sprint(i%5), fmt.Sprintf("p%d", i))
+		}
+		a, b := f.split(parent)
+		for i := range 20 {
+			f.put(a, "k", fmt.Sprintf("a%d", i))
+			f.put(b, "k", fmt.Sprintf("b%d", i))
+		}
+		store := lease.NewMemory()
+		h := newRecorder()
+		var parentDone int
+		h.outcome = func(m *message.Message) message.Outcome {
+			if m.ShardID == parent {
+				parentDone++
+			} else if parentDone != 50 {
+				t.Errorf("child record %s handled before the parent finished (%d/50)", m.Payload, parentDone)
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", Concurrency: 1, ListInterval: 2 * time.Second})
+		waitFor(t, "90 records", func() bool { return h.count() == 90 })
+		stop()
+		l, _ := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: parent})
+		if l.Checkpoint != lease.ShardEnd {
+			t.Errorf("parent checkpoint %q, want SHARD_END", l.Checkpoint)
+		}
+	})
+}
+
+func TestExpiredIteratorNeverRewinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(2)
+		fill(f, 300)
+		f.expireEvery = 3
+		h := newRecorder()
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Limit: 50, Owner: "w1"})
+		waitFor(t, "600 records", func() bool { return h.count() == 600 })
+		time.Sleep(5 * time.Second)
+		stop()
+		if h.count() != 600 {
+			t.Errorf("%d records handled, want 600 exactly once", h.count())
+		}
+	})
+}
+
+func TestSeekHorizon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		fill(f, 20)
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		waitFor(t, "20", func() bool { return h.count() == 20 })
+		if err := c.Seek(t.Context(), TrimHorizon()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "40", func() bool { return h.count() == 40 })
+		stop()
+	})
+}
+
+func TestBatchHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(2)
+		fill(f, 120)
+		var mu sync.Mutex
+		var sizes []int
+		n := 0
+		bh := BatchHandlerFunc(func(_ context.Context, ms []*message.Message) []message.Outcome {
+			mu.Lock()
+			sizes = append(sizes, len(ms))
+			n += len(ms)
+			mu.Unlock()
+			outs := make([]message.Outcome, len(ms))
+			for i := range outs {
+				outs[i] = message.Ack()
+			}
+			return outs
+		})
+		store := lease.NewMemory()
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, BatchHandler: bh, BatchSize: 50, Start: TrimHorizon(), Owner: "w1"})
+		waitFor(t, "240", func() bool { mu.Lock(); defer mu.Unlock(); return n == 240 })
+		stop()
+		for _, s := range sizes {
+			if s > 50 {
+				t.Errorf("batch of %d > 50", s)
+			}
+		}
+	})
+}
+
+func TestNewValidates(t *testing.T) {
+	f := newFakeStream(1)
+	h := newRecorder()
+	for name, cfg := range map[string]Config{
+		"no stream":  {Kinesis: f, Handler: h},
+		"no client":  {Stream: "s", Handler: h},
+		"no handler": {Stream: "s", Kinesis: f},
+		"limit":      {Stream: "s", Kinesis: f, Handler: h, Limit: 10001},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,447 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client that DynamoDB uses.
+// *dynamodb.Client satisfies it; tests may pass a fake.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+}
+
+// Attribute names of the lease table; see the package documentation.
+const (
+	attrKey        = "leaseKey"
+	attrOwner      = "leaseOwner"
+	attrCounter    = "leaseCounter"
+	attrCheckpoint = "checkpoint"
+	attrParents    = "parentShardIds"
+	attrSwitches   = "ownerSwitches"
+	attrRenewedAt  = "renewedAt"
+	attrStream     = "stream"
+)
+
+// renewedAtLayout is the format of renewedAt: RFC 3339 in UTC with
+// milliseconds.
+const renewedAtLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Bounds of CreateTable's wait for the table to become ACTIVE.
+const (
+	createMaxWait  = 5 * time.Minute
+	createMinDelay = 100 * time.Millisecond
+	createMaxDelay = 5 * time.Second
+)
+
+// DynamoDB is a Store in a DynamoDB table, shared by every worker of every
+// stream that uses the table. Create the table once with CreateTable
+// (bootstrap leases init); check it at start with Check.
+//
+// A DynamoDB is safe for concurrent use (as its client is). Every read is
+// strongly consistent; every write is one conditional request, so
+// concurrent writes to one lease have exactly one winner. A canceled context
+// ends the pending request with the context's error. Errors are not retried
+// beyond what the client's own retryer does.
+type DynamoDB struct {
+	client DynamoDBAPI
+	table  string
+	now    func() time.Time // the writer's wall clock, for renewedAt
+}
+
+// NewDynamoDB returns a Store in the table named table, using client. It
+// does no I/O; call Check to see that the table exists.
+func NewDynamoDB(c DynamoDBAPI, table string) *DynamoDB {
+	if c == nil {
+		panic("lease: NewDynamoDB with a nil client")
+	}
+	return &DynamoDB{client: c, table: table, now: time.Now}
+}
+
+// CreateTable creates the lease table (on-demand capacity, hash key
+// leaseKey of type S) and waits until it is ACTIVE. It is idempotent: a
+// table that already exists is not an error, but it must have the lease
+// table's key schema (see Check). It returns when ctx ends, with ctx's
+// error; the table may then still be created.
+func (d *DynamoDB) CreateTable(ctx context.Context) error {
+	_, err := d.client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(d.table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return &opError{op: opCreate, what: d.table, cause: err}
+	}
+	w := dynamodb.NewTableExistsWaiter(d.client, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = createMinDelay, createMaxDelay
+	})
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)}, createMaxWait); err != nil {
+		return &opError{op: opCreate, what: d.table, cause: fmt.Errorf("waiting until ACTIVE: %w", err)}
+	}
+	return d.Check(ctx)
+}
+
+// Check returns nil when the lease table exists, is usable (ACTIVE or
+// UPDATING) and has the lease table's key schema. When the table does not
+// exist, its error matches ErrTableNotFound and names the command that
+// creates it.
+func (d *DynamoDB) Check(ctx context.Context) error {
+	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)})
+	if err != nil {
+		return d.fail(opCheck, d.table, err)
+	}
+	t := out.Table
+	if t == nil {
+		return &opError{op: opCheck, what: d.table, cause: errors.New("DescribeTable returned no table")}
+	}
+	if s := t.TableStatus; s != types.TableStatusActive && s != types.TableStatusUpdating {
+		return &opError{op: opCheck, what: d.table, cause: fmt.Errorf("table status is %s, want ACTIVE", s)}
+	}
+	keyType := types.ScalarAttributeType("")
+	for _, a := range t.AttributeDefinitions {
+		if aws.ToString(a.AttributeName) == attrKey {
+			keyType = a.AttributeType
+		}
+	}
+	if len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrKey ||
+		t.KeySchema[0].KeyType != types.KeyTypeHash || keyType != types.ScalarAttributeTypeS {
+		return &opError{op: opCheck, what: d.table, cause: fmt.Errorf(
+			"not a lease table: want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t))}
+	}
+	return nil
+}
+
+// describeKeys formats a table's key schema for an error message.
+func describeKeys(t *types.TableDescription) string {
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range t.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	s := "["
+	for i, k := range t.KeySchema {
+		if i > 0 {
+			s += " "
+		}
+		name := aws.ToString(k.AttributeName)
+		s += fmt.Sprintf("%s %s (%s)", name, k.KeyType, attrTypes[name])
+	}
+	return s + "]"
+}
+
+// Ensure implements Store with a PutItem conditional on the row's absence,
+// followed by a consistent GetItem when the row exists.
+func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, error) {
+	if err := k.check(); err != nil {
+		return Lease{}, &opError{op: opEnsure, what: k.String(), cause: err}
+	}
+	l := Lease{Key: k, ParentShardIDs: clonePresent(parents), RenewedAt: wallClock(d.now)}
+	_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                aws.String(d.table),
+		Item:                     encode(l),
+		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
+		ExpressionAttributeNames: map[string]string{"#k": attrKey},
+	})
+	var exists *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return l, nil
+	case errors.As(err, &exists):
+		return d.Get(ctx, k)
+	}
+	return Lease{}, d.fail(opEnsure, k.String(), err)
+}
+
+// List implements Store with a paginated, consistent Scan filtered by the
+// stream attribute.
+func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
+	if err := checkStream(stream); err != nil {
+		return nil, &opError{op: opList, what: stream, cause: err}
+	}
+	in := &dynamodb.ScanInput{
+		TableName:                 aws.String(d.table),
+		ConsistentRead:            aws.Bool(true),
+		FilterExpression:          aws.String("#s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrStream},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: stream}},
+	}
+	ls := []Lease{}
+	for {
+		out, err := d.client.Scan(ctx, in)
+		if err != nil {
+			return nil, d.fail(opList, stream, err)
+		}
+		for _, item := range out.Items {
+			l, err := decode(item)
+			if err != nil {
+				return nil, &opError{op: opList, what: stream, cause: err}
+			}
+			if l.Key.Stream == stream {
+				ls = append(ls, l)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
+	return ls, nil
+}
+
+// Get implements Store with a consistent GetItem.
+func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            keyItem(k),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Lease{}, d.fail(opGet, k.String(), err)
+	}
+	if len(out.Item) == 0 {
+		return Lease{}, &opError{op: opGet, what: k.String(), kind: ErrNotFound}
+	}
+	l, err := decode(out.Item)
+	if err != nil {
+		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+	}
+	return l, nil
+}
+
+// Take implements Store with a conditional UpdateItem.
+func (d *DynamoDB) Take(ctx context.Context, held Lease, owner string) (Lease, error) {
+	return d.write(ctx, opTake, held, owner, "")
+}
+
+// Renew implements Store with a conditional UpdateItem.
+func (d *DynamoDB) Renew(ctx context.Context, held Lease) (Lease, error) {
+	return d.write(ctx, opRenew, held, "", "")
+}
+
+// Checkpoint implements Store with a conditional UpdateItem.
+func (d *DynamoDB) Checkpoint(ctx context.Context, held Lease, seq string) (Lease, error) {
+	return d.write(ctx, opCheckpoint, held, "", seq)
+}
+
+// Release implements Store with a conditional UpdateItem that removes the
+// owner attribute.
+func (d *DynamoDB) Release(ctx context.Context, held Lease) (Lease, error) {
+	return d.write(ctx, opRelease, held, "", "")
+}
+
+// Delete implements Store with an unconditional DeleteItem.
+func (d *DynamoDB) Delete(ctx context.Context, k Key) error {
+	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: keyItem(k)})
+	if err != nil {
+		return d.fail(opDelete, k.String(), err)
+	}
+	return nil
+}
+
+// write performs the conditional write op of held (with owner for a take,
+// seq for a checkpoint) as one UpdateItem returning the new row.
+func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq string) (Lease, error) {
+	if err := checkWrite(op, held, owner, seq); err != nil {
+		return Lease{}, err
+	}
+	names := map[string]string{"#c": attrCounter, "#o": attrOwner, "#r": attrRenewedAt}
+	values := map[string]types.AttributeValue{
+		":c":    number(held.Counter),
+		":next": number(held.Counter + 1),
+		":now":  &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)},
+	}
+	cond := "#c = :c AND attribute_not_exists(#o)"
+	if held.Owner != "" {
+		cond = "#c = :c AND #o = :o"
+		values[":o"] = &types.AttributeValueMemberS{Value: held.Owner}
+	}
+	update := "SET #c = :next, #r = :now"
+	switch op {
+	case opTake:
+		update += ", #o = :owner"
+		values[":owner"] = &types.AttributeValueMemberS{Value: owner}
+		if owner != held.Owner {
+			update += ", #sw = if_not_exists(#sw, :zero) + :one"
+			names["#sw"] = attrSwitches
+			values[":zero"], values[":one"] = number(0), number(1)
+		}
+	case opCheckpoint:
+		update += ", #cp = :cp"
+		names["#cp"] = attrCheckpoint
+		values[":cp"] = &types.AttributeValueMemberS{Value: seq}
+	case opRelease:
+		update += " REMOVE #o"
+	}
+	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       keyItem(held.Key),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Lease{}, d.fail(op, held.Key.String(), err)
+	}
+	l, err := decode(out.Attributes)
+	if err != nil {
+		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
+	}
+	return l, nil
+}
+
+// fail classifies err, the error of a DynamoDB call, with errors.As on the
+// SDK's typed exceptions.
+func (d *DynamoDB) fail(op, what string, err error) error {
+	var (
+		lost    *types.ConditionalCheckFailedException
+		missing *types.ResourceNotFoundException
+	)
+	switch {
+	case errors.As(err, &lost):
+		return &opError{op: op, what: what, kind: ErrLeaseLost, cause: err}
+	case errors.As(err, &missing):
+		return &opError{op: op, what: what, kind: ErrTableNotFound, cause: err,
+			hint: "create it with: bootstrap leases init -table " + d.table}
+	}
+	return &opError{op: op, what: what, cause: err}
+}
+
+// keyItem returns the primary key of k's row.
+func keyItem(k Key) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: k.String()}}
+}
+
+// number returns n as a DynamoDB number.
+func number(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// encode returns l as a row. Empty optional attributes are left out.
+func encode(l Lease) map[string]types.AttributeValue {
+	item := keyItem(l.Key)
+	item[attrStream] = &types.AttributeValueMemberS{Value: l.Key.Stream}
+	item[attrCounter] = number(l.Counter)
+	item[attrSwitches] = number(l.OwnerSwitches)
+	if l.Owner != "" {
+		item[attrOwner] = &types.AttributeValueMemberS{Value: l.Owner}
+	}
+	if l.Checkpoint != "" {
+		item[attrCheckpoint] = &types.AttributeValueMemberS{Value: l.Checkpoint}
+	}
+	if len(l.ParentShardIDs) > 0 {
+		ps := make([]types.AttributeValue, len(l.ParentShardIDs))
+		for i, p := range l.ParentShardIDs {
+			ps[i] = &types.AttributeValueMemberS{Value: p}
+		}
+		item[attrParents] = &types.AttributeValueMemberL{Value: ps}
+	}
+	if !l.RenewedAt.IsZero() {
+		item[attrRenewedAt] = &types.AttributeValueMemberS{Value: l.RenewedAt.UTC().Format(renewedAtLayout)}
+	}
+	return item
+}
+
+// decode returns the lease in a row, or an error naming the attribute that
+// is missing or malformed. Only leaseKey and leaseCounter are required.
+func decode(item map[string]types.AttributeValue) (Lease, error) {
+	var l Lease
+	s, err := stringAttr(item, attrKey, true)
+	if err == nil {
+		l.Key, err = ParseKey(s)
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("malformed row: %w", err)
+	}
+	bad := func(err error) (Lease, error) {
+		return Lease{}, fmt.Errorf("malformed row %q: %w", s, err)
+	}
+	if l.Counter, err = numberAttr(item, attrCounter, true); err != nil {
+		return bad(err)
+	}
+	if l.OwnerSwitches, err = numberAttr(item, attrSwitches, false); err != nil {
+		return bad(err)
+	}
+	if l.Owner, err = stringAttr(item, attrOwner, false); err != nil {
+		return bad(err)
+	}
+	if l.Checkpoint, err = stringAttr(item, attrCheckpoint, false); err != nil {
+		return bad(err)
+	}
+	if r, err := stringAttr(item, attrRenewedAt, false); err != nil {
+		return bad(err)
+	} else if r != "" {
+		if l.RenewedAt, err = time.Parse(time.RFC3339Nano, r); err != nil {
+			return bad(fmt.Errorf("attribute %s: %w", attrRenewedAt, err))
+		}
+		l.RenewedAt = l.RenewedAt.UTC()
+	}
+	switch v := item[attrParents].(type) {
+	case nil:
+	case *types.AttributeValueMemberL:
+		for i, p := range v.Value {
+			ps, ok := p.(*types.AttributeValueMemberS)
+			if !ok {
+				return bad(fmt.Errorf("attribute %s: element %d is %T, want S", attrParents, i, p))
+			}
+			l.ParentShardIDs = append(l.ParentShardIDs, ps.Value)
+		}
+	default:
+		return bad(fmt.Errorf("attribute %s is %T, want L", attrParents, v))
+	}
+	return l, nil
+}
+
+// stringAttr returns the S attribute name of item, "" when it is absent
+// and not required.
+func stringAttr(item map[string]types.AttributeValue, name string, required bool) (string, error) {
+	switch v := item[name].(type) {
+	case *types.AttributeValueMemberS:
+		return v.Value, nil
+	case nil:
+		if required {
+			return "", fmt.Errorf("no attribute %s", name)
+		}
+		return "", nil
+	default:
+		return "", fmt.Errorf("attribute %s is %T, want S", name, v)
+	}
+}
+
+// numberAttr returns the N attribute name of item as an int64, 0 when it
+// is absent and not required.
+func numberAttr(item map[string]types.AttributeValue, name string, required bool) (int64, error) {
+	switch v := item[name].(type) {
+	case *types.AttributeValueMemberN:
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("attribute %s: %w", name, err)
+		}
+		return n, nil
+	case nil:
+		if required {
+			return 0, fmt.Errorf("no attribute %s", name)
+		}
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("attribute %s is %T, want N", name, v)
+	}
+}

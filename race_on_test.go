@@ -1,0 +1,5 @@
+//go:build race
+
+package lambdaadapter_test
+
+const raceEnabled = true
