@@ -14,8 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/shardsettle/lambdaadapter/consumer"
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/lambda"
+	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
@@ -80,6 +82,7 @@ type config struct {
 	delaySet        bool
 	replyKey        string
 	maxMessageBytes int
+	ecs             ecsConfig
 }
 
 // WithConcurrency sets how many partition keys are handled at once
@@ -200,7 +203,10 @@ func WithMaxMessageSize(n int) Option {
 // Adapter runs a Handler over Kinesis invocations. It is safe for concurrent
 // use and holds no per-invocation state between calls.
 type Adapter struct {
-	runner *lambda.Runner
+	mode     Mode
+	runner   *lambda.Runner
+	consumer *consumer.Consumer
+	store    lease.Store
 }
 
 // New returns an Adapter for h, validating the options once. It panics if h
@@ -270,12 +276,27 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 		}
 		c.runner.Queue = q
 	}
+	if c.ecs.mode == ModeECS {
+		cc, err := c.consumerConfig(h)
+		if err != nil {
+			return nil, err
+		}
+		cons, err := consumer.New(cc)
+		if err != nil {
+			return nil, fmt.Errorf("lambdaadapter: %w", err)
+		}
+		return &Adapter{mode: ModeECS, consumer: cons, store: cc.Store}, nil
+	}
 	r, err := lambda.NewRunner(h, c.runner)
 	if err != nil {
 		return nil, err
 	}
 	return &Adapter{runner: r}, nil
 }
+
+// errLambdaOnly is returned by the Lambda entry points of a long-running
+// adapter.
+var errLambdaOnly = errors.New("lambdaadapter: this adapter was built for long-running mode (ModeECS)")
 
 // HandleEvent handles one decoded Kinesis event and returns the partial
 // batch response: no item when every record settled, otherwise the sequence
@@ -287,6 +308,9 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 // HandleEvent returns when every record settled or was given up on, or at
 // ctx's deadline minus the deadline margin, whichever comes first.
 func (a *Adapter) HandleEvent(ctx context.Context, ev events.KinesisEvent) (events.KinesisEventResponse, error) {
+	if a.runner == nil {
+		return events.KinesisEventResponse{}, errLambdaOnly
+	}
 	return a.runner.HandleEvent(ctx, ev)
 }
 
@@ -295,21 +319,13 @@ func (a *Adapter) HandleEvent(ctx context.Context, ev events.KinesisEvent) (even
 // event without reflection. A malformed payload is answered with an error
 // that says what and where (Lambda then retries the whole batch).
 func (a *Adapter) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	if a.runner == nil {
+		return nil, errLambdaOnly
+	}
 	return a.runner.Invoke(ctx, payload)
 }
 
 var _ awslambda.Handler = (*Adapter)(nil)
-
-// Handle starts the Lambda runtime loop with an Adapter for h and blocks
-// forever. It panics if h is nil or the options are invalid: both are
-// programmer errors found on the first cold start.
-func Handle(h Handler, opts ...Option) {
-	a, err := New(h, opts...)
-	if err != nil {
-		panic(err)
-	}
-	awslambda.Start(a)
-}
 
 // JSON returns a Handler that decodes each payload as JSON into a T and
 // calls fn. A payload that does not decode is a poison record: it is dropped

@@ -366,7 +366,7 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 	var l Lease
 	s, err := stringAttr(item, attrKey, true)
 	if err == nil {
-		l.Key, err = ParseKey(s)
+		l.Key, err = parseKey(s)
 	}
 	if err != nil {
 		return Lease{}, fmt.Errorf("malformed row: %w", err)

@@ -63,7 +63,9 @@ var placeholder = regexp.MustCompile(`[#:][A-Za-z0-9_]+`)
 func (f *fakeDynamoDB) checkExpressions(names map[string]string, values map[string]types.AttributeValue, exprs ...*string) {
 	f.t.Helper()
 	used := map[string]bool{}
+	var all []string
 	for _, e := range exprs {
+		all = append(all, aws.ToString(e))
 		for _, p := range placeholder.FindAllString(aws.ToString(e), -1) {
 			used[p] = true
 		}
@@ -76,7 +78,7 @@ func (f *fakeDynamoDB) checkExpressions(names map[string]string, values map[stri
 		defined[v] = true
 	}
 	if diff := cmp.Diff(defined, used, cmpopts.EquateEmpty()); diff != "" {
-		f.t.Errorf("placeholders defined (-) and used (+) in %q differ:\n%s", exprs, diff)
+		f.t.Errorf("placeholders defined (-) and used (+) in %q differ:\n%s", all, diff)
 	}
 }
 

@@ -39,13 +39,22 @@ func (k Key) String() string {
 // ParseKey(k.String()) == k for every valid key. It returns an error when s
 // has no ':', or when the stream name or the shard id is empty.
 func ParseKey(s string) (Key, error) {
+	k, err := parseKey(s)
+	if err != nil {
+		return Key{}, fmt.Errorf("lease: %w", err)
+	}
+	return k, nil
+}
+
+// parseKey is ParseKey without the package prefix on its error.
+func parseKey(s string) (Key, error) {
 	stream, shard, ok := strings.Cut(s, ":")
 	if !ok {
-		return Key{}, fmt.Errorf("lease: malformed key %q: want stream:shardId", s)
+		return Key{}, fmt.Errorf("malformed key %q: want stream:shardId", s)
 	}
 	k := Key{Stream: stream, ShardID: shard}
 	if err := k.check(); err != nil {
-		return Key{}, fmt.Errorf("lease: malformed key %q: %w", s, err)
+		return Key{}, fmt.Errorf("malformed key %q: %w", s, err)
 	}
 	return k, nil
 }

@@ -36,7 +36,7 @@ func TestOutcome(t *testing.T) {
 
 func TestStreamARNFromSource(t *testing.T) {
 	for in, want := range map[string]string{
-		"arn:aws:kinesis:us-east-1:123456789012:stream/orders":                            "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
+		"arn:aws:kinesis:us-east-1:123456789012:stream/orders":                           "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
 		"arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/efo-1:1700000000": "arn:aws:kinesis:us-east-1:123456789012:stream/orders",
 		"": "",
 	} {

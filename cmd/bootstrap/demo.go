@@ -12,6 +12,9 @@ import (
 
 // demoCommand is the optional JSON the demonstration handler obeys.
 type demoCommand struct {
+	// ID identifies the record in logs ("handled" lines), for tests that
+	// count losses and duplicates.
+	ID      string `json:"id"`
 	Outcome string `json:"outcome"`
 	SleepMS int    `json:"sleep_ms"`
 	// DelayMS is the delay of "retry_after".
@@ -31,7 +34,7 @@ func demoHandler(logger *slog.Logger) lambdaadapter.Handler {
 		logger.LogAttrs(ctx, slog.LevelDebug, "record",
 			slog.String("shard_id", m.ShardID), slog.String("sequence_number", m.SequenceNumber),
 			slog.String("partition_key", m.PartitionKey), slog.Int("attempt", m.Attempt),
-			slog.Int("bytes", len(m.Payload)), slog.String("command", cmd.Outcome))
+			slog.Int("bytes", len(m.Payload)), slog.String("id", cmd.ID), slog.String("command", cmd.Outcome))
 		if cmd.SleepMS > 0 {
 			t := time.NewTimer(time.Duration(cmd.SleepMS) * time.Millisecond)
 			select {

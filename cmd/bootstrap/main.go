@@ -31,6 +31,29 @@
 // The AWS clients take the standard AWS configuration (region, credentials,
 // AWS_ENDPOINT_URL_KINESIS / _SQS for local stand-ins).
 //
+// Long-running mode (bootstrap -mode=ecs, or LAMBDAADAPTER_MODE=ecs) runs the
+// same handler as a service that reads the stream itself:
+//
+//	LAMBDAADAPTER_STREAM              stream name (required)
+//	LAMBDAADAPTER_STREAM_ARN          stream ARN (optional)
+//	LAMBDAADAPTER_LEASE_TABLE         DynamoDB lease table; unset: in-memory leases (one instance)
+//	LAMBDAADAPTER_OWNER_ID            lease owner id (default: ECS task or host + random)
+//	LAMBDAADAPTER_START               latest (default), trim_horizon or an RFC 3339 time
+//	LAMBDAADAPTER_LEASE_DURATION      default 10s
+//	LAMBDAADAPTER_CHECKPOINT_INTERVAL default 1s
+//	LAMBDAADAPTER_SHUTDOWN_TIMEOUT    default 10s
+//	LAMBDAADAPTER_LIST_INTERVAL       default 30s
+//	LAMBDAADAPTER_GETRECORDS_LIMIT    default 1000 (at most 10000)
+//
+// SIGTERM stops it gracefully: reading stops, records in flight settle, the
+// checkpoints are written and the leases released.
+//
+// Lease table commands:
+//
+//	bootstrap leases init -table NAME    create the table (PAY_PER_REQUEST)
+//	bootstrap leases -table NAME -stream S  print owner, checkpoint, counter,
+//	                                      renewal and lag per shard
+//
 // Build it for Lambda with:
 //
 //	CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -o bootstrap ./cmd/bootstrap
@@ -38,24 +61,126 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"path"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/lease"
 )
 
 func main() {
-	opts, logger, err := options(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bootstrap:", err)
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "leases" {
+		return leasesCommand(args[1:], getenv, stdout, stderr)
 	}
-	lambdaadapter.Handle(demoHandler(logger), opts...)
+	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	mode := fs.String("mode", getenv("LAMBDAADAPTER_MODE"), "lambda (default) or ecs: a long-running service reading the stream itself")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	m, err := lambdaadapter.ParseMode(*mode)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap:", err)
+		return 2
+	}
+	opts, logger, err := options(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap:", err)
+		return 2
+	}
+	if m == lambdaadapter.ModeLambda {
+		lambdaadapter.Handle(demoHandler(logger), opts...)
+		return 0
+	}
+	ecsOpts, err := ecsOptions(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap:", err)
+		return 2
+	}
+	a, err := lambdaadapter.New(demoHandler(logger), append(opts, ecsOpts...)...)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	logger.LogAttrs(ctx, slog.LevelInfo, "bootstrap: long-running mode", slog.String("owner", a.Consumer().Owner()))
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, "bootstrap:", err)
+		return 1
+	}
+	return 0
+}
+
+// ecsOptions reads the long-running mode's configuration.
+func ecsOptions(getenv func(string) string) ([]lambdaadapter.Option, error) {
+	opts := []lambdaadapter.Option{lambdaadapter.WithMode(lambdaadapter.ModeECS)}
+	stream := getenv("LAMBDAADAPTER_STREAM")
+	if stream == "" {
+		return nil, errors.New("LAMBDAADAPTER_STREAM: long-running mode needs the stream name")
+	}
+	opts = append(opts, lambdaadapter.WithStream(stream))
+	if v := getenv("LAMBDAADAPTER_STREAM_ARN"); v != "" {
+		opts = append(opts, lambdaadapter.WithStreamARN(v))
+	}
+	if v := getenv("LAMBDAADAPTER_LEASE_TABLE"); v != "" {
+		opts = append(opts, lambdaadapter.WithLeaseTable(v))
+	}
+	owner := getenv("LAMBDAADAPTER_OWNER_ID")
+	if owner == "" {
+		host, _ := os.Hostname()
+		owner = lease.NewOwnerID(host, path.Base(getenv("ECS_CONTAINER_METADATA_URI_V4")))
+	}
+	opts = append(opts, lambdaadapter.WithOwnerID(owner))
+	switch v := getenv("LAMBDAADAPTER_START"); {
+	case v == "" || v == "latest":
+	case v == "trim_horizon":
+		opts = append(opts, lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
+	default:
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("LAMBDAADAPTER_START=%q: want latest, trim_horizon or an RFC 3339 time", v)
+		}
+		opts = append(opts, lambdaadapter.WithStartPosition(lambdaadapter.AtTimestamp(t)))
+	}
+	for env, opt := range map[string]func(time.Duration) lambdaadapter.Option{
+		"LAMBDAADAPTER_LEASE_DURATION":      lambdaadapter.WithLeaseDuration,
+		"LAMBDAADAPTER_CHECKPOINT_INTERVAL": lambdaadapter.WithCheckpointInterval,
+		"LAMBDAADAPTER_SHUTDOWN_TIMEOUT":    lambdaadapter.WithShutdownTimeout,
+		"LAMBDAADAPTER_LIST_INTERVAL":       lambdaadapter.WithListInterval,
+	} {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s=%q: want a positive duration", env, v)
+			}
+			opts = append(opts, opt(d))
+		}
+	}
+	if v := getenv("LAMBDAADAPTER_GETRECORDS_LIMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			return nil, fmt.Errorf("LAMBDAADAPTER_GETRECORDS_LIMIT=%q: want 1..10000", v)
+		}
+		opts = append(opts, lambdaadapter.WithGetRecordsLimit(n))
+	}
+	return opts, nil
 }
 
 // options reads the configuration from getenv.

@@ -257,8 +257,16 @@ func testParentsRoundTrip(t *testing.T, s lease.Store) {
 			}
 			got := get(t, s, k)
 			checkLease(t, "Get after the caller changed its slices", got, want)
-			got = take(t, s, got, "w1")
-			checkLease(t, "Take", got, lease.Lease{Key: k, Owner: "w1", Counter: 1, OwnerSwitches: 1, ParentShardIDs: tc.parents})
+			for i := range got.ParentShardIDs {
+				got.ParentShardIDs[i] = "changed by the caller"
+			}
+			got = take(t, s, get(t, s, k), "w1")
+			want = lease.Lease{Key: k, Owner: "w1", Counter: 1, OwnerSwitches: 1, ParentShardIDs: tc.parents}
+			checkLease(t, "Take", got, want)
+			for i := range got.ParentShardIDs {
+				got.ParentShardIDs[i] = "changed by the caller"
+			}
+			checkLease(t, "Get after the caller changed the slice Take returned", get(t, s, k), want)
 		})
 	}
 	ls, err := s.List(ctx, "orders")

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// leasesCommand implements `bootstrap leases` and `bootstrap leases init`.
+func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	create := len(args) > 0 && args[0] == "init"
+	if create {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("bootstrap leases", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table")
+	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name (for listing)")
+	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease would expire")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *table == "" {
+		fmt.Fprintln(stderr, "bootstrap leases: -table (or LAMBDAADAPTER_LEASE_TABLE) is required")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap leases:", err)
+		return 1
+	}
+	store := lease.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), *table)
+	if create {
+		if err := store.CreateTable(ctx); err != nil {
+			fmt.Fprintln(stderr, "bootstrap leases init:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "lease table %s is ready (PAY_PER_REQUEST, hash key leaseKey)\n", *table)
+		return 0
+	}
+	if *stream == "" {
+		fmt.Fprintln(stderr, "bootstrap leases: -stream (or LAMBDAADAPTER_STREAM) is required")
+		return 2
+	}
+	if err := store.Check(ctx); err != nil {
+		fmt.Fprintln(stderr, "bootstrap leases:", err)
+		return 1
+	}
+	ls, err := store.List(ctx, *stream)
+	if err != nil {
+		fmt.Fprintln(stderr, "bootstrap leases:", err)
+		return 1
+	}
+	printLeases(ctx, stdout, kinesis.NewFromConfig(awsCfg), *stream, ls, *leaseDuration)
+	return 0
+}
+
+// lagReader is what printLeases needs to measure how far behind a
+// checkpoint is.
+type lagReader interface {
+	GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
+}
+
+// printLeases prints one line per shard: owner, checkpoint, lease counter,
+// last renewal (by the owner's clock) and when the lease would expire
+// without renewal, and how far behind the tip the checkpoint is.
+func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, ls []lease.Lease, leaseDuration time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARD\tOWNER\tCHECKPOINT\tCOUNTER\tRENEWED\tEXPIRES (owner clock)\tBEHIND")
+	for _, l := range ls {
+		owner := l.Owner
+		if owner == "" {
+			owner = "(free)"
+		}
+		cp := l.Checkpoint
+		if cp == "" {
+			cp = "(none)"
+		}
+		renewed, expires := "-", "-"
+		if !l.RenewedAt.IsZero() {
+			renewed = l.RenewedAt.UTC().Format(time.RFC3339)
+			if l.Owner != "" {
+				expires = l.RenewedAt.Add(leaseDuration).UTC().Format(time.RFC3339)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Key.ShardID, owner, cp, l.Counter, renewed, expires, behind(ctx, k, stream, l))
+	}
+	tw.Flush()
+}
+
+// behind returns how far behind the stream's tip the checkpoint of l is,
+// as Kinesis reports it (MillisBehindLatest of a read right after it).
+func behind(ctx context.Context, k lagReader, stream string, l lease.Lease) string {
+	if l.Checkpoint == lease.ShardEnd {
+		return "done"
+	}
+	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(l.Key.ShardID), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon}
+	if l.Checkpoint != "" {
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(l.Checkpoint)
+	}
+	it, err := k.GetShardIterator(ctx, in)
+	if err != nil {
+		return "? (" + shortErr(err) + ")"
+	}
+	out, err := k.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it.ShardIterator, Limit: aws.Int32(1)})
+	if err != nil {
+		return "? (" + shortErr(err) + ")"
+	}
+	if len(out.Records) == 0 {
+		return "0s (caught up)"
+	}
+	return (time.Duration(aws.ToInt64(out.MillisBehindLatest)) * time.Millisecond).String()
+}
+
+func shortErr(err error) string {
+	var nf *kinesistypes.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		return "not found"
+	}
+	s := err.Error()
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
