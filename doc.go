@@ -36,34 +36,33 @@
 //
 // # Outcomes
 //
-// What each outcome does in Lambda mode, by configuration. "Counted" means
+// What each outcome does, by mode and configuration. "Counted" means
 // WithMaxAttempts or a dead-letter target is set (a dead-letter target alone
 // caps at 3 attempts). A copy is written to the record's own stream (the
 // stream of an enhanced fan-out consumer ARN) with the same payload, user
 // headers and partition key and x-ruststream-retry-count incremented; the
 // original settles only once its copy, delay message or dead letter is
-// written, and stays unsettled (reported, so Lambda delivers it again) when
-// that write fails. No record is ever lost; delivery is at least once.
+// written, and stays unsettled when that write fails. No record is ever
+// lost; delivery is at least once.
 //
-//	outcome            not counted                         counted (WithMaxAttempts n / dead-letter target)
-//	Ack()              settles                             settles
-//	Drop(err)          settles, err logged (poison)        settles; with WithDeadLetterDrops: dead letter
-//	Retry(err)         unsettled: reported, Lambda         copy written, original settles; the n-th
-//	                   redelivers it and all after it      failed attempt goes to the dead-letter target,
-//	                                                       or is retired (logged) without one
-//	RetryAfter(d,err)  d ≤ 5s and before the deadline      same, and the cap applies as for Retry
-//	                   minus the margin: copy written
-//	                   after d; longer: delay queue
-//	                   (WithDelayQueue), or as Retry with
-//	                   a warning naming the option
-//	panic              as Retry, logged with the stack     as Retry
-//	zero Outcome{}     as Retry, logged as a handler bug   as Retry
-//	still running at   unsettled (reported), context       unsettled
-//	deadline - margin  cancelled
-//
-// Long-running mode (-mode=ecs) is not built yet; it will apply the same
-// decisions, holding the shard's checkpoint where Lambda mode reports the
-// record.
+//	outcome            Lambda mode                           long-running mode (WithMode(ModeECS))
+//	Ack()              settles                               settles; the checkpoint may pass it
+//	Drop(err)          settles, err logged (dead-lettered     same
+//	                   first with WithDeadLetterDrops)
+//	Retry(err),        unsettled: reported in the response;  unsettled: holds the shard's checkpoint;
+//	not counted        Lambda redelivers it and all after it  the reader goes on, and the shard is read
+//	                                                         again from it when its lease is next taken
+//	Retry(err),        copy written, then settles; the n-th  same
+//	counted            failed attempt is dead-lettered, or
+//	                   retired (logged) without a target
+//	RetryAfter(d,err)  d ≤ 5s and before deadline - margin:  d ≤ 5s: copy written after d (the record
+//	                   copy written after d; longer: delay   holds the checkpoint meanwhile); longer:
+//	                   queue (WithDelayQueue), else as       delay queue, else as Retry with a warning
+//	                   Retry with a warning naming it
+//	panic              as Retry, logged with the stack       same
+//	zero Outcome{}     as Retry, logged as a handler bug     same
+//	still running at   unsettled (reported); its context     (no deadline) at shutdown: waited for up
+//	deadline - margin  is cancelled                          to WithShutdownTimeout, else unsettled
 //
 // A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
 // for longer) that the same function receives from the delay queue and
@@ -92,6 +91,20 @@
 // carry user headers that way), the user headers, and the delivery headers
 // partition-key, kinesis-sequence-number and kinesis-shard-id. Attempt is 1 on
 // a first delivery and x-ruststream-retry-count + 1 on a counted copy.
+//
+// # Long-running mode
+//
+// WithMode(ModeECS) runs the same handler as a service (ECS or any host):
+// the package consumer reads the shards itself (GetRecords ≤ 1,000 per call,
+// at most 5 calls per second per shard, one channel of 64 deliveries that
+// the handlers drain, the same lanes), shares them with other instances
+// through DynamoDB leases (package lease: fenced by owner and counter,
+// expiry by local observation of the counter, never by wall clocks), starts
+// child shards only after their parents are SHARD_END, and writes a shard's
+// checkpoint only when its watermark moves, only while its lease is held,
+// at most once per WithCheckpointInterval. Handle blocks until SIGTERM, then
+// stops gracefully: reading stops, records in flight settle, checkpoints are
+// written and the leases released, so other instances take them at once.
 //
 // The package lambdaadaptertest builds realistic events and runs handlers
 // through the adapter in tests.

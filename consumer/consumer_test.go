@@ -330,3 +330,57 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// TestLostLeaseCannotCheckpoint: when another owner takes a shard (a steal
+// seen at renewal), this worker stops it and never writes its checkpoint
+// again.
+func TestLostLeaseCannotCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		fill(f, 10)
+		store := lease.NewMemory()
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", LeaseDuration: 3 * time.Second})
+		waitFor(t, "10", func() bool { return h.count() == 10 })
+		time.Sleep(2 * time.Second)
+		k := lease.Key{Stream: "s", ShardID: id}
+		l, _ := store.Get(t.Context(), k)
+		stolen, err := store.Take(t.Context(), l, "thief")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The thief keeps its lease alive, as a live worker would.
+		thiefDone := make(chan struct{})
+		quit := make(chan struct{})
+		go func() {
+			defer close(thiefDone)
+			held := stolen
+			for {
+				select {
+				case <-quit:
+					return
+				case <-time.After(time.Second):
+				}
+				if l, err := store.Renew(context.Background(), held); err == nil {
+					held = l
+				}
+			}
+		}()
+		waitFor(t, "the shard to be dropped", func() bool { return len(c.Owned()) == 0 })
+		for i := range 5 {
+			f.put(id, "k", fmt.Sprintf("late-%d", i))
+		}
+		time.Sleep(10 * time.Second)
+		stop()
+		close(quit)
+		<-thiefDone
+		now, _ := store.Get(context.Background(), k)
+		if now.Owner != "thief" || now.Checkpoint != stolen.Checkpoint {
+			t.Errorf("after the steal w1 wrote to the lease: %+v (stolen as %+v)", now, stolen)
+		}
+		if h.count() != 10 {
+			t.Errorf("w1 handled %d records, want 10: it must not read a shard it lost", h.count())
+		}
+	})
+}

@@ -434,7 +434,9 @@ func TestDynamoDBDecode(t *testing.T) {
 		{"fraction counter", func(r map[string]types.AttributeValue) { r["leaseCounter"] = n("7.5") }, "attribute leaseCounter: strconv.ParseInt"},
 		{"huge switches", func(r map[string]types.AttributeValue) { r["ownerSwitches"] = n("1e40") }, "attribute ownerSwitches"},
 		{"number owner", func(r map[string]types.AttributeValue) { r["leaseOwner"] = n("1") }, "attribute leaseOwner is"},
-		{"null checkpoint", func(r map[string]types.AttributeValue) { r["checkpoint"] = &types.AttributeValueMemberNULL{Value: true} }, "attribute checkpoint is"},
+		{"null checkpoint", func(r map[string]types.AttributeValue) {
+			r["checkpoint"] = &types.AttributeValueMemberNULL{Value: true}
+		}, "attribute checkpoint is"},
 		{"bad time", func(r map[string]types.AttributeValue) { r["renewedAt"] = s("yesterday") }, "attribute renewedAt"},
 		{"string set parents", func(r map[string]types.AttributeValue) {
 			r["parentShardIds"] = &types.AttributeValueMemberSS{Value: []string{"a"}}
