@@ -477,3 +477,35 @@ func TestNewValidatesRetryOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizeDeadLetterLosesNothing: a dead letter too large for the SQS
+// limit is not sent; its record stays unsettled (reported), and a record
+// that fits still goes.
+func TestOversizeDeadLetterLosesNothing(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	big := b.Add("a", []byte("retry"+strings.Repeat("x", 3000)))
+	b.Add("b", []byte("retry small"))
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
+		lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterQueue("http://sqs.local/000000000000/dlq"), lambdaadapter.WithMaxMessageSize(2048))
+	if diff := cmp.Diff([]string{big}, res.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if sent := res.SQS.Sent(); len(sent) != 1 || !strings.Contains(sent[0].Body, `"partition_key":"b"`) {
+		t.Errorf("sent %+v", sent)
+	}
+}
+
+// TestOversizeCopyLosesNothing: a copy that would exceed the Kinesis record
+// limit (the original was within a few bytes of it) is not written and its
+// record stays unsettled.
+func TestOversizeCopyLosesNothing(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	seq := b.AddRaw("k", []byte("retry"+strings.Repeat("x", 1<<20-len("retry")-1)))
+	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(3))
+	if diff := cmp.Diff([]string{seq}, res.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if n := len(res.Kinesis.Written()); n != 0 {
+		t.Errorf("%d records written", n)
+	}
+}

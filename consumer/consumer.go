@@ -111,8 +111,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.balance(ctx)
 
-	renew := time.NewTicker(c.cfg.LeaseDuration / 3)
-	defer renew.Stop()
+	// Renewal has a goroutine and a timer of its own, so slow listing or
+	// balancing never delays it past the lease duration.
+	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		renew := time.NewTicker(c.cfg.LeaseDuration / 3)
+		defer renew.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-renew.C:
+				c.renew(renewCtx)
+			}
+		}
+	}()
 	take := time.NewTicker(c.cfg.LeaseDuration / 2)
 	defer take.Stop()
 	list := time.NewTicker(c.cfg.ListInterval)
@@ -122,8 +137,6 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
-		case <-renew.C:
-			c.renew(ctx)
 		case <-take.C:
 			c.balance(ctx)
 		case <-list.C:
@@ -132,7 +145,10 @@ loop:
 			}
 		}
 	}
+	// Leases stay renewed while records in flight settle.
 	c.shutdown(stopReaders, stopHandlers, dispatched)
+	stopRenewing()
+	<-renewed
 	return nil
 }
 

@@ -269,7 +269,7 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 	}
 	cond := "#c = :c AND attribute_not_exists(#o)"
 	if held.Owner != "" {
-		cond = "#o = :o"
+		cond = "#c = :c AND #o = :o"
 		values[":o"] = &types.AttributeValueMemberS{Value: held.Owner}
 	}
 	update := "SET #c = :next, #r = :now"

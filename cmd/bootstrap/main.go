@@ -145,7 +145,11 @@ func ecsOptions(getenv func(string) string) ([]lambdaadapter.Option, error) {
 	owner := getenv("LAMBDAADAPTER_OWNER_ID")
 	if owner == "" {
 		host, _ := os.Hostname()
-		owner = lease.NewOwnerID(host, path.Base(getenv("ECS_CONTAINER_METADATA_URI_V4")))
+		task := ""
+		if uri := getenv("ECS_CONTAINER_METADATA_URI_V4"); uri != "" {
+			task = path.Base(uri) // the task's container id: unique per task
+		}
+		owner = lease.NewOwnerID(host, task)
 	}
 	opts = append(opts, lambdaadapter.WithOwnerID(owner))
 	switch v := getenv("LAMBDAADAPTER_START"); {

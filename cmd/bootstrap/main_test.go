@@ -35,3 +35,31 @@ func TestOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestECSOptions(t *testing.T) {
+	base := map[string]string{"LAMBDAADAPTER_STREAM": "s"}
+	if _, err := ecsOptions(func(k string) string { return base[k] }); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"LAMBDAADAPTER_STREAM":           "",
+		"LAMBDAADAPTER_START":            "yesterday",
+		"LAMBDAADAPTER_LEASE_DURATION":   "10",
+		"LAMBDAADAPTER_GETRECORDS_LIMIT": "10001",
+	} {
+		env := map[string]string{"LAMBDAADAPTER_STREAM": "s", k: v}
+		if _, err := ecsOptions(func(x string) string { return env[x] }); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%q: err = %v", k, v, err)
+		}
+	}
+}
+
+func TestRunRejectsBadMode(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run([]string{"-mode=kubernetes"}, func(string) string { return "" }, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown mode") {
+		t.Errorf("code %d, stderr %q", code, errb.String())
+	}
+	if code := run([]string{"leases"}, func(string) string { return "" }, &out, &errb); code != 2 || !strings.Contains(errb.String(), "-table") {
+		t.Errorf("leases without a table: code %d, stderr %q", code, errb.String())
+	}
+}
