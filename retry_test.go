@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,6 +62,8 @@ func TestRetryBecomesCountedCopy(t *testing.T) {
 	if len(w) != 2 {
 		t.Fatalf("%d records written, want 2 copies: %+v", len(w), w)
 	}
+	// Lanes finish in any order: compare the copies in key order.
+	slices.SortFunc(w, func(a, b lambdaadaptertest.Written) int { return strings.Compare(a.PartitionKey, b.PartitionKey) })
 	if res.Kinesis.Calls("PutRecords") != 1 || res.Kinesis.Calls("PutRecord") != 0 {
 		t.Errorf("copies must go out in one PutRecords: %d PutRecords, %d PutRecord", res.Kinesis.Calls("PutRecords"), res.Kinesis.Calls("PutRecord"))
 	}
@@ -507,5 +510,71 @@ func TestOversizeCopyLosesNothing(t *testing.T) {
 	}
 	if n := len(res.Kinesis.Written()); n != 0 {
 		t.Errorf("%d records written", n)
+	}
+}
+
+// TestCutOffOutcomeChangesNothing: a handler cut off by the deadline that
+// then returns Retry must not get a copy written: its record is reported.
+func TestCutOffOutcomeChangesNothing(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			b := lambdaadaptertest.NewBatch("orders")
+			seq := b.Add("slow", []byte("x"))
+			h := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+				<-ctx.Done()
+				return lambdaadapter.Retry(ctx.Err())
+			})
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			res := lambdaadaptertest.RunContext(ctx, t, h, b, lambdaadapter.WithMaxAttempts(3))
+			if diff := cmp.Diff([]string{seq}, res.Failures); diff != "" {
+				t.Fatalf("failures (-want +got):\n%s", diff)
+			}
+			if n := len(res.Kinesis.Written()); n != 0 {
+				t.Fatalf("%d copies written for a record cut off by the deadline", n)
+			}
+		})
+	}
+}
+
+// TestNoCopiesAfterAHole: records after the first record of a shard that
+// stays unsettled are delivered again by Lambda, so their copies are not
+// written now.
+func TestNoCopiesAfterAHole(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	b.Add("a", []byte("retry first"))
+	hole := b.Add("b", []byte("stays"))
+	b.Add("c", []byte("retry later"))
+	h := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		if string(m.Payload) == "stays" {
+			return lambdaadapter.RetryAfter(time.Hour, errors.New("no delay queue: as Retry"))
+		}
+		return lambdaadapter.Retry(errors.New("copy me"))
+	})
+	res := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithMaxAttempts(3))
+	_ = hole
+	w := res.Kinesis.Written()
+	// "stays" is counted too (RetryAfter without a delay queue on a counted
+	// configuration becomes an immediate copy), so nothing is left: all three
+	// are copied.
+	if len(w) != 3 || !res.AllSettled() {
+		t.Fatalf("counted config: %d copies, response %s", len(w), res.Raw)
+	}
+	// Without a cap the middle record is left unsettled: the copy of the
+	// record after it is not written.
+	res = lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		switch string(m.Payload) {
+		case "stays":
+			return lambdaadapter.Retry(errors.New("left"))
+		default:
+			return lambdaadapter.RetryAfter(10*time.Millisecond, errors.New("short delay: a copy"))
+		}
+	}), b)
+	if diff := cmp.Diff([]string{hole}, res.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	w = res.Kinesis.Written()
+	if len(w) != 1 || w[0].PartitionKey != "a" {
+		t.Errorf("copies %+v, want only the one before the hole", w)
 	}
 }

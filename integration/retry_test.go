@@ -973,7 +973,9 @@ func TestRetryCopiesAtDeadline(t *testing.T) {
 	if len(copies) != 2 {
 		t.Fatalf("%d copies, want 2 (of a and b):\n%s", len(copies), describeRecords(copies))
 	}
-	sort.Slice(copies, func(i, j int) bool { return aws.ToString(copies[i].PartitionKey) < aws.ToString(copies[j].PartitionKey) })
+	sort.Slice(copies, func(i, j int) bool {
+		return aws.ToString(copies[i].PartitionKey) < aws.ToString(copies[j].PartitionKey)
+	})
 	checkCopy(t, copies[0], recs[0], 1)
 	checkCopy(t, copies[1], recs[1], 1)
 }

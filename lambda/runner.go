@@ -252,6 +252,7 @@ type batch struct {
 	next    []int32 // next message with the same key, -1 at the end
 	cursor  atomic.Int64
 	cutoff  time.Time // zero without a deadline
+	settled []atomic.Bool
 
 	mu      sync.Mutex
 	pending []pendingWrite // guarded by mu
@@ -265,6 +266,7 @@ func (r *Runner) newBatch(msgs []message.Message) (*batch, error) {
 		tickets: make([]settle.Ticket, len(msgs)),
 		shardOf: make([]int32, len(msgs)),
 		next:    make([]int32, len(msgs)),
+		settled: make([]atomic.Bool, len(msgs)),
 	}
 	shardIdx := make(map[string]int32, 1)
 	last := make(map[string]int32, 64) // partition key -> last message index
@@ -342,6 +344,11 @@ func (b *batch) handle(ctx context.Context, l *laneState, i int) bool {
 		b.logRecord(ctx, slog.LevelError, "lambda: reply failed; record left unsettled", m, out, err)
 		return false
 	}
+	if ctx.Err() != nil {
+		// Cut off: the answer is being built, and an outcome returned now
+		// changes nothing: the record stays unsettled and is reported.
+		return false
+	}
 	if out.Kind() == message.KindInvalid {
 		out = message.Retry(errors.New("lambda: handler returned the zero Outcome"))
 	}
@@ -389,6 +396,7 @@ func (b *batch) handle(ctx context.Context, l *laneState, i int) bool {
 func (b *batch) settle(ctx context.Context, i int) {
 	m := &b.msgs[i]
 	w := b.shards[b.shardOf[i]]
+	b.settled[i].Store(true)
 	if _, _, err := w.Settle(b.tickets[i]); err != nil && !errors.Is(err, settle.ErrStale) {
 		b.r.log.LogAttrs(ctx, slog.LevelError, "lambda: settle failed",
 			slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber), errAttr(err))

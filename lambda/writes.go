@@ -52,6 +52,7 @@ func (b *batch) flush(ctx context.Context) {
 	if len(writes) == 0 {
 		return
 	}
+	writes = b.dropRedelivered(ctx, writes)
 	var latest time.Time
 	for _, w := range writes {
 		if w.notBefore.After(latest) {
@@ -154,6 +155,36 @@ func (b *batch) flush(ctx context.Context) {
 }
 
 var errNotWritten = errors.New("lambda: not written")
+
+// dropRedelivered removes the writes of records that Lambda delivers again
+// anyway: those after the first record of their shard that stays unsettled
+// (left, cut off by the deadline, or never started). Writing their copies
+// now would only handle them twice.
+func (b *batch) dropRedelivered(ctx context.Context, writes []pendingWrite) []pendingWrite {
+	queued := make(map[int]bool, len(writes))
+	for _, w := range writes {
+		queued[w.i] = true
+	}
+	hole := make([]int, len(b.shards))
+	for s := range hole {
+		hole[s] = len(b.msgs)
+	}
+	for i := range b.msgs {
+		s := b.shardOf[i]
+		if i < hole[s] && !b.settled[i].Load() && !queued[i] {
+			hole[s] = i
+		}
+	}
+	kept := writes[:0]
+	for _, w := range writes {
+		if w.i > hole[b.shardOf[w.i]] {
+			b.logRecord(ctx, slog.LevelInfo, "lambda: "+w.d.Action.String()+" not written: an earlier record of the shard stays unsettled, so Lambda delivers this one again", &b.msgs[w.i], w.out, nil)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	return kept
+}
 
 // copyOf is the counted copy of m: its payload, user headers and key, with
 // x-ruststream-retry-count incremented and the first arrival carried on.

@@ -1,0 +1,617 @@
+// Command bench is the end-to-end benchmark of the long-running mode. It
+// runs against the local stand-ins (kinesis-local and dynalite; start them
+// with scripts/standins.sh start, or run scripts/bench-e2e.sh, which starts
+// its own and stops them again) and prints every figure from one run:
+//
+//   - records/s of a plain GetRecords loop, of the consumer with an
+//     in-memory lease store and of the consumer with a DynamoDB lease store,
+//     each reading the same records from TRIM_HORIZON of a fresh stream, and
+//     the ratios DynamoDB ÷ memory and consumer ÷ plain loop;
+//   - the consumer's CPU time per record (getrusage, user + system);
+//   - DynamoDB writes (PutItem, UpdateItem, DeleteItem) per record;
+//   - the records delivered again after the consumer is killed with
+//     SIGKILL half-way and a second one finishes the stream;
+//   - the peak RSS of the consumer process.
+//
+// Usage:
+//
+//	go run ./cmd/bench [-records 20000] [-size 512] [-shards 4] [-limit 500]
+//	    [-checkpoint-interval 1s] [-rounds 3] [-cpuprofile-dir DIR]
+//
+// Each measured phase runs in a fresh child process (the same binary, with
+// -worker), so CPU time and peak RSS belong to that phase alone and no phase
+// inherits another's heap. Every phase reads its own fresh stream holding the
+// same records (same partition keys, same payloads), written by the parent
+// beforehand with PutRecords batches of 500.
+//
+// The plain loop is the baseline a correct production loop must follow: one
+// goroutine per shard, GetShardIterator TRIM_HORIZON, then GetRecords with
+// the same Limit, call starts at least 200 ms apart per shard (the AWS limit
+// of 5 calls per second per shard), a 1 s pause after a read that returned no
+// records, and the same per-record work as the consumer's handler (parse the
+// id in the payload, mark it seen). It has no leases, no checkpoints, no
+// channel and no lanes. Its clock runs from before ListShards to the moment
+// the last distinct record is marked; the consumer's runs from Run to the
+// moment its handler marks the last distinct record.
+//
+// The output is a table for people and a final line of JSON for tools. Each
+// target is marked PASS or MISS; the exit status is 0 unless the benchmark
+// itself failed (a stand-in missing, records lost, a worker crashed).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// Targets of the issue, and the figures the Rust original measured.
+const (
+	targetDynamoVsMemory  = 0.95
+	targetConsumerVsPlain = 0.95
+	targetWritesPerRecord = 0.01
+	rustDynamoVsMemory    = 0.24
+	rustWritesPerRecord   = 1.0
+)
+
+// idWidth is the number of decimal digits of the record id at the start of
+// every payload.
+const idWidth = 10
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// options are the command's flags.
+type options struct {
+	records            int
+	size               int
+	shards             int
+	limit              int
+	checkpointInterval time.Duration
+	leaseDuration      time.Duration
+	rounds             int
+	killAt             float64
+	timeout            time.Duration
+	kinesisEndpoint    string
+	dynamoDBEndpoint   string
+	cpuProfileDir      string
+	skipKill           bool
+	kinesisPID         int
+	dynamoDBPID        int
+	freshStreams       bool
+
+	// Worker mode (internal: the parent starts its children with these).
+	worker     string
+	stream     string
+	table      string
+	printIDs   bool
+	cpuProfile string
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.IntVar(&o.records, "records", 20000, "records written to and read from each stream")
+	fs.IntVar(&o.size, "size", 512, "payload size in bytes (at least 10: the id comes first)")
+	fs.IntVar(&o.shards, "shards", 4, "shards per stream")
+	fs.IntVar(&o.limit, "limit", 500, "GetRecords Limit, the same for the plain loop and the consumer")
+	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "consumer CheckpointInterval")
+	fs.DurationVar(&o.leaseDuration, "kill-lease-duration", 3*time.Second,
+		"consumer LeaseDuration in the kill -9 test only: it shortens the wait before the second worker takes the dead one's leases, not what is re-delivered")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
+	fs.Float64Var(&o.killAt, "kill-at", 0.5, "fraction of the records the first worker handles before it is killed with SIGKILL")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "longest a phase may take")
+	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_KINESIS", "http://127.0.0.1:4568"), "Kinesis endpoint (kinesis-local)")
+	fs.StringVar(&o.dynamoDBEndpoint, "dynamodb-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4569"), "DynamoDB endpoint (dynalite)")
+	fs.StringVar(&o.cpuProfileDir, "cpuprofile-dir", "", "write a CPU profile of every worker phase into this directory")
+	fs.IntVar(&o.kinesisPID, "kinesis-pid", 0, "pid of kinesis-local: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
+	fs.IntVar(&o.dynamoDBPID, "dynamodb-pid", 0, "pid of dynalite: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
+	fs.BoolVar(&o.skipKill, "skip-kill", false, "skip the kill -9 test")
+	fs.BoolVar(&o.freshStreams, "fresh-streams", false,
+		"write a fresh stream for every phase instead of writing one stream once that every phase reads (kinesis-local writes only a few hundred records/s)")
+	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, memory, dynamodb, kill)")
+	fs.StringVar(&o.stream, "stream", "", "internal: the worker's stream")
+	fs.StringVar(&o.table, "table", "", "internal: the worker's lease table")
+	fs.BoolVar(&o.printIDs, "print-ids", false, "internal: the worker prints the id of every handled record")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "internal: the worker's CPU profile file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if o.worker != "" {
+		if err := runWorker(o, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "bench: worker %s: %v\n", o.worker, err)
+			return 1
+		}
+		return 0
+	}
+	rep, err := runBench(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.print(stdout)
+	return 0
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (o *options) check() error {
+	switch {
+	case o.records < 1:
+		return errors.New("-records must be at least 1")
+	case o.size < idWidth || o.size > 1<<20:
+		return fmt.Errorf("-size must be in %d..%d", idWidth, 1<<20)
+	case o.shards < 1:
+		return errors.New("-shards must be at least 1")
+	case o.limit < 1 || o.limit > 10000:
+		return errors.New("-limit must be in 1..10000")
+	case o.checkpointInterval <= 0 || o.leaseDuration <= 0 || o.timeout <= 0:
+		return errors.New("durations must be positive")
+	case o.rounds < 1:
+		return errors.New("-rounds must be at least 1")
+	case o.killAt <= 0 || o.killAt >= 1:
+		return errors.New("-kill-at must be between 0 and 1")
+	}
+	return nil
+}
+
+// phase names, as the worker's -worker flag takes them.
+const (
+	phasePlain  = "plain"
+	phaseMemory = "memory"
+	phaseDynamo = "dynamodb"
+	phaseKill   = "kill"
+)
+
+// runBench runs every phase and returns the report.
+func runBench(o options, progress io.Writer) (*report, error) {
+	ctx := context.Background()
+	cl := newClients(o.kinesisEndpoint, o.dynamoDBEndpoint)
+	if err := cl.ready(ctx); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding my own binary for the workers: %w", err)
+	}
+	if o.cpuProfileDir != "" {
+		if err := os.MkdirAll(o.cpuProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	recs := makeRecords(o.records, o.size)
+	run := newRunID()
+	rep := &report{opts: o, started: time.Now()}
+	seq := 0
+	// newStream creates a stream and writes recs to it.
+	newStream := func(tag string) (string, func(), error) {
+		seq++
+		name := fmt.Sprintf("bench-%s-%s-%d", run, tag, seq)
+		if err := cl.createStream(ctx, name, o.shards); err != nil {
+			return "", nil, err
+		}
+		del := func() {
+			if err := cl.deleteStream(context.Background(), name); err != nil {
+				fmt.Fprintf(progress, "bench: deleting stream %s: %v\n", name, err)
+			}
+		}
+		fmt.Fprintf(progress, "bench: writing %d records of %d B to %s\n", len(recs), o.size, name)
+		w, err := cl.write(ctx, name, recs)
+		if err != nil {
+			del()
+			return "", nil, err
+		}
+		fmt.Fprintf(progress, "bench: written in %v\n", w.Elapsed.Round(time.Millisecond))
+		rep.writes = append(rep.writes, w)
+		return name, del, nil
+	}
+	// streamFor returns the stream a phase reads: the shared one, or a
+	// fresh one with -fresh-streams.
+	shared := ""
+	if !o.freshStreams {
+		name, del, err := newStream("all")
+		if err != nil {
+			return nil, err
+		}
+		defer del()
+		shared = name
+	}
+	streamFor := func(tag string) (string, func(), error) {
+		if shared != "" {
+			return shared, func() {}, nil
+		}
+		return newStream(tag)
+	}
+	// newTable creates a fresh lease table: lease rows are keyed by stream
+	// and shard, so a phase reading the shared stream must not find the
+	// checkpoints of an earlier phase.
+	newTable := func(tag string) (string, func(), error) {
+		seq++
+		name := fmt.Sprintf("bench-%s-%s-%d", run, tag, seq)
+		if err := lease.NewDynamoDB(cl.dynamo, name).CreateTable(ctx); err != nil {
+			return "", nil, err
+		}
+		return name, func() {
+			if _, err := cl.dynamo.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
+				fmt.Fprintf(progress, "bench: deleting table %s: %v\n", name, err)
+			}
+		}, nil
+	}
+
+	orders := [][]string{
+		{phasePlain, phaseMemory, phaseDynamo},
+		{phaseMemory, phaseDynamo, phasePlain},
+		{phaseDynamo, phasePlain, phaseMemory},
+	}
+	for r := range o.rounds {
+		for _, ph := range orders[r%len(orders)] {
+			stream, delStream, err := streamFor(ph)
+			if err != nil {
+				return nil, err
+			}
+			table, delTable := "", func() {}
+			if ph == phaseDynamo {
+				if table, delTable, err = newTable(ph); err != nil {
+					delStream()
+					return nil, err
+				}
+			}
+			fmt.Fprintf(progress, "bench: round %d/%d: %s phase on %s\n", r+1, o.rounds, ph, stream)
+			res, err := runTimedWorker(ctx, self, o, ph, stream, table, r+1, progress)
+			delTable()
+			delStream()
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s phase: %w", r+1, ph, err)
+			}
+			res.Round = r + 1
+			rep.results = append(rep.results, res)
+		}
+	}
+	if !o.skipKill {
+		stream, delStream, err := streamFor(phaseKill)
+		if err != nil {
+			return nil, err
+		}
+		table, delTable, err := newTable(phaseKill)
+		if err != nil {
+			delStream()
+			return nil, err
+		}
+		fmt.Fprintf(progress, "bench: kill -9 test on %s\n", stream)
+		k, err := runKillTest(ctx, self, o, stream, table, progress)
+		delTable()
+		delStream()
+		if err != nil {
+			return nil, fmt.Errorf("kill -9 test: %w", err)
+		}
+		rep.kill = &k
+	}
+	rep.finished = time.Now()
+	return rep, nil
+}
+
+// newRunID returns a short random name part.
+func newRunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// workerArgs returns the command line of a worker of phase ph.
+func workerArgs(o options, ph, stream, table string) []string {
+	return []string{
+		"-worker", ph,
+		"-stream", stream,
+		"-table", table,
+		"-records", strconv.Itoa(o.records),
+		"-size", strconv.Itoa(o.size),
+		"-shards", strconv.Itoa(o.shards),
+		"-limit", strconv.Itoa(o.limit),
+		"-checkpoint-interval", o.checkpointInterval.String(),
+		"-kill-lease-duration", o.leaseDuration.String(),
+		"-timeout", o.timeout.String(),
+		"-kinesis-endpoint", o.kinesisEndpoint,
+		"-dynamodb-endpoint", o.dynamoDBEndpoint,
+	}
+}
+
+// workerProc is a running worker process.
+type workerProc struct {
+	cmd      *exec.Cmd
+	onID     func(id int)
+	progress io.Writer
+	result   chan workerResult
+	done     chan error // the process's exit, after stdout was read to EOF
+}
+
+// newWorker prepares a worker; start runs it. Its stderr goes to progress.
+// Each "id N" line it prints is passed to onID, on one goroutine, in order.
+func newWorker(self string, args []string, progress io.Writer, onID func(id int)) *workerProc {
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = progress
+	return &workerProc{cmd: cmd, onID: onID, progress: progress, result: make(chan workerResult, 1), done: make(chan error, 1)}
+}
+
+// start starts the worker process and the reader of its output.
+func (p *workerProc) start() error {
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		var parseErr error
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id "):
+				id, err := strconv.Atoi(line[3:])
+				if err != nil {
+					parseErr = fmt.Errorf("bad worker line %q", line)
+					continue
+				}
+				if p.onID != nil {
+					p.onID(id)
+				}
+			case strings.HasPrefix(line, resultPrefix):
+				var r workerResult
+				if err := json.Unmarshal([]byte(line[len(resultPrefix):]), &r); err != nil {
+					parseErr = fmt.Errorf("bad worker result %q: %w", line, err)
+					continue
+				}
+				p.result <- r
+			default:
+				fmt.Fprintln(p.progress, "bench: worker says:", line)
+			}
+		}
+		err := p.cmd.Wait()
+		if err == nil {
+			err = parseErr
+		}
+		p.done <- err
+	}()
+	return nil
+}
+
+// wait waits for the worker to exit and returns its result.
+func (p *workerProc) wait() (workerResult, error) {
+	err := <-p.done
+	select {
+	case r := <-p.result:
+		return r, err
+	default:
+		if err == nil {
+			err = errors.New("worker printed no result")
+		}
+		return workerResult{}, err
+	}
+}
+
+// runTimedWorker runs one timed phase in a child process.
+func runTimedWorker(ctx context.Context, self string, o options, ph, stream, table string, round int, progress io.Writer) (workerResult, error) {
+	args := workerArgs(o, ph, stream, table)
+	if o.cpuProfileDir != "" {
+		args = append(args, "-cpuprofile", filepath.Join(o.cpuProfileDir, fmt.Sprintf("%s-round%d.pprof", ph, round)))
+	}
+	p := newWorker(self, args, progress, nil)
+	k0, d0 := procCPU(o.kinesisPID), procCPU(o.dynamoDBPID)
+	if err := p.start(); err != nil {
+		return workerResult{}, err
+	}
+	r, err := p.wait()
+	if err != nil {
+		return workerResult{}, err
+	}
+	if k0 > 0 {
+		r.KinesisLocalCPU = procCPU(o.kinesisPID) - k0
+	}
+	if d0 > 0 {
+		r.DynaliteCPU = procCPU(o.dynamoDBPID) - d0
+	}
+	if r.Distinct != o.records {
+		return r, fmt.Errorf("worker saw %d distinct records, want %d", r.Distinct, o.records)
+	}
+	return r, nil
+}
+
+// killResult is the outcome of the kill -9 test.
+type killResult struct {
+	// FirstHandled is the number of distinct records the first worker
+	// handled (printed) before SIGKILL ended it.
+	FirstHandled int `json:"first_handled"`
+	// Redelivered is the number of records the second worker handled that
+	// the first had already handled.
+	Redelivered int `json:"redelivered"`
+	// DuplicatesWithin is the number of records one worker handled twice
+	// (expected 0).
+	DuplicatesWithin int `json:"duplicates_within_a_worker"`
+	// Takeover is the time from the second worker's start to its first
+	// handled record: the wait for the dead worker's leases to expire.
+	Takeover time.Duration `json:"takeover_ns"`
+	// KilledAfter is the time from the first worker's start to SIGKILL.
+	KilledAfter time.Duration `json:"killed_after_ns"`
+	// Second is the second worker's result.
+	Second workerResult `json:"second"`
+}
+
+// runKillTest runs the kill -9 test: a worker consuming with the DynamoDB
+// store is killed with SIGKILL after it handled killAt of the records; a
+// second worker with the same table then finishes the stream. A record the
+// second worker handles that the first had handled was re-delivered.
+func runKillTest(ctx context.Context, self string, o options, stream, table string, progress io.Writer) (killResult, error) {
+	var k killResult
+	n := o.records
+	args := append(workerArgs(o, phaseKill, stream, table), "-print-ids")
+	killAt := max(1, int(float64(n)*o.killAt))
+
+	first := make([]bool, n)
+	var mu sync.Mutex
+	var killOnce sync.Once
+	var p1 *workerProc
+	var started time.Time
+	p1 = newWorker(self, args, progress, func(id int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id < 0 || id >= n {
+			return
+		}
+		if first[id] {
+			k.DuplicatesWithin++
+			return
+		}
+		first[id] = true
+		k.FirstHandled++
+		if k.FirstHandled >= killAt {
+			killOnce.Do(func() {
+				k.KilledAfter = time.Since(started)
+				_ = p1.cmd.Process.Signal(syscall.SIGKILL)
+			})
+		}
+	})
+	started = time.Now()
+	if err := p1.start(); err != nil {
+		return k, err
+	}
+	timer := time.AfterFunc(o.timeout, func() { _ = p1.cmd.Process.Signal(syscall.SIGKILL) })
+	err := <-p1.done
+	timer.Stop()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		return k, fmt.Errorf("first worker did not end by SIGKILL: %v", err)
+	}
+	if k.KilledAfter == 0 {
+		return k, errors.New("first worker timed out before it was killed")
+	}
+
+	second := make([]bool, n)
+	union := k.FirstHandled
+	var termOnce sync.Once
+	var firstAt time.Time
+	var p2 *workerProc
+	p2 = newWorker(self, args, progress, func(id int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if id < 0 || id >= n {
+			return
+		}
+		if firstAt.IsZero() {
+			firstAt = time.Now()
+		}
+		if second[id] {
+			k.DuplicatesWithin++
+			return
+		}
+		second[id] = true
+		if first[id] {
+			k.Redelivered++
+			return
+		}
+		union++
+		if union == n {
+			termOnce.Do(func() { _ = p2.cmd.Process.Signal(syscall.SIGTERM) })
+		}
+	})
+	started2 := time.Now()
+	if err := p2.start(); err != nil {
+		return k, err
+	}
+	timer = time.AfterFunc(o.timeout, func() { _ = p2.cmd.Process.Signal(syscall.SIGTERM) })
+	r, err := p2.wait()
+	timer.Stop()
+	if err != nil {
+		return k, fmt.Errorf("second worker: %w", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if union != n {
+		return k, fmt.Errorf("the two workers handled %d distinct records, want %d", union, n)
+	}
+	k.Takeover = firstAt.Sub(started2)
+	k.Second = r
+	return k, nil
+}
+
+// clients are the AWS clients of the parent.
+type clients struct {
+	kinesis *kinesis.Client
+	dynamo  *dynamodb.Client
+	kEnd    string
+	dEnd    string
+}
+
+func newClients(kinesisEndpoint, dynamoDBEndpoint string) *clients {
+	return &clients{
+		kinesis: newKinesis(kinesisEndpoint),
+		dynamo:  newDynamoDB(dynamoDBEndpoint),
+		kEnd:    kinesisEndpoint,
+		dEnd:    dynamoDBEndpoint,
+	}
+}
+
+// ready checks that both stand-ins answer a real API call.
+func (c *clients) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var problems []string
+	if _, err := c.kinesis.ListStreams(ctx, &kinesis.ListStreamsInput{Limit: aws.Int32(1)}); err != nil {
+		problems = append(problems, fmt.Sprintf("kinesis-local at %s did not answer ListStreams: %v", c.kEnd, err))
+	}
+	if _, err := c.dynamo.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)}); err != nil {
+		problems = append(problems, fmt.Sprintf("dynalite at %s did not answer ListTables: %v", c.dEnd, err))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the local stand-ins are not running:\n\t%s\nrun scripts/bench-e2e.sh (it starts and stops them), or start them with scripts/standins.sh start and eval \"$(scripts/standins.sh env)\"",
+			strings.Join(problems, "\n\t"))
+	}
+	return nil
+}
+
+// gomaxprocs is reported with the results.
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
+
+// jsonLine marshals v on one line.
+func jsonLine(v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// report is the outcome of a benchmark run.
+type report struct {
+	opts     options
+	started  time.Time
+	finished time.Time
+	writes   []writeStat
+	results  []workerResult
+	kill     *killResult
+}
+
+// summary is the machine-readable outcome, printed as the last line.
+type summary struct {
+	Bench              string  `json:"bench"`
+	GoVersion          string  `json:"go_version"`
+	GOOS               string  `json:"goos"`
+	GOARCH             string  `json:"goarch"`
+	NumCPU             int     `json:"num_cpu"`
+	Records            int     `json:"records"`
+	Size               int     `json:"size"`
+	Shards             int     `json:"shards"`
+	Limit              int     `json:"limit"`
+	CheckpointInterval string  `json:"checkpoint_interval"`
+	Rounds             int     `json:"rounds"`
+	WriteRecordsPerSec float64 `json:"write_records_per_s"`
+
+	// Medians over the rounds.
+	PlainRecordsPerSec  float64 `json:"plain_records_per_s"`
+	MemoryRecordsPerSec float64 `json:"memory_records_per_s"`
+	DynamoRecordsPerSec float64 `json:"dynamodb_records_per_s"`
+	// Medians of the per-round ratios.
+	DynamoVsMemory float64 `json:"dynamodb_vs_memory"`
+	DynamoVsPlain  float64 `json:"dynamodb_vs_plain"`
+	MemoryVsPlain  float64 `json:"memory_vs_plain"`
+	// The same ratios of the rates from the first record to the last,
+	// without the start-up.
+	SteadyDynamoVsMemory float64 `json:"steady_dynamodb_vs_memory"`
+	SteadyDynamoVsPlain  float64 `json:"steady_dynamodb_vs_plain"`
+	SteadyMemoryVsPlain  float64 `json:"steady_memory_vs_plain"`
+	PlainCPUPerRec       float64 `json:"plain_cpu_us_per_record"`
+	MemoryCPUPerRec      float64 `json:"memory_cpu_us_per_record"`
+	DynamoCPUPerRec      float64 `json:"dynamodb_cpu_us_per_record"`
+	WritesPerRecord      float64 `json:"dynamodb_writes_per_record"`
+	// PeakRSSMB is the largest peak RSS of a consumer worker process;
+	// PlainPeakRSSMB that of the plain loop's.
+	PeakRSSMB      float64 `json:"peak_rss_mb"`
+	PlainPeakRSSMB float64 `json:"plain_peak_rss_mb"`
+	// Redelivered is -1 when the kill -9 test was skipped.
+	Redelivered int            `json:"redelivered_after_kill"`
+	KilledAt    int            `json:"killed_after_records"`
+	Targets     targets        `json:"targets"`
+	Results     []workerResult `json:"results"`
+	Kill        *killResult    `json:"kill,omitempty"`
+	Seconds     float64        `json:"seconds"`
+}
+
+// targets holds PASS or MISS per target of the issue.
+type targets struct {
+	DynamoVsMemory  string `json:"dynamodb_vs_memory_ge_0.95"`
+	ConsumerVsPlain string `json:"consumer_vs_plain_ge_0.95"`
+	WritesPerRecord string `json:"writes_per_record_le_0.01"`
+}
+
+func passIf(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// byPhase returns the results of phase ph, in round order.
+func (r *report) byPhase(ph string) []workerResult {
+	var out []workerResult
+	for _, res := range r.results {
+		if res.Phase == ph {
+			out = append(out, res)
+		}
+	}
+	slices.SortFunc(out, func(a, b workerResult) int { return a.Round - b.Round })
+	return out
+}
+
+// perRound returns f applied to each round's results of phases a and b.
+func (r *report) perRound(a, b string, f func(x, y workerResult) float64) []float64 {
+	xs, ys := r.byPhase(a), r.byPhase(b)
+	var out []float64
+	for i := range min(len(xs), len(ys)) {
+		out = append(out, f(xs[i], ys[i]))
+	}
+	return out
+}
+
+func ratio(x, y workerResult) float64 {
+	if y.RecordsPerSecond() == 0 {
+		return 0
+	}
+	return x.RecordsPerSecond() / y.RecordsPerSecond()
+}
+
+func steadyRatio(x, y workerResult) float64 {
+	if y.SteadyRecordsPerSecond() == 0 {
+		return 0
+	}
+	return x.SteadyRecordsPerSecond() / y.SteadyRecordsPerSecond()
+}
+
+func each(rs []workerResult, f func(workerResult) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// summarize computes the summary.
+func (r *report) summarize() summary {
+	o := r.opts
+	plain, mem, dyn := r.byPhase(phasePlain), r.byPhase(phaseMemory), r.byPhase(phaseDynamo)
+	rps := func(w workerResult) float64 { return w.RecordsPerSecond() }
+	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
+	s := summary{
+		Bench:                "lambdaadapter long-running mode end to end",
+		GoVersion:            runtime.Version(),
+		GOOS:                 runtime.GOOS,
+		GOARCH:               runtime.GOARCH,
+		NumCPU:               runtime.NumCPU(),
+		Records:              o.records,
+		Size:                 o.size,
+		Shards:               o.shards,
+		Limit:                o.limit,
+		CheckpointInterval:   o.checkpointInterval.String(),
+		Rounds:               o.rounds,
+		PlainRecordsPerSec:   median(each(plain, rps)),
+		MemoryRecordsPerSec:  median(each(mem, rps)),
+		DynamoRecordsPerSec:  median(each(dyn, rps)),
+		DynamoVsMemory:       median(r.perRound(phaseDynamo, phaseMemory, ratio)),
+		DynamoVsPlain:        median(r.perRound(phaseDynamo, phasePlain, ratio)),
+		MemoryVsPlain:        median(r.perRound(phaseMemory, phasePlain, ratio)),
+		SteadyDynamoVsMemory: median(r.perRound(phaseDynamo, phaseMemory, steadyRatio)),
+		SteadyDynamoVsPlain:  median(r.perRound(phaseDynamo, phasePlain, steadyRatio)),
+		SteadyMemoryVsPlain:  median(r.perRound(phaseMemory, phasePlain, steadyRatio)),
+		PlainCPUPerRec:       median(each(plain, cpu)),
+		MemoryCPUPerRec:      median(each(mem, cpu)),
+		DynamoCPUPerRec:      median(each(dyn, cpu)),
+		WritesPerRecord: median(each(dyn, func(w workerResult) float64 {
+			return float64(w.DynamoDBWrites()) / float64(max(1, w.Distinct))
+		})),
+		Redelivered: -1,
+		Results:     r.results,
+		Kill:        r.kill,
+		Seconds:     r.finished.Sub(r.started).Seconds(),
+	}
+	var written int
+	var writeTime time.Duration
+	for _, w := range r.writes {
+		written += w.Records
+		writeTime += w.Elapsed
+	}
+	if writeTime > 0 {
+		s.WriteRecordsPerSec = float64(written) / writeTime.Seconds()
+	}
+	for _, w := range append(slices.Clone(mem), dyn...) {
+		s.PeakRSSMB = max(s.PeakRSSMB, float64(w.MaxRSSKB)/1024)
+	}
+	if r.kill != nil {
+		s.PeakRSSMB = max(s.PeakRSSMB, float64(r.kill.Second.MaxRSSKB)/1024)
+		s.Redelivered = r.kill.Redelivered
+		s.KilledAt = r.kill.FirstHandled
+	}
+	for _, w := range plain {
+		s.PlainPeakRSSMB = max(s.PlainPeakRSSMB, float64(w.MaxRSSKB)/1024)
+	}
+	s.Targets = targets{
+		DynamoVsMemory:  passIf(s.DynamoVsMemory >= targetDynamoVsMemory),
+		ConsumerVsPlain: passIf(s.DynamoVsPlain >= targetConsumerVsPlain),
+		WritesPerRecord: passIf(s.WritesPerRecord <= targetWritesPerRecord),
+	}
+	return s
+}
+
+var phaseTitle = map[string]string{
+	phasePlain:  "plain GetRecords loop",
+	phaseMemory: "consumer, in-memory leases",
+	phaseDynamo: "consumer, DynamoDB leases",
+}
+
+// share formats cpu as a percentage of one CPU over wall, or "-".
+func share(cpu, wall time.Duration) string {
+	if cpu <= 0 || wall <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*cpu.Seconds()/wall.Seconds())
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)) }
+
+// print writes the table and the JSON line.
+func (r *report) print(w io.Writer) {
+	o := r.opts
+	s := r.summarize()
+	fmt.Fprintf(w, "\nlambdaadapter long-running mode, end to end against kinesis-local and dynalite\n")
+	fmt.Fprintf(w, "%d records × %d B over %d shards, Limit %d, CheckpointInterval %v, %d round(s); %s %s/%s, %d CPUs\n",
+		o.records, o.size, o.shards, o.limit, o.checkpointInterval, o.rounds, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(w, "written with PutRecords (batches of %d, %d writers): %.0f records/s\n\n", putBatch, writers, s.WriteRecordsPerSec)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\tphase\trecords/s\tsteady rec/s\tfirst rec ms\tlast rec ms\tGetRecords\tempty\tmean ms\tmax ms\tCPU µs/rec\tGCs\tpeak RSS MB\tDDB writes\tDDB reads\tkinesis-local CPU\tdynalite CPU\t")
+	for _, res := range r.results {
+		k := res.Kinesis
+		reads := res.DynamoDB["GetItem"] + res.DynamoDB["Scan"] + res.DynamoDB["DescribeTable"]
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%d\t%s\t%s\t\n",
+			res.Round, phaseTitle[res.Phase], res.RecordsPerSecond(), res.SteadyRecordsPerSecond(), ms(res.FirstRecord), ms(res.Elapsed),
+			k.GetRecords, k.EmptyReads, float64(k.MeanGetRecords())/1e6, float64(k.MaxGetRecords)/1e6,
+			res.CPUPerRecord(), res.NumGC, float64(res.MaxRSSKB)/1024, res.DynamoDBWrites(), reads,
+			share(res.KinesisLocalCPU, res.Total), share(res.DynaliteCPU, res.Total))
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nmedians over %d round(s); ratios are medians of the per-round ratios\n", o.rounds)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "records/s: plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t\n", s.PlainRecordsPerSec, s.MemoryRecordsPerSec, s.DynamoRecordsPerSec)
+	fmt.Fprintf(tw, "DynamoDB ÷ in-memory records/s\t%.3f\ttarget ≥ %.2f\t%s (Rust original %.2f)\n", s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory)
+	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s\n", s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain)
+	fmt.Fprintf(tw, "consumer (in-memory) ÷ plain loop records/s\t%.3f\t\t(for reference)\n", s.MemoryVsPlain)
+	fmt.Fprintf(tw, "first-to-last-record rates: DynamoDB÷memory, DynamoDB÷plain, memory÷plain\t%.3f, %.3f, %.3f\t\t(start-up excluded, for reference)\n",
+		s.SteadyDynamoVsMemory, s.SteadyDynamoVsPlain, s.SteadyMemoryVsPlain)
+	fmt.Fprintf(tw, "DynamoDB writes per record\t%.5f\ttarget ≤ %.2f\t%s (Rust original %.1f)\n", s.WritesPerRecord, targetWritesPerRecord, s.Targets.WritesPerRecord, rustWritesPerRecord)
+	fmt.Fprintf(tw, "CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(user+sys of the worker process, bench bookkeeping included)\n", s.DynamoCPUPerRec, s.MemoryCPUPerRec, s.PlainCPUPerRec)
+	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(ru_maxrss of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
+	if r.kill != nil {
+		k := r.kill
+		fmt.Fprintf(tw, "re-delivered after kill -9\t%d\t\t(first worker killed after %d records, %v; second took over in %v; %d handled twice by one worker)\n",
+			k.Redelivered, k.FirstHandled, k.KilledAfter.Round(time.Millisecond), k.Takeover.Round(time.Millisecond), k.DuplicatesWithin)
+	} else {
+		fmt.Fprintf(tw, "re-delivered after kill -9\tskipped\t\t\n")
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ntotal %.1fs\n", s.Seconds)
+	fmt.Fprintln(w, jsonLine(s))
+}

@@ -1,0 +1,620 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/message"
+)
+
+// The plain loop's pacing, the same rules the consumer's readers follow
+// (consumer/config.go: minCallInterval, idleWait).
+const (
+	// minCallInterval keeps a shard at 5 GetRecords calls per second, the
+	// AWS limit: call starts are at least this far apart.
+	minCallInterval = 200 * time.Millisecond
+	// idleWait is the pause after a GetRecords call that returned no
+	// records.
+	idleWait = time.Second
+)
+
+// resultPrefix starts the worker's last line; the JSON of its
+// workerResult follows.
+const resultPrefix = "result "
+
+// workerResult is what a worker measured, printed as its last line.
+type workerResult struct {
+	Phase string `json:"phase"`
+	Round int    `json:"round,omitempty"`
+	// Distinct is the number of distinct records handled; Handled counts
+	// every handler call (or every record of the plain loop); Duplicates
+	// is Handled minus the first handling of each record; Bad counts
+	// payloads without an id in range.
+	Distinct   int `json:"distinct"`
+	Handled    int `json:"handled"`
+	Duplicates int `json:"duplicates"`
+	Bad        int `json:"bad"`
+	// Elapsed runs from the start (Run, or ListShards for the plain loop)
+	// to the handling of the last distinct record; FirstRecord to the
+	// first; Total to the return of Run (graceful stop included).
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	FirstRecord time.Duration `json:"first_record_ns"`
+	Total       time.Duration `json:"total_ns"`
+	// UserCPU and SysCPU are getrusage(RUSAGE_SELF) deltas over Total.
+	UserCPU time.Duration `json:"user_cpu_ns"`
+	SysCPU  time.Duration `json:"sys_cpu_ns"`
+	// MaxRSSKB is the peak RSS of the worker process at its end, in KiB:
+	// VmHWM of /proc/self/status, else getrusage's ru_maxrss (which on
+	// Linux carries the parent's peak over fork and exec, so it would
+	// report the parent's when that is larger).
+	MaxRSSKB int64 `json:"max_rss_kb"`
+	// KinesisLocalCPU and DynaliteCPU are the CPU time (user + system)
+	// the stand-in processes used while the worker ran, when their pids
+	// were given (-kinesis-pid, -dynamodb-pid); the parent measures them.
+	KinesisLocalCPU time.Duration `json:"kinesis_local_cpu_ns,omitempty"`
+	DynaliteCPU     time.Duration `json:"dynalite_cpu_ns,omitempty"`
+	// NumGC is the number of GC cycles during Total.
+	NumGC uint32 `json:"num_gc"`
+	// Kinesis counts the worker's Kinesis calls; DynamoDB its DynamoDB
+	// calls (DynamoDB lease store only).
+	Kinesis  kinesisStats   `json:"kinesis"`
+	DynamoDB map[string]int `json:"dynamodb,omitempty"`
+}
+
+// RecordsPerSecond is Distinct over Elapsed.
+func (r workerResult) RecordsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Distinct) / r.Elapsed.Seconds()
+}
+
+// SteadyRecordsPerSecond is the rate from the first handled record to the
+// last: Elapsed without the start-up (listing shards, taking leases,
+// getting iterators, the first GetRecords call).
+func (r workerResult) SteadyRecordsPerSecond() float64 {
+	d := r.Elapsed - r.FirstRecord
+	if d <= 0 || r.Distinct < 2 {
+		return 0
+	}
+	return float64(r.Distinct-1) / d.Seconds()
+}
+
+// CPUPerRecord is the worker's user + system CPU time per distinct record,
+// in microseconds.
+func (r workerResult) CPUPerRecord() float64 {
+	if r.Distinct == 0 {
+		return 0
+	}
+	return float64((r.UserCPU + r.SysCPU).Microseconds()) / float64(r.Distinct)
+}
+
+// DynamoDBWrites is the number of PutItem, UpdateItem and DeleteItem calls.
+func (r workerResult) DynamoDBWrites() int {
+	return r.DynamoDB["PutItem"] + r.DynamoDB["UpdateItem"] + r.DynamoDB["DeleteItem"]
+}
+
+// runWorker runs the phase o.worker in this process and prints its result.
+func runWorker(o options, stdout, stderr io.Writer) error {
+	if o.stream == "" {
+		return errors.New("no -stream")
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	kc := &countingKinesis{api: newKinesis(o.kinesisEndpoint)}
+	tr := newTracker(o.records)
+	if o.printIDs {
+		tr.out = stdout
+	}
+	res := workerResult{Phase: o.worker}
+	var dc *countingDynamoDB
+	var err error
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	ru0 := rusage()
+	switch o.worker {
+	case phasePlain:
+		err = runPlain(o, kc, tr)
+	case phaseMemory:
+		err = runConsumer(o, kc, lease.NewMemory(), tr, false)
+	case phaseDynamo, phaseKill:
+		if o.table == "" {
+			return errors.New("no -table")
+		}
+		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint)}
+		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill)
+	default:
+		return fmt.Errorf("unknown phase %q", o.worker)
+	}
+	ru1 := rusage()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	if err != nil {
+		return err
+	}
+	tr.mu.Lock()
+	res.Distinct, res.Handled, res.Duplicates, res.Bad = tr.distinct, tr.handled, tr.handled-tr.distinct-tr.bad, tr.bad
+	res.Elapsed, res.FirstRecord, res.Total = tr.lastAt.Sub(tr.start), tr.firstAt.Sub(tr.start), tr.end.Sub(tr.start)
+	tr.mu.Unlock()
+	if tr.lastAt.IsZero() {
+		res.Elapsed = 0 // not every record was handled (the kill -9 test)
+	}
+	if tr.firstAt.IsZero() {
+		res.FirstRecord = 0
+	}
+	res.UserCPU = ru1.user - ru0.user
+	res.SysCPU = ru1.sys - ru0.sys
+	res.MaxRSSKB = peakRSSKB(ru1.maxRSSKB)
+	res.NumGC = m1.NumGC - m0.NumGC
+	res.Kinesis = kc.stats()
+	if dc != nil {
+		res.DynamoDB = dc.counts()
+	}
+	_, err = fmt.Fprintln(stdout, resultPrefix+jsonLine(res))
+	return err
+}
+
+// tracker is the per-record work of every phase: it marks each record's id
+// seen and notes when the last distinct record arrived. It is safe for
+// concurrent use.
+type tracker struct {
+	n    int
+	done chan struct{} // closed when all n distinct records were handled
+	out  io.Writer     // when set, "id N" is printed for every record
+
+	mu       sync.Mutex
+	seen     []bool
+	distinct int
+	handled  int
+	bad      int
+	start    time.Time
+	firstAt  time.Time
+	lastAt   time.Time
+	end      time.Time
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{n: n, done: make(chan struct{}), seen: make([]bool, n)}
+}
+
+// begin starts the clock.
+func (t *tracker) begin() {
+	t.mu.Lock()
+	t.start = time.Now()
+	t.mu.Unlock()
+}
+
+// finish stops the clock of Total.
+func (t *tracker) finish() {
+	t.mu.Lock()
+	t.end = time.Now()
+	t.mu.Unlock()
+}
+
+// mark handles one payload. With out set it first prints the id, so a
+// record that is acknowledged (and may be checkpointed) was printed.
+func (t *tracker) mark(payload []byte) error {
+	id := parseID(payload)
+	if t.out != nil && id >= 0 {
+		var b [24]byte
+		line := strconv.AppendInt(append(b[:0], "id "...), int64(id), 10)
+		if _, err := t.out.Write(append(line, '\n')); err != nil {
+			return err
+		}
+	}
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handled++
+	if t.firstAt.IsZero() {
+		t.firstAt = now
+	}
+	if id < 0 || id >= t.n {
+		t.bad++
+		return nil
+	}
+	if t.seen[id] {
+		return nil
+	}
+	t.seen[id] = true
+	t.distinct++
+	if t.distinct == t.n {
+		t.lastAt = now
+		close(t.done)
+	}
+	return nil
+}
+
+// runConsumer consumes o.stream with store from TRIM_HORIZON. In timed
+// phases it stops (gracefully) once every record was handled; with
+// untilSignal it runs until SIGTERM or SIGINT (the kill -9 test).
+func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker, untilSignal bool) error {
+	cfg := consumer.Config{
+		Stream:  o.stream,
+		Kinesis: kc,
+		Store:   store,
+		Owner:   fmt.Sprintf("bench-%s-%d", o.worker, os.Getpid()),
+		Handler: message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			if err := tr.mark(m.Payload); err != nil {
+				return message.Retry(err)
+			}
+			return message.Ack()
+		}),
+		Start:              consumer.TrimHorizon(),
+		Limit:              o.limit,
+		CheckpointInterval: o.checkpointInterval,
+		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if untilSignal {
+		cfg.LeaseDuration = o.leaseDuration
+	}
+	c, err := consumer.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	tr.begin()
+	go func() { errc <- c.Run(ctx) }()
+	if untilSignal {
+		sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		select {
+		case <-sig.Done():
+		case <-time.After(o.timeout):
+			cancel()
+			<-errc
+			return fmt.Errorf("no SIGTERM within %v", o.timeout)
+		case err := <-errc:
+			return fmt.Errorf("Run returned before SIGTERM: %v", err)
+		}
+	} else {
+		select {
+		case <-tr.done:
+		case <-time.After(o.timeout):
+			cancel()
+			<-errc
+			return fmt.Errorf("only %d of %d records within %v", tr.count(), o.records, o.timeout)
+		case err := <-errc:
+			return fmt.Errorf("Run returned before the last record: %v", err)
+		}
+	}
+	cancel()
+	err = <-errc
+	tr.finish()
+	return err
+}
+
+// count returns the number of distinct records handled.
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.distinct
+}
+
+// runPlain is the baseline: a plain GetRecords loop per shard with the
+// consumer's pacing (see the package documentation).
+func runPlain(o options, kc *countingKinesis, tr *tracker) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	tr.begin()
+	var shards []string
+	in := &kinesis.ListShardsInput{StreamName: aws.String(o.stream)}
+	for {
+		out, err := kc.ListShards(ctx, in)
+		if err != nil {
+			return err
+		}
+		for _, s := range out.Shards {
+			shards = append(shards, aws.ToString(s.ShardId))
+		}
+		if out.NextToken == nil {
+			break
+		}
+		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
+	}
+	readCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for i, id := range shards {
+		wg.Go(func() { errs[i] = readShard(readCtx, kc, o, id, tr) })
+	}
+	select {
+	case <-tr.done:
+	case <-ctx.Done():
+	}
+	stop()
+	wg.Wait()
+	tr.finish()
+	if n := tr.count(); n != o.records {
+		return fmt.Errorf("only %d of %d records within %v: %w", n, o.records, o.timeout, errors.Join(errs...))
+	}
+	return nil
+}
+
+// readShard reads one shard from TRIM_HORIZON until ctx ends or the shard
+// is closed and read to its end. Call starts are at least minCallInterval
+// apart; a read that returned nothing is followed by idleWait; an error by
+// a doubling backoff from minCallInterval up to 5 s (the consumer's rules).
+func readShard(ctx context.Context, k *countingKinesis, o options, shardID string, tr *tracker) error {
+	it, err := k.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
+		StreamName:        aws.String(o.stream),
+		ShardId:           aws.String(shardID),
+		ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon,
+	})
+	if err != nil {
+		return err
+	}
+	iter := it.ShardIterator
+	var lastCall time.Time
+	backoff := minCallInterval
+	for {
+		if wait := minCallInterval - time.Since(lastCall); wait > 0 && !sleep(ctx, wait) {
+			return nil
+		}
+		lastCall = time.Now()
+		out, err := k.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(o.limit))})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			if !sleep(ctx, backoff) {
+				return err
+			}
+			continue
+		}
+		backoff = minCallInterval
+		for i := range out.Records {
+			if err := tr.mark(out.Records[i].Data); err != nil {
+				return err
+			}
+		}
+		if out.NextShardIterator == nil {
+			return nil
+		}
+		iter = out.NextShardIterator
+		if len(out.Records) == 0 && !sleep(ctx, idleWait) {
+			return nil
+		}
+	}
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// usage is a getrusage(RUSAGE_SELF) sample.
+type usage struct {
+	user, sys time.Duration
+	maxRSSKB  int64
+}
+
+func rusage() usage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}
+	}
+	return usage{
+		user:     time.Duration(ru.Utime.Nano()),
+		sys:      time.Duration(ru.Stime.Nano()),
+		maxRSSKB: int64(ru.Maxrss),
+	}
+}
+
+// peakRSSKB returns VmHWM from /proc/self/status, or fallback when it
+// cannot be read.
+func peakRSSKB(fallback int64) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fallback
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return fallback
+}
+
+// procCPU returns the user + system CPU time of process pid from
+// /proc/PID/stat, or 0 when pid is 0 or the file cannot be read. It
+// assumes the USER_HZ of 100 ticks per second that Linux exposes there.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: fields are counted after
+	// its closing parenthesis; utime and stime are fields 14 and 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// kinesisStats counts a worker's Kinesis calls.
+type kinesisStats struct {
+	ListShards       int `json:"list_shards"`
+	GetShardIterator int `json:"get_shard_iterator"`
+	GetRecords       int `json:"get_records"`
+	// EmptyReads is the number of GetRecords calls that returned no
+	// records; Errors the number that failed; Cancelled the number cut
+	// short by the stop at the end of the phase.
+	EmptyReads int `json:"empty_reads"`
+	Errors     int `json:"errors"`
+	Cancelled  int `json:"cancelled"`
+	Records    int `json:"records"`
+	// GetRecordsTime is the summed latency of the GetRecords calls;
+	// MaxGetRecords the longest.
+	GetRecordsTime time.Duration `json:"get_records_time_ns"`
+	MaxGetRecords  time.Duration `json:"max_get_records_ns"`
+}
+
+// MeanGetRecords is the mean GetRecords latency.
+func (s kinesisStats) MeanGetRecords() time.Duration {
+	if s.GetRecords == 0 {
+		return 0
+	}
+	return s.GetRecordsTime / time.Duration(s.GetRecords)
+}
+
+// countingKinesis wraps a Kinesis client and counts its calls. It is safe
+// for concurrent use.
+type countingKinesis struct {
+	api *kinesis.Client
+	mu  sync.Mutex
+	s   kinesisStats
+}
+
+var _ consumer.KinesisAPI = (*countingKinesis)(nil)
+
+func (k *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	k.mu.Lock()
+	k.s.ListShards++
+	k.mu.Unlock()
+	return k.api.ListShards(ctx, in, optFns...)
+}
+
+func (k *countingKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	k.mu.Lock()
+	k.s.GetShardIterator++
+	k.mu.Unlock()
+	return k.api.GetShardIterator(ctx, in, optFns...)
+}
+
+func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	start := time.Now()
+	out, err := k.api.GetRecords(ctx, in, optFns...)
+	d := time.Since(start)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.s.GetRecords++
+	k.s.GetRecordsTime += d
+	k.s.MaxGetRecords = max(k.s.MaxGetRecords, d)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		k.s.Cancelled++ // cut short by the stop at the end of the phase
+	case err != nil:
+		k.s.Errors++
+		if k.s.Errors <= 5 {
+			fmt.Fprintf(os.Stderr, "bench: GetRecords failed after %v: %v\n", d.Round(time.Millisecond), err)
+		}
+	case len(out.Records) == 0:
+		k.s.EmptyReads++
+	default:
+		k.s.Records += len(out.Records)
+	}
+	return out, err
+}
+
+func (k *countingKinesis) stats() kinesisStats {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.s
+}
+
+// countingDynamoDB wraps the DynamoDB client of the lease store and counts
+// its calls by operation. It is safe for concurrent use.
+type countingDynamoDB struct {
+	lease.DynamoDBAPI
+	put, update, del, get, scan, describe atomic.Int64
+}
+
+func (d *countingDynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	d.put.Add(1)
+	return d.DynamoDBAPI.PutItem(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	d.update.Add(1)
+	return d.DynamoDBAPI.UpdateItem(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	d.del.Add(1)
+	return d.DynamoDBAPI.DeleteItem(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	d.get.Add(1)
+	return d.DynamoDBAPI.GetItem(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	d.scan.Add(1)
+	return d.DynamoDBAPI.Scan(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	d.describe.Add(1)
+	return d.DynamoDBAPI.DescribeTable(ctx, in, optFns...)
+}
+
+func (d *countingDynamoDB) counts() map[string]int {
+	return map[string]int{
+		"PutItem":       int(d.put.Load()),
+		"UpdateItem":    int(d.update.Load()),
+		"DeleteItem":    int(d.del.Load()),
+		"GetItem":       int(d.get.Load()),
+		"Scan":          int(d.scan.Load()),
+		"DescribeTable": int(d.describe.Load()),
+	}
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# bench-e2e.sh runs the end-to-end benchmark of the long-running mode
+# (cmd/bench) against its own local stand-ins: it installs them if needed
+# (scripts/standins.sh install), starts a fresh set, runs the benchmark and
+# stops that set again, also when the benchmark fails or is interrupted.
+#
+# Usage: scripts/bench-e2e.sh [cmd/bench flags]
+#
+#   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500, 5 rounds
+#   scripts/bench-e2e.sh -limit 250 -rounds 3
+#   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof
+#   go run ./cmd/bench -h                    every flag
+#
+# The benchmark prints a table, PASS or MISS per target, and a final JSON line
+# (the figures of BENCHMARKS.md). It exits 0 unless the benchmark itself broke.
+#
+# The stand-ins of this script are separate from those of the tests, so a
+# running `make integration` is neither disturbed nor measured, and every run
+# starts from a fresh kinesis-local (it slows down as it holds more data):
+#
+#   LAMBDAADAPTER_BENCH_STANDINS_DIR   logs and pid files (default <repo>/.standins-bench)
+#   LAMBDAADAPTER_BENCH_KINESIS_PORT   kinesis-local plain HTTP port (default 4668)
+#   LAMBDAADAPTER_BENCH_KINESIS_TLS_PORT  kinesis-local TLS port, unused (default 4667)
+#   LAMBDAADAPTER_BENCH_DYNAMODB_PORT  dynalite port (default 4669)
+#   LAMBDAADAPTER_BENCH_SQS_PORT       fauxqs port, unused but always started (default 4676)
+#
+# Results depend on the machine: kinesis-local is a single Node.js process and
+# the readers wait for it. Run it on an otherwise idle machine.
+set -euo pipefail
+
+here="${BASH_SOURCE[0]}"
+[[ "$here" == */* ]] || here="./$here"
+root="$(cd "${here%/*}/.." && pwd)"
+cd "$root"
+
+export LAMBDAADAPTER_STANDINS_DIR="${LAMBDAADAPTER_BENCH_STANDINS_DIR:-$root/.standins-bench}"
+export LAMBDAADAPTER_KINESIS_PORT="${LAMBDAADAPTER_BENCH_KINESIS_PORT:-4668}"
+export LAMBDAADAPTER_KINESIS_TLS_PORT="${LAMBDAADAPTER_BENCH_KINESIS_TLS_PORT:-4667}"
+export LAMBDAADAPTER_DYNAMODB_PORT="${LAMBDAADAPTER_BENCH_DYNAMODB_PORT:-4669}"
+export LAMBDAADAPTER_SQS_PORT="${LAMBDAADAPTER_BENCH_SQS_PORT:-4676}"
+state="$LAMBDAADAPTER_STANDINS_DIR"
+
+command -v go >/dev/null 2>&1 || {
+	echo "bench-e2e: go is not on PATH; install Go (see go.mod for the version) and run this again" >&2
+	exit 1
+}
+
+scripts/standins.sh install
+# Build before starting anything, so a compile error leaves nothing running.
+mkdir -p "$state"
+go build -o "$state/bench" ./cmd/bench
+
+cleanup() {
+	scripts/standins.sh stop || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+scripts/standins.sh start
+eval "$(scripts/standins.sh env)"
+
+"$state/bench" \
+	-kinesis-endpoint "$AWS_ENDPOINT_URL_KINESIS" \
+	-dynamodb-endpoint "$AWS_ENDPOINT_URL_DYNAMODB" \
+	-kinesis-pid "$(cat "$state/kinesis.pid")" \
+	-dynamodb-pid "$(cat "$state/dynamodb.pid")" \
+	"$@"
