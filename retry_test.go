@@ -578,3 +578,28 @@ func TestNoCopiesAfterAHole(t *testing.T) {
 		t.Errorf("copies %+v, want only the one before the hole", w)
 	}
 }
+
+// TestNoCopiesAfterAHoleWhenLaterRecordFinishedFirst: the later record's
+// handler finishes (asking for a copy) before the earlier one is left
+// unsettled; its copy must still not be written.
+func TestNoCopiesAfterAHoleWhenLaterRecordFinishedFirst(t *testing.T) {
+	b := lambdaadaptertest.NewBatch("orders")
+	hole := b.Add("b", []byte("stays"))
+	b.Add("c", []byte("later"))
+	laterDone := make(chan struct{})
+	h := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		if string(m.Payload) == "stays" {
+			<-laterDone
+			return lambdaadapter.Retry(errors.New("left"))
+		}
+		defer close(laterDone)
+		return lambdaadapter.RetryAfter(time.Millisecond, errors.New("a copy, but after the hole"))
+	})
+	res := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithConcurrency(2))
+	if diff := cmp.Diff([]string{hole}, res.Failures); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if w := res.Kinesis.Written(); len(w) != 0 {
+		t.Errorf("copies %+v written for a record Lambda delivers again", w)
+	}
+}

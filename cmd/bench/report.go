@@ -228,13 +228,13 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "written with PutRecords (batches of %d, %d writers): %.0f records/s\n\n", putBatch, writers, s.WriteRecordsPerSec)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tphase\trecords/s\tsteady rec/s\tfirst rec ms\tlast rec ms\tGetRecords\tempty\tmean ms\tmax ms\tCPU µs/rec\tGCs\tpeak RSS MB\tDDB writes\tDDB reads\tkinesis-local CPU\tdynalite CPU\t")
+	fmt.Fprintln(tw, "round\tphase\trecords/s\tsteady rec/s\tfirst rec ms\tlast rec ms\tGetRecords\tempty\tmean ms\tmax ms\tstart-up ms\tslack ms\tCPU µs/rec\tGCs\tpeak RSS MB\tDDB writes\tDDB reads\tkinesis-local CPU\tdynalite CPU\t")
 	for _, res := range r.results {
 		k := res.Kinesis
 		reads := res.DynamoDB["GetItem"] + res.DynamoDB["Scan"] + res.DynamoDB["DescribeTable"]
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%d\t%.1f\t%d\t%d\t%s\t%s\t\n",
 			res.Round, phaseTitle[res.Phase], res.RecordsPerSecond(), res.SteadyRecordsPerSecond(), ms(res.FirstRecord), ms(res.Elapsed),
-			k.GetRecords, k.EmptyReads, float64(k.MeanGetRecords())/1e6, float64(k.MaxGetRecords)/1e6,
+			k.GetRecords, k.EmptyReads, float64(k.MeanGetRecords())/1e6, float64(k.MaxGetRecords)/1e6, ms(k.FirstCall), float64(k.Slack)/1e6,
 			res.CPUPerRecord(), res.NumGC, float64(res.MaxRSSKB)/1024, res.DynamoDBWrites(), reads,
 			share(res.KinesisLocalCPU, res.Total), share(res.DynaliteCPU, res.Total))
 	}

@@ -130,13 +130,19 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	kc := &countingKinesis{api: newKinesis(o.kinesisEndpoint)}
+	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint))
+	var dc *countingDynamoDB
+	if o.worker == phaseDynamo || o.worker == phaseKill {
+		if o.table == "" {
+			return errors.New("no -table")
+		}
+		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint)}
+	}
 	tr := newTracker(o.records)
 	if o.printIDs {
 		tr.out = stdout
 	}
 	res := workerResult{Phase: o.worker}
-	var dc *countingDynamoDB
 	var err error
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -147,10 +153,6 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	case phaseMemory:
 		err = runConsumer(o, kc, lease.NewMemory(), tr, false)
 	case phaseDynamo, phaseKill:
-		if o.table == "" {
-			return errors.New("no -table")
-		}
-		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint)}
 		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill)
 	default:
 		return fmt.Errorf("unknown phase %q", o.worker)
@@ -175,7 +177,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	res.SysCPU = ru1.sys - ru0.sys
 	res.MaxRSSKB = peakRSSKB(ru1.maxRSSKB)
 	res.NumGC = m1.NumGC - m0.NumGC
-	res.Kinesis = kc.stats()
+	res.Kinesis = kc.stats(tr.start)
 	if dc != nil {
 		res.DynamoDB = dc.counts()
 	}
@@ -506,6 +508,18 @@ type kinesisStats struct {
 	// MaxGetRecords the longest.
 	GetRecordsTime time.Duration `json:"get_records_time_ns"`
 	MaxGetRecords  time.Duration `json:"max_get_records_ns"`
+	// Slack is the largest, over the shards, of the summed time by which
+	// a GetRecords call started later than the pacing rules allowed: the
+	// later of 200 ms after the previous call's start and the previous
+	// call's end, or 1 s after the end of a call that returned nothing.
+	// It is the time the reader itself lost (handing records over,
+	// waiting for room in a channel, scheduling); calls after a failed
+	// one are left out.
+	Slack time.Duration `json:"slack_ns"`
+	// FirstCall is the latest, over the shards, of the start of the
+	// shard's first GetRecords call, from the start of the phase: the
+	// start-up (listing shards, leases, iterators).
+	FirstCall time.Duration `json:"first_call_ns"`
 }
 
 // MeanGetRecords is the mean GetRecords latency.
@@ -516,15 +530,32 @@ func (s kinesisStats) MeanGetRecords() time.Duration {
 	return s.GetRecordsTime / time.Duration(s.GetRecords)
 }
 
-// countingKinesis wraps a Kinesis client and counts its calls. It is safe
+// pace follows the GetRecords calls of one shard.
+type pace struct {
+	first      time.Time // start of the first call
+	start, end time.Time // of the previous call
+	empty      bool      // the previous call returned no records
+	failed     bool      // the previous call failed
+	slack      time.Duration
+}
+
+// countingKinesis wraps a Kinesis client, counts its calls and follows
+// each shard's pacing (it maps every iterator to its shard). It is safe
 // for concurrent use.
 type countingKinesis struct {
 	api *kinesis.Client
-	mu  sync.Mutex
-	s   kinesisStats
+
+	mu     sync.Mutex
+	s      kinesisStats
+	shard  map[string]string // shard iterator → shard id
+	shards map[string]*pace
 }
 
 var _ consumer.KinesisAPI = (*countingKinesis)(nil)
+
+func newCountingKinesis(api *kinesis.Client) *countingKinesis {
+	return &countingKinesis{api: api, shard: map[string]string{}, shards: map[string]*pace{}}
+}
 
 func (k *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, optFns ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
 	k.mu.Lock()
@@ -534,21 +565,46 @@ func (k *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShards
 }
 
 func (k *countingKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	out, err := k.api.GetShardIterator(ctx, in, optFns...)
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.s.GetShardIterator++
-	k.mu.Unlock()
-	return k.api.GetShardIterator(ctx, in, optFns...)
+	if err == nil && out.ShardIterator != nil {
+		k.shard[*out.ShardIterator] = aws.ToString(in.ShardId)
+	}
+	return out, err
 }
 
 func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	start := time.Now()
 	out, err := k.api.GetRecords(ctx, in, optFns...)
-	d := time.Since(start)
+	end := time.Now()
+	d := end.Sub(start)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.s.GetRecords++
 	k.s.GetRecordsTime += d
 	k.s.MaxGetRecords = max(k.s.MaxGetRecords, d)
+
+	id := k.shard[aws.ToString(in.ShardIterator)]
+	p := k.shards[id]
+	if p == nil {
+		p = &pace{first: start}
+		k.shards[id] = p
+	} else if !p.failed {
+		allowed := p.start.Add(minCallInterval)
+		if p.end.After(allowed) {
+			allowed = p.end
+		}
+		if p.empty {
+			allowed = p.end.Add(idleWait)
+		}
+		if late := start.Sub(allowed); late > 0 {
+			p.slack += late
+		}
+	}
+	p.start, p.end, p.failed, p.empty = start, end, err != nil, false
+
 	switch {
 	case err != nil && ctx.Err() != nil:
 		k.s.Cancelled++ // cut short by the stop at the end of the phase
@@ -557,18 +613,29 @@ func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecords
 		if k.s.Errors <= 5 {
 			fmt.Fprintf(os.Stderr, "bench: GetRecords failed after %v: %v\n", d.Round(time.Millisecond), err)
 		}
-	case len(out.Records) == 0:
-		k.s.EmptyReads++
 	default:
+		if len(out.Records) == 0 {
+			k.s.EmptyReads++
+			p.empty = true
+		}
 		k.s.Records += len(out.Records)
+		if out.NextShardIterator != nil {
+			k.shard[*out.NextShardIterator] = id
+		}
 	}
 	return out, err
 }
 
-func (k *countingKinesis) stats() kinesisStats {
+// stats returns the counts; phase start t0 anchors FirstCall.
+func (k *countingKinesis) stats(t0 time.Time) kinesisStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.s
+	s := k.s
+	for _, p := range k.shards {
+		s.Slack = max(s.Slack, p.slack)
+		s.FirstCall = max(s.FirstCall, p.first.Sub(t0))
+	}
+	return s
 }
 
 // countingDynamoDB wraps the DynamoDB client of the lease store and counts
