@@ -37,6 +37,7 @@ type Consumer struct {
 	log      *slog.Logger
 	ch       chan *delivery
 	inflight atomic.Int64
+	lost     chan *shard // shards whose checkpoint was refused: lease lost
 
 	mu      sync.Mutex
 	shards  map[string]*shard // owned shards, by shard id
@@ -60,6 +61,7 @@ func New(cfg Config) (*Consumer, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
 		ch:      make(chan *delivery, ChannelSize),
+		lost:    make(chan *shard, 64),
 		shards:  map[string]*shard{},
 		tracker: lease.NewTracker(cfg.LeaseDuration),
 	}, nil
@@ -137,6 +139,8 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
+		case s := <-c.lost:
+			c.drop(s, "checkpoint refused: lease lost")
 		case <-take.C:
 			c.balance(ctx)
 		case <-list.C:
@@ -216,17 +220,38 @@ func (c *Consumer) discover(ctx context.Context) error {
 		}
 		next = out.NextToken
 	}
-	for id, s := range listed {
-		var parents []string
-		if p := aws.ToString(s.ParentShardId); p != "" {
-			parents = append(parents, p)
+	existing, err := c.cfg.Store.List(ctx, c.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	hasRow := make(map[string]bool, len(existing))
+	for _, l := range existing {
+		hasRow[l.Key.ShardID] = true
+	}
+	// Parents first: Kinesis numbers children after their parents, so a
+	// child's row never exists without its parent's.
+	ids := make([]string, 0, len(listed))
+	for id := range listed {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := listed[id]
+		parents := shardParents(s)
+		if hasRow[id] {
+			continue
 		}
-		if p := aws.ToString(s.AdjacentParentShardId); p != "" {
-			parents = append(parents, p)
+		closed := s.SequenceNumberRange != nil && s.SequenceNumberRange.EndingSequenceNumber != nil
+		if closed && c.cfg.Start.kind != posHorizon && !slices.ContainsFunc(parents, func(p string) bool { return hasRow[p] }) {
+			// A shard closed before this consumer's time (no lineage in the
+			// table): reading it from LATEST or a timestamp would find
+			// nothing, and its children must not wait for it.
+			continue
 		}
 		if _, err := c.cfg.Store.Ensure(ctx, lease.Key{Stream: c.cfg.Stream, ShardID: id}, parents); err != nil {
 			return err
 		}
+		hasRow[id] = true
 	}
 	c.mu.Lock()
 	c.listed = listed
@@ -240,6 +265,17 @@ func (c *Consumer) streamInput(name, arn **string) {
 	} else {
 		*name = aws.String(c.cfg.Stream)
 	}
+}
+
+func shardParents(s kinesistypes.Shard) []string {
+	var parents []string
+	if p := aws.ToString(s.ParentShardId); p != "" {
+		parents = append(parents, p)
+	}
+	if p := aws.ToString(s.AdjacentParentShardId); p != "" {
+		parents = append(parents, p)
+	}
+	return parents
 }
 
 // renew renews every owned lease; a lease that cannot be renewed because it
@@ -336,7 +372,7 @@ func (c *Consumer) balance(ctx context.Context) {
 		if mine >= target {
 			break
 		}
-		if c.take(ctx, l) {
+		if c.take(ctx, l, byID) {
 			mine++
 		}
 	}
@@ -357,23 +393,26 @@ func (c *Consumer) balance(ctx context.Context) {
 	}
 	for _, l := range eligible {
 		if l.Owner == busiest {
-			c.take(ctx, l)
+			c.take(ctx, l, byID)
 			return
 		}
 	}
 }
 
-// parentsDone reports whether every parent of l is SHARD_END or gone from
-// the stream (trimmed away).
+// parentsDone reports whether every parent of l is SHARD_END, gone from
+// the stream (trimmed away), or an ancestor from before this consumer's time
+// (listed, but given no lease row).
 func parentsDone(l lease.Lease, byID map[string]lease.Lease, listed map[string]kinesistypes.Shard) bool {
+	if listed == nil {
+		return false // shards not listed yet
+	}
 	for _, p := range l.ParentShardIDs {
 		pl, hasLease := byID[p]
-		_, isListed := listed[p]
 		if hasLease && pl.Checkpoint == lease.ShardEnd {
 			continue
 		}
-		if !isListed && listed != nil {
-			continue // trimmed away
+		if !hasLease {
+			continue // trimmed away, or skipped as an old ancestor
 		}
 		return false
 	}
@@ -381,7 +420,7 @@ func parentsDone(l lease.Lease, byID map[string]lease.Lease, listed map[string]k
 }
 
 // take takes the lease l and starts its shard.
-func (c *Consumer) take(ctx context.Context, l lease.Lease) bool {
+func (c *Consumer) take(ctx context.Context, l lease.Lease, byID map[string]lease.Lease) bool {
 	held, err := c.cfg.Store.Take(ctx, l, c.cfg.Owner)
 	if err != nil {
 		if !errors.Is(err, lease.ErrLeaseLost) && ctx.Err() == nil {
@@ -408,15 +447,22 @@ func (c *Consumer) take(ctx context.Context, l lease.Lease) bool {
 		slog.String("from", prev), slog.String("checkpoint", held.Checkpoint), slog.Int64("counter", held.Counter))
 	s := c.newShard(held)
 	c.shards[s.id] = s
-	c.startReader(s, c.startFor(held))
+	c.startReader(s, c.startFor(held, byID))
 	return true
 }
 
 // startFor is where a newly taken shard starts: after its checkpoint, or at
 // Config.Start.
-func (c *Consumer) startFor(l lease.Lease) Position {
+func (c *Consumer) startFor(l lease.Lease, byID map[string]lease.Lease) Position {
 	if l.Checkpoint != "" && l.Checkpoint != lease.ShardEnd {
 		return Position{kind: posSequence, shard: l.Key.ShardID, seq: l.Checkpoint}
+	}
+	for _, p := range l.ParentShardIDs {
+		if _, tracked := byID[p]; tracked {
+			// A child of a split or merge whose parents were read to their
+			// end: it continues from its first record.
+			return TrimHorizon()
+		}
 	}
 	return c.cfg.Start
 }

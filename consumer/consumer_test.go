@@ -384,3 +384,58 @@ func TestLostLeaseCannotCheckpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestSplitWithLatest: with the default LATEST start, a child of a split
+// that happens while the consumer runs is read from its first record, so no
+// child record is lost.
+func TestSplitWithLatest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		parent := f.shards[0].id
+		h := newRecorder()
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Owner: "w1", ListInterval: 2 * time.Second})
+		time.Sleep(3 * time.Second) // the reader sits at LATEST
+		for i := range 10 {
+			f.put(parent, "k", fmt.Sprintf("p%d", i))
+		}
+		waitFor(t, "parent records", func() bool { return h.count() == 10 })
+		a, b := f.split(parent)
+		for i := range 10 {
+			f.put(a, "k", fmt.Sprintf("a%d", i))
+			f.put(b, "k", fmt.Sprintf("b%d", i))
+		}
+		waitFor(t, "child records", func() bool { return h.count() == 30 })
+		stop()
+	})
+}
+
+// TestLatestOnAResharedStream: a consumer starting at LATEST on a stream
+// resharded before its time reads neither the old parent nor the old
+// records of the children, only what arrives later.
+func TestLatestOnAResharedStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		parent := f.shards[0].id
+		f.put(parent, "k", "old-parent")
+		a, b := f.split(parent)
+		f.put(a, "k", "old-a")
+		f.put(b, "k", "old-b")
+		store := lease.NewMemory()
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Owner: "w1"})
+		waitFor(t, "both children owned", func() bool { return len(c.Owned()) == 2 })
+		time.Sleep(2 * time.Second)
+		f.put(a, "k", "new-a")
+		f.put(b, "k", "new-b")
+		waitFor(t, "new records", func() bool { return h.count() >= 2 })
+		time.Sleep(3 * time.Second)
+		stop()
+		got := slices.Sorted(slices.Values(h.order))
+		if diff := cmp.Diff([]string{a + "/new-a", b + "/new-b"}, got); diff != "" {
+			t.Errorf("handled (-want +got):\n%s", diff)
+		}
+		if _, err := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: parent}); !errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("the old parent got a lease row: %v", err)
+		}
+	})
+}

@@ -89,7 +89,10 @@ func (f *fakeStream) ListShards(_ context.Context, in *kinesis.ListShardsInput, 
 	end := min(start+2, len(f.shards))
 	out := &kinesis.ListShardsOutput{}
 	for _, s := range f.shards[start:end] {
-		sh := kinesistypes.Shard{ShardId: aws.String(s.id)}
+		sh := kinesistypes.Shard{ShardId: aws.String(s.id), SequenceNumberRange: &kinesistypes.SequenceNumberRange{StartingSequenceNumber: aws.String("0")}}
+		if s.closed {
+			sh.SequenceNumberRange.EndingSequenceNumber = aws.String("9")
+		}
 		if len(s.parents) > 0 {
 			sh.ParentShardId = aws.String(s.parents[0])
 		}

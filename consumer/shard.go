@@ -25,6 +25,8 @@ type shard struct {
 	wm *settle.Watermark
 	ck *checkpointer
 
+	settleMu sync.Mutex // makes a settlement and its checkpoint update one step
+
 	mu     sync.Mutex // guards lease, cancel, done; serialises lease writes
 	lease  lease.Lease
 	cancel context.CancelFunc
@@ -86,8 +88,13 @@ func (s *shard) release(ctx context.Context) {
 	s.c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease released", slog.String(attrShardID, s.id))
 }
 
-// settle settles d and passes a moved watermark to the checkpointer.
+// settle settles d and passes a moved watermark to the checkpointer. The
+// settlement and its checkpoint update happen as one step, so two lanes
+// can never hand the checkpointer their values out of order.
 func (s *shard) settle(d *delivery) {
+	defer s.maybeEnd()
+	s.settleMu.Lock()
+	defer s.settleMu.Unlock()
 	cp, moved, err := s.wm.Settle(d.ticket)
 	if err != nil {
 		if !errors.Is(err, settle.ErrStale) {
@@ -99,7 +106,6 @@ func (s *shard) settle(d *delivery) {
 	if moved {
 		s.ck.update(cp)
 	}
-	s.maybeEnd()
 }
 
 // maybeEnd checkpoints SHARD_END once the reader reached the end of a
@@ -372,6 +378,12 @@ func (k *checkpointer) flush(ctx context.Context) {
 	case errors.Is(err, lease.ErrLeaseLost):
 		k.dead = true
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint refused: lease lost", slog.String(attrShardID, s.id))
+		// Stop reading the shard at once; Run's loop drops it (dropping
+		// from here would wait for this very goroutine).
+		select {
+		case s.c.lost <- s:
+		default: // the next renewal finds it
+		}
 	default:
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint write failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 		select {

@@ -16,13 +16,19 @@
 // Usage:
 //
 //	go run ./cmd/bench [-records 20000] [-size 512] [-shards 4] [-limit 500]
-//	    [-checkpoint-interval 1s] [-rounds 3] [-cpuprofile-dir DIR]
+//	    [-checkpoint-interval 1s] [-rounds 6] [-cpuprofile-dir DIR]
 //
 // Each measured phase runs in a fresh child process (the same binary, with
 // -worker), so CPU time and peak RSS belong to that phase alone and no phase
-// inherits another's heap. Every phase reads its own fresh stream holding the
-// same records (same partition keys, same payloads), written by the parent
-// beforehand with PutRecords batches of 500.
+// inherits another's heap. The parent writes the records once, with
+// PutRecords batches of 500 (fixed partition keys and payloads), to one
+// stream that every phase then reads from TRIM_HORIZON: the data is the same
+// for every phase, and kinesis-local writes only a few hundred records per
+// second. Each DynamoDB phase gets a fresh lease table, so it finds no
+// checkpoints of an earlier phase. -fresh-streams writes a fresh stream for
+// every phase instead. The three read phases run in -rounds rounds, their
+// order rotated from round to round; the report gives medians, and each
+// ratio is the median of the per-round ratios.
 //
 // The plain loop is the baseline a correct production loop must follow: one
 // goroutine per shard, GetShardIterator TRIM_HORIZON, then GetRecords with
@@ -123,12 +129,12 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "consumer CheckpointInterval")
 	fs.DurationVar(&o.leaseDuration, "kill-lease-duration", 3*time.Second,
 		"consumer LeaseDuration in the kill -9 test only: it shortens the wait before the second worker takes the dead one's leases, not what is re-delivered")
-	fs.IntVar(&o.rounds, "rounds", 5, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
+	fs.IntVar(&o.rounds, "rounds", 6, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
 	fs.Float64Var(&o.killAt, "kill-at", 0.5, "fraction of the records the first worker handles before it is killed with SIGKILL")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "longest a phase may take")
 	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_KINESIS", "http://127.0.0.1:4568"), "Kinesis endpoint (kinesis-local)")
 	fs.StringVar(&o.dynamoDBEndpoint, "dynamodb-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:4569"), "DynamoDB endpoint (dynalite)")
-	fs.StringVar(&o.cpuProfileDir, "cpuprofile-dir", "", "write a CPU profile of every worker phase into this directory")
+	fs.StringVar(&o.cpuProfileDir, "cpuprofile-dir", "", "write CPU, mutex and block profiles of every worker phase into this directory (profiling perturbs the timings)")
 	fs.IntVar(&o.kinesisPID, "kinesis-pid", 0, "pid of kinesis-local: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
 	fs.IntVar(&o.dynamoDBPID, "dynamodb-pid", 0, "pid of dynalite: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
 	fs.BoolVar(&o.skipKill, "skip-kill", false, "skip the kill -9 test")

@@ -5,6 +5,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -47,10 +48,30 @@ type summary struct {
 	SteadyDynamoVsMemory float64 `json:"steady_dynamodb_vs_memory"`
 	SteadyDynamoVsPlain  float64 `json:"steady_dynamodb_vs_plain"`
 	SteadyMemoryVsPlain  float64 `json:"steady_memory_vs_plain"`
-	PlainCPUPerRec       float64 `json:"plain_cpu_us_per_record"`
-	MemoryCPUPerRec      float64 `json:"memory_cpu_us_per_record"`
-	DynamoCPUPerRec      float64 `json:"dynamodb_cpu_us_per_record"`
-	WritesPerRecord      float64 `json:"dynamodb_writes_per_record"`
+	// Start-up (phase start to the last shard's first GetRecords call)
+	// and reader slack (see kinesisStats.Slack), medians in ms.
+	PlainStartupMS  float64 `json:"plain_startup_ms"`
+	MemoryStartupMS float64 `json:"memory_startup_ms"`
+	DynamoStartupMS float64 `json:"dynamodb_startup_ms"`
+	PlainSlackMS    float64 `json:"plain_slack_ms"`
+	MemorySlackMS   float64 `json:"memory_slack_ms"`
+	DynamoSlackMS   float64 `json:"dynamodb_slack_ms"`
+	// OwnDelay is a consumer's start-up plus reader slack minus the plain
+	// loop's (medians, ms): the time it lost by itself, whatever the
+	// stand-in's speed. The Est ratios put it in proportion to the plain
+	// loop's median time: the ratios a noise-free stand-in would give.
+	MemoryOwnDelayMS  float64 `json:"memory_own_delay_ms"`
+	DynamoOwnDelayMS  float64 `json:"dynamodb_own_delay_ms"`
+	PlainElapsedMS    float64 `json:"plain_elapsed_ms"`
+	EstDynamoVsMemory float64 `json:"est_dynamodb_vs_memory"`
+	EstDynamoVsPlain  float64 `json:"est_dynamodb_vs_plain"`
+	// Per-round ratios, in round order, to show the spread.
+	RoundDynamoVsMemory []float64 `json:"round_dynamodb_vs_memory"`
+	RoundDynamoVsPlain  []float64 `json:"round_dynamodb_vs_plain"`
+	PlainCPUPerRec      float64   `json:"plain_cpu_us_per_record"`
+	MemoryCPUPerRec     float64   `json:"memory_cpu_us_per_record"`
+	DynamoCPUPerRec     float64   `json:"dynamodb_cpu_us_per_record"`
+	WritesPerRecord     float64   `json:"dynamodb_writes_per_record"`
 	// PeakRSSMB is the largest peak RSS of a consumer worker process;
 	// PlainPeakRSSMB that of the plain loop's.
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
@@ -142,6 +163,8 @@ func (r *report) summarize() summary {
 	plain, mem, dyn := r.byPhase(phasePlain), r.byPhase(phaseMemory), r.byPhase(phaseDynamo)
 	rps := func(w workerResult) float64 { return w.RecordsPerSecond() }
 	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
+	startup := func(w workerResult) float64 { return float64(w.Kinesis.FirstCall) / 1e6 }
+	slack := func(w workerResult) float64 { return float64(w.Kinesis.Slack) / 1e6 }
 	s := summary{
 		Bench:                "lambdaadapter long-running mode end to end",
 		GoVersion:            runtime.Version(),
@@ -163,6 +186,14 @@ func (r *report) summarize() summary {
 		SteadyDynamoVsMemory: median(r.perRound(phaseDynamo, phaseMemory, steadyRatio)),
 		SteadyDynamoVsPlain:  median(r.perRound(phaseDynamo, phasePlain, steadyRatio)),
 		SteadyMemoryVsPlain:  median(r.perRound(phaseMemory, phasePlain, steadyRatio)),
+		PlainStartupMS:       median(each(plain, startup)),
+		MemoryStartupMS:      median(each(mem, startup)),
+		DynamoStartupMS:      median(each(dyn, startup)),
+		PlainSlackMS:         median(each(plain, slack)),
+		MemorySlackMS:        median(each(mem, slack)),
+		DynamoSlackMS:        median(each(dyn, slack)),
+		RoundDynamoVsMemory:  r.perRound(phaseDynamo, phaseMemory, ratio),
+		RoundDynamoVsPlain:   r.perRound(phaseDynamo, phasePlain, ratio),
 		PlainCPUPerRec:       median(each(plain, cpu)),
 		MemoryCPUPerRec:      median(each(mem, cpu)),
 		DynamoCPUPerRec:      median(each(dyn, cpu)),
@@ -173,6 +204,13 @@ func (r *report) summarize() summary {
 		Results:     r.results,
 		Kill:        r.kill,
 		Seconds:     r.finished.Sub(r.started).Seconds(),
+	}
+	s.MemoryOwnDelayMS = (s.MemoryStartupMS - s.PlainStartupMS) + (s.MemorySlackMS - s.PlainSlackMS)
+	s.DynamoOwnDelayMS = (s.DynamoStartupMS - s.PlainStartupMS) + (s.DynamoSlackMS - s.PlainSlackMS)
+	s.PlainElapsedMS = median(each(plain, func(w workerResult) float64 { return float64(w.Elapsed) / 1e6 }))
+	if s.PlainElapsedMS > 0 {
+		s.EstDynamoVsPlain = s.PlainElapsedMS / (s.PlainElapsedMS + s.DynamoOwnDelayMS)
+		s.EstDynamoVsMemory = (s.PlainElapsedMS + s.MemoryOwnDelayMS) / (s.PlainElapsedMS + s.DynamoOwnDelayMS)
 	}
 	var written int
 	var writeTime time.Duration
@@ -206,6 +244,15 @@ var phaseTitle = map[string]string{
 	phasePlain:  "plain GetRecords loop",
 	phaseMemory: "consumer, in-memory leases",
 	phaseDynamo: "consumer, DynamoDB leases",
+}
+
+// fmtList formats ratios as "[0.98 1.01 …]".
+func fmtList(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.2f", x)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // share formats cpu as a percentage of one CPU over wall, or "-".
@@ -243,18 +290,37 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nmedians over %d round(s); ratios are medians of the per-round ratios\n", o.rounds)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "records/s: plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t\n", s.PlainRecordsPerSec, s.MemoryRecordsPerSec, s.DynamoRecordsPerSec)
-	fmt.Fprintf(tw, "DynamoDB ÷ in-memory records/s\t%.3f\ttarget ≥ %.2f\t%s (Rust original %.2f)\n", s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory)
-	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s\n", s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain)
+	fmt.Fprintf(tw, "DynamoDB ÷ in-memory records/s\t%.3f\ttarget ≥ %.2f\t%s (Rust original %.2f); per round %s\n",
+		s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory, fmtList(s.RoundDynamoVsMemory))
+	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
+		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
 	fmt.Fprintf(tw, "consumer (in-memory) ÷ plain loop records/s\t%.3f\t\t(for reference)\n", s.MemoryVsPlain)
 	fmt.Fprintf(tw, "first-to-last-record rates: DynamoDB÷memory, DynamoDB÷plain, memory÷plain\t%.3f, %.3f, %.3f\t\t(start-up excluded, for reference)\n",
 		s.SteadyDynamoVsMemory, s.SteadyDynamoVsPlain, s.SteadyMemoryVsPlain)
+	fmt.Fprintf(tw, "start-up ms: plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(phase start to the last shard's first GetRecords call)\n",
+		s.PlainStartupMS, s.MemoryStartupMS, s.DynamoStartupMS)
+	fmt.Fprintf(tw, "reader slack ms: plain loop / memory / DynamoDB\t%.1f / %.1f / %.1f\t\t(time a shard's calls started later than the 200 ms / 1 s rules allowed; worst shard)\n",
+		s.PlainSlackMS, s.MemorySlackMS, s.DynamoSlackMS)
+	fmt.Fprintf(tw, "own delay vs plain loop ms: memory / DynamoDB\t%.0f / %.0f\t\t(start-up + slack beyond the plain loop's; stand-in noise excluded)\n",
+		s.MemoryOwnDelayMS, s.DynamoOwnDelayMS)
+	fmt.Fprintf(tw, "estimated without stand-in noise: DynamoDB÷memory, DynamoDB÷plain\t%.3f, %.3f\t\t(plain loop median %.0f ms plus each own delay)\n",
+		s.EstDynamoVsMemory, s.EstDynamoVsPlain, s.PlainElapsedMS)
+	early := 0
+	for _, res := range r.results {
+		early += res.Kinesis.Early
+	}
+	fmt.Fprintf(tw, "GetRecords calls earlier than the rules allow\t%d\t\t(all phases; 0 means every loop kept 5 calls/s/shard)\n", early)
 	fmt.Fprintf(tw, "DynamoDB writes per record\t%.5f\ttarget ≤ %.2f\t%s (Rust original %.1f)\n", s.WritesPerRecord, targetWritesPerRecord, s.Targets.WritesPerRecord, rustWritesPerRecord)
 	fmt.Fprintf(tw, "CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(user+sys of the worker process, bench bookkeeping included)\n", s.DynamoCPUPerRec, s.MemoryCPUPerRec, s.PlainCPUPerRec)
-	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(ru_maxrss of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
+	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
 	if r.kill != nil {
 		k := r.kill
-		fmt.Fprintf(tw, "re-delivered after kill -9\t%d\t\t(first worker killed after %d records, %v; second took over in %v; %d handled twice by one worker)\n",
-			k.Redelivered, k.FirstHandled, k.KilledAfter.Round(time.Millisecond), k.Takeover.Round(time.Millisecond), k.DuplicatesWithin)
+		worth := 0.0
+		if k.FirstHandled > 0 {
+			worth = float64(k.Redelivered) / (float64(k.FirstHandled) / k.KilledAfter.Seconds())
+		}
+		fmt.Fprintf(tw, "re-delivered after kill -9\t%d\t\t(≈ %.2fs of the first worker's mean rate; it was killed after %d records, %v; the second took its first lease in %v; %d handled twice by one worker)\n",
+			k.Redelivered, worth, k.FirstHandled, k.KilledAfter.Round(time.Millisecond), k.Takeover.Round(time.Millisecond), k.DuplicatesWithin)
 	} else {
 		fmt.Fprintf(tw, "re-delivered after kill -9\tskipped\t\t\n")
 	}

@@ -129,6 +129,17 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+		// Contention too: where goroutines waited on a mutex or a channel.
+		runtime.SetMutexProfileFraction(1)
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		defer func() {
+			for _, name := range []string{"mutex", "block"} {
+				if f, err := os.Create(strings.TrimSuffix(o.cpuProfile, ".pprof") + "." + name + ".pprof"); err == nil {
+					_ = pprof.Lookup(name).WriteTo(f, 0)
+					_ = f.Close()
+				}
+			}
+		}()
 	}
 	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint))
 	var dc *countingDynamoDB
@@ -516,6 +527,10 @@ type kinesisStats struct {
 	// waiting for room in a channel, scheduling); calls after a failed
 	// one are left out.
 	Slack time.Duration `json:"slack_ns"`
+	// Early is the number of GetRecords calls that started more than
+	// earlyTolerance before the pacing rules allowed: a loop that keeps
+	// the rules has none.
+	Early int `json:"early"`
 	// FirstCall is the latest, over the shards, of the start of the
 	// shard's first GetRecords call, from the start of the phase: the
 	// start-up (listing shards, leases, iterators).
@@ -530,6 +545,10 @@ func (s kinesisStats) MeanGetRecords() time.Duration {
 	return s.GetRecordsTime / time.Duration(s.GetRecords)
 }
 
+// earlyTolerance absorbs the difference between a reader's own clock
+// reading before a call and the wrapper's.
+const earlyTolerance = time.Millisecond
+
 // pace follows the GetRecords calls of one shard.
 type pace struct {
 	first      time.Time // start of the first call
@@ -543,7 +562,7 @@ type pace struct {
 // each shard's pacing (it maps every iterator to its shard). It is safe
 // for concurrent use.
 type countingKinesis struct {
-	api *kinesis.Client
+	api consumer.KinesisAPI
 
 	mu     sync.Mutex
 	s      kinesisStats
@@ -553,7 +572,7 @@ type countingKinesis struct {
 
 var _ consumer.KinesisAPI = (*countingKinesis)(nil)
 
-func newCountingKinesis(api *kinesis.Client) *countingKinesis {
+func newCountingKinesis(api consumer.KinesisAPI) *countingKinesis {
 	return &countingKinesis{api: api, shard: map[string]string{}, shards: map[string]*pace{}}
 }
 
@@ -601,6 +620,8 @@ func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecords
 		}
 		if late := start.Sub(allowed); late > 0 {
 			p.slack += late
+		} else if late < -earlyTolerance {
+			k.s.Early++
 		}
 	}
 	p.start, p.end, p.failed, p.empty = start, end, err != nil, false

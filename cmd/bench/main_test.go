@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseID(t *testing.T) {
+	tests := []struct {
+		name    string
+		payload []byte
+		want    int
+	}{
+		{"zero", []byte("0000000000rest"), 0},
+		{"max width", []byte("9999999999"), 9999999999},
+		{"formatted", []byte(formatID(12345) + "xyz"), 12345},
+		{"short", []byte("000000001"), -1},
+		{"not a digit", []byte("00000000x1"), -1},
+		{"empty", nil, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parseID(tt.payload); got != tt.want {
+				t.Errorf("parseID(%q) = %d, want %d", tt.payload, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMakeRecords(t *testing.T) {
+	const n, size = 1000, 64
+	a, b := makeRecords(n, size), makeRecords(n, size)
+	if diff := cmp.Diff(a, b, cmp.AllowUnexported(record{})); diff != "" {
+		t.Fatalf("two calls differ (-first +second):\n%s", diff)
+	}
+	keys := map[string]bool{}
+	for i, r := range a {
+		if len(r.data) != size {
+			t.Fatalf("record %d: %d bytes, want %d", i, len(r.data), size)
+		}
+		if got := parseID(r.data); got != i {
+			t.Fatalf("record %d: id %d in the payload", i, got)
+		}
+		if len(r.key) != 16 {
+			t.Fatalf("record %d: partition key %q, want 16 hex digits", i, r.key)
+		}
+		keys[r.key] = true
+	}
+	if len(keys) < n-1 {
+		t.Errorf("%d distinct partition keys among %d records", len(keys), n)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.xs), func(t *testing.T) {
+			if got := median(tt.xs); got != tt.want {
+				t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+			}
+		})
+	}
+}
+
+// result returns a worker result of phase ph in round r that handled n
+// records in elapsed.
+func result(ph string, r, n int, elapsed time.Duration, writes int) workerResult {
+	w := workerResult{Phase: ph, Round: r, Distinct: n, Handled: n, Elapsed: elapsed, FirstRecord: elapsed / 10, Total: elapsed}
+	if ph == phaseDynamo {
+		w.DynamoDB = map[string]int{"PutItem": 4, "UpdateItem": writes - 4, "Scan": 1}
+	}
+	return w
+}
+
+func TestSummarize(t *testing.T) {
+	o := options{records: 1000, rounds: 2}
+	tests := []struct {
+		name    string
+		results []workerResult
+		want    targets
+		dynMem  float64
+		dynPln  float64
+		writes  float64
+	}{
+		{
+			name: "all met",
+			results: []workerResult{
+				result(phasePlain, 1, 1000, time.Second, 0),
+				result(phaseMemory, 1, 1000, time.Second, 0),
+				result(phaseDynamo, 1, 1000, time.Second, 10),
+				result(phasePlain, 2, 1000, 2*time.Second, 0),
+				result(phaseMemory, 2, 1000, 2*time.Second, 0),
+				result(phaseDynamo, 2, 1000, 2*time.Second, 10),
+			},
+			want:   targets{"PASS", "PASS", "PASS"},
+			dynMem: 1, dynPln: 1, writes: 0.01,
+		},
+		{
+			// Per round the DynamoDB phase takes 25% longer: the ratios
+			// are paired by round, not taken from the medians of the
+			// rates.
+			name: "DynamoDB slower",
+			results: []workerResult{
+				result(phasePlain, 1, 1000, time.Second, 0),
+				result(phaseMemory, 1, 1000, time.Second, 0),
+				result(phaseDynamo, 1, 1000, 1250*time.Millisecond, 11),
+				result(phasePlain, 2, 1000, 4*time.Second, 0),
+				result(phaseMemory, 2, 1000, 4*time.Second, 0),
+				result(phaseDynamo, 2, 1000, 5*time.Second, 11),
+			},
+			want:   targets{"MISS", "MISS", "MISS"},
+			dynMem: 0.8, dynPln: 0.8, writes: 0.011,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &report{opts: o, results: tt.results, started: time.Unix(0, 0), finished: time.Unix(10, 0)}
+			s := r.summarize()
+			if diff := cmp.Diff(tt.want, s.Targets); diff != "" {
+				t.Errorf("targets (-want +got):\n%s", diff)
+			}
+			approx := func(name string, got, want float64) {
+				t.Helper()
+				if d := got - want; d > 1e-9 || d < -1e-9 {
+					t.Errorf("%s = %v, want %v", name, got, want)
+				}
+			}
+			approx("DynamoVsMemory", s.DynamoVsMemory, tt.dynMem)
+			approx("DynamoVsPlain", s.DynamoVsPlain, tt.dynPln)
+			approx("WritesPerRecord", s.WritesPerRecord, tt.writes)
+			if s.Redelivered != -1 {
+				t.Errorf("Redelivered = %d without a kill test, want -1", s.Redelivered)
+			}
+			var out bytes.Buffer
+			r.print(&out)
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if last := lines[len(lines)-1]; !strings.HasPrefix(last, "{") || !strings.Contains(last, `"dynamodb_vs_memory_ge_0.95":"`+tt.want.DynamoVsMemory+`"`) {
+				t.Errorf("last line is not the JSON summary with the target: %s", last)
+			}
+		})
+	}
+}
+
+// fakeKinesis serves one shard: each GetRecords call takes latency and
+// returns the next of batches (a count of records; -1 closes the shard).
+// It records the start of every call. It is safe for concurrent use.
+type fakeKinesis struct {
+	latency time.Duration
+	batches []int
+
+	mu     sync.Mutex
+	starts []time.Duration
+	t0     time.Time
+	next   int
+	id     int
+}
+
+func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return &kinesis.ListShardsOutput{Shards: []kinesistypes.Shard{{ShardId: aws.String("shardId-000000000000")}}}, nil
+}
+
+func (f *fakeKinesis) GetShardIterator(context.Context, *kinesis.GetShardIteratorInput, ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String("it-0")}, nil
+}
+
+func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	f.mu.Lock()
+	f.starts = append(f.starts, time.Since(f.t0))
+	i := f.next
+	f.next++
+	f.mu.Unlock()
+	time.Sleep(f.latency) // virtual time: the tests run in a synctest bubble
+	if i >= len(f.batches) {
+		return &kinesis.GetRecordsOutput{NextShardIterator: aws.String(fmt.Sprintf("it-%d", i+1))}, nil
+	}
+	out := &kinesis.GetRecordsOutput{NextShardIterator: aws.String(fmt.Sprintf("it-%d", i+1))}
+	n := f.batches[i]
+	if n < 0 {
+		out.NextShardIterator = nil
+		n = 0
+	}
+	for range n {
+		f.mu.Lock()
+		id := f.id
+		f.id++
+		f.mu.Unlock()
+		out.Records = append(out.Records, kinesistypes.Record{Data: []byte(formatID(id)), SequenceNumber: aws.String(fmt.Sprint(id))})
+	}
+	return out, nil
+}
+
+// TestReadShardPacing checks that the plain loop keeps the consumer's
+// rules: call starts at least 200 ms apart, 1 s after an empty read, the
+// next call at once when a call took longer than 200 ms, and no slack.
+func TestReadShardPacing(t *testing.T) {
+	tests := []struct {
+		name    string
+		latency time.Duration
+		batches []int
+		want    []time.Duration
+	}{
+		{
+			name:    "fast calls are spaced 200 ms",
+			latency: 10 * time.Millisecond,
+			batches: []int{3, 3, 3, -1},
+			want:    []time.Duration{0, 200 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond},
+		},
+		{
+			name:    "slow calls follow each other",
+			latency: 300 * time.Millisecond,
+			batches: []int{3, 3, -1},
+			want:    []time.Duration{0, 300 * time.Millisecond, 600 * time.Millisecond},
+		},
+		{
+			name:    "an empty read waits 1 s",
+			latency: 50 * time.Millisecond,
+			batches: []int{2, 0, 2, -1},
+			want:    []time.Duration{0, 200 * time.Millisecond, 1250 * time.Millisecond, 1450 * time.Millisecond},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := 0
+				for _, b := range tt.batches {
+					n += max(b, 0)
+				}
+				f := &fakeKinesis{latency: tt.latency, batches: tt.batches, t0: time.Now()}
+				k := newCountingKinesis(f)
+				tr := newTracker(n + 1) // one more than exists: the loop reads to the shard's end
+				tr.begin()
+				o := options{stream: "s", limit: 500}
+				if err := readShard(t.Context(), k, o, "shardId-000000000000", tr); err != nil {
+					t.Fatalf("readShard: %v", err)
+				}
+				if diff := cmp.Diff(tt.want, f.starts); diff != "" {
+					t.Errorf("call starts (-want +got):\n%s", diff)
+				}
+				if got := tr.count(); got != n {
+					t.Errorf("%d records marked, want %d", got, n)
+				}
+				if s := k.stats(tr.start); s.Slack != 0 || s.Early != 0 {
+					t.Errorf("Slack = %v, Early = %d for a loop that keeps the rules, want 0, 0", s.Slack, s.Early)
+				}
+			})
+		})
+	}
+}
+
+// TestSlack checks that calls started later than the rules allow are
+// counted as slack, per shard, the worst shard reported.
+func TestSlack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeKinesis{latency: 50 * time.Millisecond, batches: []int{1, 1, 0, 1, 1}, t0: time.Now()}
+		k := newCountingKinesis(f)
+		t0 := time.Now()
+		ctx := t.Context()
+		it, err := k.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{ShardId: aws.String("shardId-000000000000")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		iter := it.ShardIterator
+		time.Sleep(70 * time.Millisecond) // start-up
+		// The pause before each call: the first at once, then on time,
+		// 30 ms late, (after an empty read) 1 s plus 5 ms late, 20 ms
+		// early.
+		pauses := []time.Duration{0, 150 * time.Millisecond, 180 * time.Millisecond, 1005 * time.Millisecond, 130 * time.Millisecond}
+		for _, p := range pauses {
+			time.Sleep(p)
+			out, err := k.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter})
+			if err != nil {
+				t.Fatal(err)
+			}
+			iter = out.NextShardIterator
+		}
+		s := k.stats(t0)
+		if want := 35 * time.Millisecond; s.Slack != want {
+			t.Errorf("Slack = %v, want %v", s.Slack, want)
+		}
+		if want := 70 * time.Millisecond; s.FirstCall != want {
+			t.Errorf("FirstCall = %v, want %v", s.FirstCall, want)
+		}
+		if s.GetRecords != 5 || s.EmptyReads != 1 || s.Records != 4 || s.Early != 1 {
+			t.Errorf("counts = %d calls, %d empty, %d records, %d early; want 5, 1, 4, 1", s.GetRecords, s.EmptyReads, s.Records, s.Early)
+		}
+	})
+}
+
+func TestTrackerPrintsIDs(t *testing.T) {
+	var out bytes.Buffer
+	tr := newTracker(3)
+	tr.out = &out
+	tr.begin()
+	for _, id := range []int{2, 0, 2, 1} {
+		if err := tr.mark([]byte(formatID(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.mark([]byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("id 2\nid 0\nid 2\nid 1\n", out.String()); diff != "" {
+		t.Errorf("printed (-want +got):\n%s", diff)
+	}
+	select {
+	case <-tr.done:
+	default:
+		t.Fatal("done not closed after every id was seen")
+	}
+	if tr.distinct != 3 || tr.handled != 5 || tr.bad != 1 {
+		t.Errorf("distinct, handled, bad = %d, %d, %d; want 3, 5, 1", tr.distinct, tr.handled, tr.bad)
+	}
+}
