@@ -216,6 +216,10 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
 	}
+	return newAdapter(h, nil, opts...)
+}
+
+func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 	var c config
 	for _, o := range opts {
 		if o == nil {
@@ -277,7 +281,7 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 		c.runner.Queue = q
 	}
 	if c.ecs.mode == ModeECS {
-		cc, err := c.consumerConfig(h)
+		cc, err := c.consumerConfig(h, bh)
 		if err != nil {
 			return nil, err
 		}
@@ -286,6 +290,9 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 			return nil, fmt.Errorf("lambdaadapter: %w", err)
 		}
 		return &Adapter{mode: ModeECS, consumer: cons, store: cc.Store}, nil
+	}
+	if h == nil {
+		return nil, errors.New("lambdaadapter: batch handlers run in long-running mode only")
 	}
 	r, err := lambda.NewRunner(h, c.runner)
 	if err != nil {

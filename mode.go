@@ -75,6 +75,7 @@ type ecsConfig struct {
 	checkpointInterval time.Duration
 	shutdownTimeout    time.Duration
 	listInterval       time.Duration
+	batchSize          int
 }
 
 // WithMode selects Lambda mode (default) or long-running mode (ModeECS).
@@ -133,8 +134,30 @@ func WithShutdownTimeout(d time.Duration) Option {
 // WithListInterval sets how often shards are listed again (default 30s).
 func WithListInterval(d time.Duration) Option { return func(c *config) { c.ecs.listInterval = d } }
 
+// WithBatchSize sets the largest batch a BatchHandler gets (default 100, at
+// most 10,000); a batch closes at that size or 50 ms after its first
+// record.
+func WithBatchSize(n int) Option { return func(c *config) { c.ecs.batchSize = n } }
+
+// BatchHandler handles up to WithBatchSize records at once in long-running
+// mode and returns one Outcome per record, in order; every element settles
+// on its own. See consumer.BatchHandler.
+type BatchHandler = consumer.BatchHandler
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc = consumer.BatchHandlerFunc
+
+// NewBatch returns a long-running Adapter (WithMode(ModeECS) is implied)
+// that hands records to bh in batches. It panics if bh is nil.
+func NewBatch(bh BatchHandler, opts ...Option) (*Adapter, error) {
+	if bh == nil {
+		panic("lambdaadapter: nil batch handler")
+	}
+	return newAdapter(nil, bh, append(opts, WithMode(ModeECS))...)
+}
+
 // consumerConfig builds the long-running consumer's configuration.
-func (c *config) consumerConfig(h Handler) (consumer.Config, error) {
+func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, error) {
 	e := &c.ecs
 	if e.stream == "" {
 		return consumer.Config{}, errors.New("lambdaadapter: long-running mode needs WithStream")
@@ -156,6 +179,7 @@ func (c *config) consumerConfig(h Handler) (consumer.Config, error) {
 	}
 	return consumer.Config{
 		Stream: e.stream, StreamARN: e.streamARN, Kinesis: k, Store: store, Owner: e.owner, Handler: h,
+		BatchHandler: bh, BatchSize: e.batchSize,
 		Concurrency: c.runner.Concurrency, Start: e.start, Limit: e.limit, LeaseDuration: e.leaseDuration,
 		ListInterval: e.listInterval, CheckpointInterval: e.checkpointInterval, ShutdownTimeout: e.shutdownTimeout,
 		Policy: c.runner.Policy, Publisher: c.runner.Publisher, Queue: c.runner.Queue,

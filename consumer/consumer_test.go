@@ -439,3 +439,35 @@ func TestLatestOnAResharedStream(t *testing.T) {
 		}
 	})
 }
+
+// TestSeekSequenceOneShard: a seek to a sequence number moves that shard
+// only, redelivering from exactly that record; the other shard is untouched.
+func TestSeekSequenceOneShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(2)
+		s0, s1 := f.shards[0].id, f.shards[1].id
+		var seqs []string
+		for i := range 10 {
+			seqs = append(seqs, f.put(s0, "k", fmt.Sprint(i)))
+			f.put(s1, "k", fmt.Sprint(i))
+		}
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		waitFor(t, "20", func() bool { return h.count() == 20 })
+		if err := c.Seek(t.Context(), AtSequence(s0, seqs[6])); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "4 more", func() bool { return h.count() == 24 })
+		time.Sleep(3 * time.Second)
+		stop()
+		if diff := cmp.Diff([]string{"6", "7", "8", "9"}, h.handled[s0][10:]); diff != "" {
+			t.Errorf("after the seek (-want +got):\n%s", diff)
+		}
+		if len(h.handled[s1]) != 10 {
+			t.Errorf("the other shard was moved: %d records", len(h.handled[s1]))
+		}
+		if err := c.Seek(t.Context(), AtSequence("shardId-000000000099", "1")); err == nil {
+			t.Error("seek on a shard not owned succeeded")
+		}
+	})
+}
