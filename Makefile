@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build tools standins test unit integration bench bench-lanes fuzz demo clean
+.PHONY: all build tools standins test unit integration bench bench-e2e bench-lanes fuzz demo clean
 
 all: build test
 
@@ -39,6 +39,10 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./event/
 	$(MAKE) bench-lanes
+
+# Long-running mode end to end against its own stand-ins (about 3 minutes).
+bench-e2e:
+	scripts/bench-e2e.sh
 
 bench-lanes:
 	$(GO) test -run '^$$' -bench 'BenchmarkLanes' -benchtime=1x -count=1 .

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,6 +226,7 @@ func (s *shard) deliver(r *kinesistypes.Record, epoch settle.Epoch) (*delivery, 
 		return nil, settle.ErrStale
 	}
 	h, payload := envelope.Decode(r.Data)
+	h = slices.Grow(h, 3) // the delivery headers, without growing three times
 	key := aws.ToString(r.PartitionKey)
 	attempt := message.RetryCount(h) + 1
 	h.Set(envelope.PartitionKeyHeader, key)
@@ -284,6 +286,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // on handoff and shutdown.
 type checkpointer struct {
 	s    *shard
+	wmu  sync.Mutex // serialises writes: at most one in flight
 	mu   sync.Mutex
 	want string // newest checkpoint to write
 	have string // last written
@@ -358,25 +361,40 @@ func (k *checkpointer) loop() {
 }
 
 // flush writes the newest wanted checkpoint if it was not written yet.
+// Writes are serialised by wmu; k.mu is never held across the store call,
+// so lanes settling the shard do not wait for DynamoDB.
 func (k *checkpointer) flush(ctx context.Context) {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.dead || k.want == "" || k.want == k.have {
+		k.mu.Unlock()
 		return
 	}
+	want := k.want
+	k.mu.Unlock()
+
 	s := k.s
 	s.mu.Lock()
-	l, err := s.c.cfg.Store.Checkpoint(ctx, s.lease, k.want)
+	l, err := s.c.cfg.Store.Checkpoint(ctx, s.lease, want)
 	if err == nil {
 		s.lease = l
 	}
 	s.mu.Unlock()
+
+	lost := errors.Is(err, lease.ErrLeaseLost)
+	k.mu.Lock()
 	k.last = time.Now()
 	switch {
 	case err == nil:
-		k.have = k.want
-	case errors.Is(err, lease.ErrLeaseLost):
+		k.have = want
+	case lost:
 		k.dead = true
+	}
+	k.mu.Unlock()
+	switch {
+	case err == nil:
+	case lost:
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint refused: lease lost", slog.String(attrShardID, s.id))
 		// Stop reading the shard at once; Run's loop drops it (dropping
 		// from here would wait for this very goroutine).

@@ -99,7 +99,7 @@ port_var() {
 marker() {
 	case "$1" in
 	kinesis) echo "kinesis-local/main.js" ;;
-	dynamodb) echo "dynalite/cli.js" ;;
+	dynamodb) echo "standins/dynalite.js" ;;
 	sqs) echo "standins/fauxqs.js" ;;
 	esac
 }
@@ -213,7 +213,7 @@ launch() {
 		) &
 		;;
 	dynamodb)
-		nohup node "$mods/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+		nohup node "$pkg/dynalite.js" --host 127.0.0.1 --port "$port" \
 			--createTableMs 10 --deleteTableMs 10 --updateTableMs 10 </dev/null >>"$log" 2>&1 &
 		;;
 	sqs)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,23 +38,45 @@ const (
 
 // awsConfig is the configuration of every client: static credentials, the
 // region, and the SDK's standard retryer without its client-side retry
-// quota (a benchmark must not slow down because of earlier retries).
-func awsConfig() aws.Config {
+// quota (a benchmark must not slow down because of earlier retries). Every
+// failed attempt the retryer retries is counted in retries and, for the
+// first few, reported on stderr: a retried write may have been applied
+// already.
+func awsConfig(service string, retries *atomic.Int64) aws.Config {
 	return aws.Config{
 		Region:      region,
 		Credentials: credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, ""),
 		Retryer: func() aws.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+			std := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+			return countingRetryer{RetryerV2: std, service: service, n: retries}
 		},
 	}
 }
 
-func newKinesis(endpoint string) *kinesis.Client {
-	return kinesis.NewFromConfig(awsConfig(), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
+// countingRetryer counts the errors its retryer retries.
+type countingRetryer struct {
+	aws.RetryerV2
+	service string
+	n       *atomic.Int64
 }
 
-func newDynamoDB(endpoint string) *dynamodb.Client {
-	return dynamodb.NewFromConfig(awsConfig(), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+// IsErrorRetryable implements aws.Retryer.
+func (r countingRetryer) IsErrorRetryable(err error) bool {
+	ok := r.RetryerV2.IsErrorRetryable(err)
+	if ok && r.n != nil {
+		if n := r.n.Add(1); n <= 5 {
+			fmt.Fprintf(os.Stderr, "bench: %s attempt failed, retrying: %v\n", r.service, err)
+		}
+	}
+	return ok
+}
+
+func newKinesis(endpoint string, retries *atomic.Int64) *kinesis.Client {
+	return kinesis.NewFromConfig(awsConfig("Kinesis", retries), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+func newDynamoDB(endpoint string, retries *atomic.Int64) *dynamodb.Client {
+	return dynamodb.NewFromConfig(awsConfig("DynamoDB", retries), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
 }
 
 // record is one record to write.

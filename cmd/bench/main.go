@@ -1,17 +1,22 @@
 // Command bench is the end-to-end benchmark of the long-running mode. It
-// runs against the local stand-ins (kinesis-local and dynalite; start them
-// with scripts/standins.sh start, or run scripts/bench-e2e.sh, which starts
-// its own and stops them again) and prints every figure from one run:
+// runs against the local stand-ins (kinesis-local and dynalite; run
+// scripts/bench-e2e.sh, which starts a set of its own and stops it again, or
+// start them with scripts/standins.sh start) and prints every figure from
+// one run:
 //
 //   - records/s of a plain GetRecords loop, of the consumer with an
 //     in-memory lease store and of the consumer with a DynamoDB lease store,
-//     each reading the same records from TRIM_HORIZON of a fresh stream, and
-//     the ratios DynamoDB ÷ memory and consumer ÷ plain loop;
-//   - the consumer's CPU time per record (getrusage, user + system);
-//   - DynamoDB writes (PutItem, UpdateItem, DeleteItem) per record;
-//   - the records delivered again after the consumer is killed with
-//     SIGKILL half-way and a second one finishes the stream;
-//   - the peak RSS of the consumer process.
+//     all reading the same records from TRIM_HORIZON with the same Limit,
+//     and the ratios DynamoDB ÷ in-memory and consumer (DynamoDB) ÷ plain
+//     loop;
+//   - the CPU time per record of each (getrusage user + system of the
+//     worker process; it includes the benchmark's own per-record
+//     bookkeeping, the same in every phase);
+//   - DynamoDB writes (PutItem, UpdateItem, DeleteItem, counted by a
+//     wrapper around the client of the lease store) per record;
+//   - the records delivered again after a consumer is killed with SIGKILL
+//     half-way and a second one finishes the stream;
+//   - the peak RSS of each worker process (VmHWM).
 //
 // Usage:
 //
@@ -21,24 +26,44 @@
 // Each measured phase runs in a fresh child process (the same binary, with
 // -worker), so CPU time and peak RSS belong to that phase alone and no phase
 // inherits another's heap. The parent writes the records once, with
-// PutRecords batches of 500 (fixed partition keys and payloads), to one
-// stream that every phase then reads from TRIM_HORIZON: the data is the same
-// for every phase, and kinesis-local writes only a few hundred records per
-// second. Each DynamoDB phase gets a fresh lease table, so it finds no
-// checkpoints of an earlier phase. -fresh-streams writes a fresh stream for
-// every phase instead. The three read phases run in -rounds rounds, their
-// order rotated from round to round; the report gives medians, and each
-// ratio is the median of the per-round ratios.
+// PutRecords batches of 500 (fixed pseudo-random partition keys and
+// payloads, each payload starting with the record's id), to one stream that
+// every phase then reads from TRIM_HORIZON: the data is the same for every
+// phase, and kinesis-local writes only a few hundred records per second.
+// Each DynamoDB phase gets a fresh lease table, so it finds no checkpoints of
+// an earlier phase. -fresh-streams writes a fresh stream for every phase
+// instead. The three read phases run in -rounds rounds, their order rotated
+// from round to round; the report gives medians, and each ratio is the
+// median of the per-round ratios.
 //
 // The plain loop is the baseline a correct production loop must follow: one
 // goroutine per shard, GetShardIterator TRIM_HORIZON, then GetRecords with
 // the same Limit, call starts at least 200 ms apart per shard (the AWS limit
 // of 5 calls per second per shard), a 1 s pause after a read that returned no
-// records, and the same per-record work as the consumer's handler (parse the
-// id in the payload, mark it seen). It has no leases, no checkpoints, no
-// channel and no lanes. Its clock runs from before ListShards to the moment
-// the last distinct record is marked; the consumer's runs from Run to the
-// moment its handler marks the last distinct record.
+// records, a doubling backoff after an error, and the same per-record work as
+// the consumer's handler (parse the id in the payload, mark it seen). It has
+// no leases, no checkpoints, no channel and no lanes. Its clock runs from
+// before ListShards to the moment the last distinct record is marked; the
+// consumer's runs from Run to the moment its handler marks the last
+// distinct record.
+//
+// A wrapper around each worker's Kinesis client follows every shard's calls
+// and reports, besides counts and latencies, the start-up (until the last
+// shard's first GetRecords call) and the reader slack: the time by which
+// calls started later than the rules above allowed. When the stand-in is
+// the bottleneck, records/s of every phase follow its speed, which varies
+// from round to round; start-up and slack do not, and the report turns their
+// excess over the plain loop's into noise-free estimates of the ratios.
+//
+// The kill -9 test runs a worker with the DynamoDB store that prints the id
+// of every record before its handler acknowledges it, kills it with SIGKILL
+// once it printed -kill-at of the records, then runs a second worker on the
+// same lease table until every record was handled: a record both handled was
+// re-delivered. Its LeaseDuration is -kill-lease-duration, which shortens
+// the wait for the dead worker's leases but does not change what is
+// re-delivered. Its DynamoDB traffic passes through a small proxy that
+// completes requests a killed worker leaves behind (dynalite exits when a
+// client resets a connection in the middle of a request).
 //
 // The output is a table for people and a final line of JSON for tools. Each
 // target is marked PASS or MISS; the exit status is 0 unless the benchmark
@@ -56,10 +81,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +130,8 @@ type options struct {
 	dynamoDBEndpoint   string
 	cpuProfileDir      string
 	skipKill           bool
+	logLevel           string
+	level              slog.Level
 	kinesisPID         int
 	dynamoDBPID        int
 	freshStreams       bool
@@ -137,6 +164,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.StringVar(&o.cpuProfileDir, "cpuprofile-dir", "", "write CPU, mutex and block profiles of every worker phase into this directory (profiling perturbs the timings)")
 	fs.IntVar(&o.kinesisPID, "kinesis-pid", 0, "pid of kinesis-local: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
 	fs.IntVar(&o.dynamoDBPID, "dynamodb-pid", 0, "pid of dynalite: its CPU time per phase is reported (scripts/bench-e2e.sh sets it)")
+	fs.StringVar(&o.logLevel, "worker-log-level", "warn", "log level of the consumer in the workers (debug, info, warn, error), on stderr")
 	fs.BoolVar(&o.skipKill, "skip-kill", false, "skip the kill -9 test")
 	fs.BoolVar(&o.freshStreams, "fresh-streams", false,
 		"write a fresh stream for every phase instead of writing one stream once that every phase reads (kinesis-local writes only a few hundred records/s)")
@@ -191,6 +219,9 @@ func (o *options) check() error {
 		return errors.New("-rounds must be at least 1")
 	case o.killAt <= 0 || o.killAt >= 1:
 		return errors.New("-kill-at must be between 0 and 1")
+	}
+	if err := o.level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-worker-log-level: %w", err)
 	}
 	return nil
 }
@@ -352,6 +383,7 @@ func workerArgs(o options, ph, stream, table string) []string {
 		"-timeout", o.timeout.String(),
 		"-kinesis-endpoint", o.kinesisEndpoint,
 		"-dynamodb-endpoint", o.dynamoDBEndpoint,
+		"-worker-log-level", o.logLevel,
 	}
 }
 
@@ -485,6 +517,12 @@ type killResult struct {
 func runKillTest(ctx context.Context, self string, o options, stream, table string, progress io.Writer) (killResult, error) {
 	var k killResult
 	n := o.records
+	proxy, err := startDetachedProxy(o.dynamoDBEndpoint)
+	if err != nil {
+		return k, err
+	}
+	defer proxy.Close()
+	o.dynamoDBEndpoint = proxy.URL()
 	args := append(workerArgs(o, phaseKill, stream, table), "-print-ids")
 	killAt := max(1, int(float64(n)*o.killAt))
 
@@ -517,7 +555,7 @@ func runKillTest(ctx context.Context, self string, o options, stream, table stri
 		return k, err
 	}
 	timer := time.AfterFunc(o.timeout, func() { _ = p1.cmd.Process.Signal(syscall.SIGKILL) })
-	err := <-p1.done
+	err = <-p1.done
 	timer.Stop()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
@@ -585,8 +623,8 @@ type clients struct {
 
 func newClients(kinesisEndpoint, dynamoDBEndpoint string) *clients {
 	return &clients{
-		kinesis: newKinesis(kinesisEndpoint),
-		dynamo:  newDynamoDB(dynamoDBEndpoint),
+		kinesis: newKinesis(kinesisEndpoint, nil),
+		dynamo:  newDynamoDB(dynamoDBEndpoint, nil),
 		kEnd:    kinesisEndpoint,
 		dEnd:    dynamoDBEndpoint,
 	}
@@ -609,9 +647,6 @@ func (c *clients) ready(ctx context.Context) error {
 	}
 	return nil
 }
-
-// gomaxprocs is reported with the results.
-func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
 
 // jsonLine marshals v on one line.
 func jsonLine(v any) string {

@@ -73,6 +73,9 @@ type workerResult struct {
 	// were given (-kinesis-pid, -dynamodb-pid); the parent measures them.
 	KinesisLocalCPU time.Duration `json:"kinesis_local_cpu_ns,omitempty"`
 	DynaliteCPU     time.Duration `json:"dynalite_cpu_ns,omitempty"`
+	// Retries is the number of failed attempts of Kinesis and DynamoDB
+	// calls that the SDK's retryer retried.
+	Retries int `json:"sdk_retries"`
 	// NumGC is the number of GC cycles during Total.
 	NumGC uint32 `json:"num_gc"`
 	// Kinesis counts the worker's Kinesis calls; DynamoDB its DynamoDB
@@ -141,13 +144,14 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 			}
 		}()
 	}
-	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint))
+	var kRetries, dRetries atomic.Int64
+	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint, &kRetries))
 	var dc *countingDynamoDB
 	if o.worker == phaseDynamo || o.worker == phaseKill {
 		if o.table == "" {
 			return errors.New("no -table")
 		}
-		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint)}
+		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint, &dRetries)}
 	}
 	tr := newTracker(o.records)
 	if o.printIDs {
@@ -162,9 +166,9 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	case phasePlain:
 		err = runPlain(o, kc, tr)
 	case phaseMemory:
-		err = runConsumer(o, kc, lease.NewMemory(), tr, false)
+		err = runConsumer(o, kc, lease.NewMemory(), tr, false, stderr)
 	case phaseDynamo, phaseKill:
-		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill)
+		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill, stderr)
 	default:
 		return fmt.Errorf("unknown phase %q", o.worker)
 	}
@@ -188,7 +192,8 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	res.SysCPU = ru1.sys - ru0.sys
 	res.MaxRSSKB = peakRSSKB(ru1.maxRSSKB)
 	res.NumGC = m1.NumGC - m0.NumGC
-	res.Kinesis = kc.stats(tr.start)
+	res.Kinesis = kc.stats(tr.start, tr.lastAt)
+	res.Retries = int(kRetries.Load() + dRetries.Load())
 	if dc != nil {
 		res.DynamoDB = dc.counts()
 	}
@@ -269,8 +274,9 @@ func (t *tracker) mark(payload []byte) error {
 
 // runConsumer consumes o.stream with store from TRIM_HORIZON. In timed
 // phases it stops (gracefully) once every record was handled; with
-// untilSignal it runs until SIGTERM or SIGINT (the kill -9 test).
-func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker, untilSignal bool) error {
+// untilSignal it runs until SIGTERM or SIGINT (the kill -9 test). The
+// consumer logs to logs.
+func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker, untilSignal bool, logs io.Writer) error {
 	cfg := consumer.Config{
 		Stream:  o.stream,
 		Kinesis: kc,
@@ -285,7 +291,7 @@ func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker,
 		Start:              consumer.TrimHorizon(),
 		Limit:              o.limit,
 		CheckpointInterval: o.checkpointInterval,
-		Logger:             slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:             slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: o.level})),
 	}
 	if untilSignal {
 		cfg.LeaseDuration = o.leaseDuration
@@ -535,6 +541,10 @@ type kinesisStats struct {
 	// shard's first GetRecords call, from the start of the phase: the
 	// start-up (listing shards, leases, iterators).
 	FirstCall time.Duration `json:"first_call_ns"`
+	// Tail is the time from the end of the last GetRecords call that
+	// returned records to the handling of the last distinct record: the
+	// hand-over of the last batch (0 unless every record was handled).
+	Tail time.Duration `json:"tail_ns"`
 }
 
 // MeanGetRecords is the mean GetRecords latency.
@@ -568,6 +578,7 @@ type countingKinesis struct {
 	s      kinesisStats
 	shard  map[string]string // shard iterator → shard id
 	shards map[string]*pace
+	data   time.Time // end of the last GetRecords call that returned records
 }
 
 var _ consumer.KinesisAPI = (*countingKinesis)(nil)
@@ -638,6 +649,8 @@ func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecords
 		if len(out.Records) == 0 {
 			k.s.EmptyReads++
 			p.empty = true
+		} else if end.After(k.data) {
+			k.data = end
 		}
 		k.s.Records += len(out.Records)
 		if out.NextShardIterator != nil {
@@ -647,11 +660,15 @@ func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecords
 	return out, err
 }
 
-// stats returns the counts; phase start t0 anchors FirstCall.
-func (k *countingKinesis) stats(t0 time.Time) kinesisStats {
+// stats returns the counts; phase start t0 anchors FirstCall, and last
+// (the handling of the last distinct record, zero if none) ends Tail.
+func (k *countingKinesis) stats(t0, last time.Time) kinesisStats {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	s := k.s
+	if !last.IsZero() && !k.data.IsZero() && last.After(k.data) {
+		s.Tail = last.Sub(k.data)
+	}
 	for _, p := range k.shards {
 		s.Slack = max(s.Slack, p.slack)
 		s.FirstCall = max(s.FirstCall, p.first.Sub(t0))
