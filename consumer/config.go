@@ -88,7 +88,8 @@ type Config struct {
 	Concurrency int
 	// Start is where a shard without a checkpoint starts (default Latest).
 	Start Position
-	// Limit is the GetRecords limit (default 1000, at most 10000).
+	// Limit is the GetRecords limit (default 1000, or the batch size when
+	// that is larger, at most 10000).
 	Limit int
 	// LeaseDuration is how long a lease whose counter did not change is
 	// held to be alive (default 10s). Leases are renewed every third of it.
@@ -146,11 +147,15 @@ func (c *Config) defaults() error {
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.Limit == 0 {
-		c.Limit = DefaultLimit
-	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 100
+	}
+	if c.Limit == 0 {
+		c.Limit = DefaultLimit
+		if c.BatchHandler != nil {
+			// A batch can be filled by one read.
+			c.Limit = min(max(DefaultLimit, c.BatchSize), MaxLimit)
+		}
 	}
 	if c.BatchWindow == 0 {
 		c.BatchWindow = DefaultBatchWindow

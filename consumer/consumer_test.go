@@ -471,3 +471,16 @@ func TestSeekSequenceOneShard(t *testing.T) {
 		}
 	})
 }
+
+func TestBatchSizeRaisesLimit(t *testing.T) {
+	bh := BatchHandlerFunc(func(context.Context, []*message.Message) []message.Outcome { return nil })
+	for _, tt := range []struct{ size, limit, want int }{{0, 0, 1000}, {5000, 0, 5000}, {10000, 0, 10000}, {5000, 300, 300}} {
+		c, err := New(Config{Stream: "s", Kinesis: newFakeStream(1), BatchHandler: bh, BatchSize: tt.size, Limit: tt.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.cfg.Limit != tt.want {
+			t.Errorf("batch size %d, limit %d: GetRecords limit %d, want %d", tt.size, tt.limit, c.cfg.Limit, tt.want)
+		}
+	}
+}
