@@ -116,8 +116,6 @@ type Config struct {
 	DelayQueue       string
 	// Logger receives the consumer's logs; nil discards them.
 	Logger *slog.Logger
-	// Now is the clock (default time.Now); tests may replace it.
-	Now func() time.Time
 }
 
 func (c *Config) defaults() error {
@@ -174,9 +172,6 @@ func (c *Config) defaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	c.Policy.DeadLetter = c.DeadLetterStream != "" || c.DeadLetterQueue != ""
 	c.Policy.DelayQueue = c.DelayQueue != ""

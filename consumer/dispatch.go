@@ -189,19 +189,19 @@ func (c *Consumer) write(ctx context.Context, d *delivery, dec retry.Decision, o
 			err = errors.New("consumer: no Kinesis publisher for retry copies")
 			break
 		}
-		_, err = c.cfg.Publisher.Put(wctx, publish.Copy(m))
+		_, err = c.cfg.Publisher.Put(wctx, publish.RetryCopy(m))
 	case dec.Action == retry.DelayQueue:
-		cp := publish.Copy(m)
+		cp := publish.RetryCopy(m)
 		body, berr := publish.Delayed{StreamARN: m.StreamARN, PartitionKey: cp.PartitionKey, Headers: cp.Headers, Payload: cp.Payload, NotBefore: time.Now().Add(dec.Wait)}.Body()
 		if err = berr; err == nil {
 			_, err = c.cfg.Queue.Send(wctx, c.cfg.DelayQueue, publish.QueueMessage{Body: string(body), Delay: min(dec.Wait, retry.MaxQueueDelay)})
 		}
 	case dec.Action == retry.DeadLetter:
-		dl := publish.DeadLetter{Reason: dec.Note, SourceStreamARN: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
-			PartitionKey: m.PartitionKey, Attempts: m.Attempt, FirstArrival: m.ArrivalTime, DeadLetteredAt: time.Now(), Headers: m.Headers, Payload: m.Payload}
+		reason := dec.Note
 		if e := out.Err(); e != nil {
-			dl.Reason += ": " + e.Error()
+			reason += ": " + e.Error()
 		}
+		dl := publish.DeadLetterOf(m, reason, time.Now())
 		if c.cfg.DeadLetterStream != "" {
 			_, err = c.cfg.Publisher.Put(wctx, publish.DeadLetterRecord(c.cfg.DeadLetterStream, dl))
 		} else {

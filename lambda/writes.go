@@ -13,10 +13,9 @@ import (
 	"github.com/shardsettle/lambdaadapter/retry"
 )
 
-// FirstArrivalHeader carries, on counted copies, when the original record
-// first arrived (RFC 3339, milliseconds, UTC), so a dead letter written after
-// several copies still reports it.
-const FirstArrivalHeader = "x-lambdaadapter-first-arrival"
+// FirstArrivalHeader is publish.FirstArrivalHeader, carried on counted
+// copies.
+const FirstArrivalHeader = publish.FirstArrivalHeader
 
 // pendingWrite is a record waiting for its copy, delay message or dead
 // letter to be written before it settles.
@@ -84,10 +83,10 @@ func (b *batch) flush(ctx context.Context) {
 		m := &b.msgs[w.i]
 		switch {
 		case w.d.Action == retry.Copy:
-			krecs = append(krecs, copyOf(m))
+			krecs = append(krecs, publish.RetryCopy(m))
 			kidx = append(kidx, wi)
 		case w.d.Action == retry.DelayQueue:
-			c := copyOf(m)
+			c := publish.RetryCopy(m)
 			body, err := publish.Delayed{
 				StreamARN: m.StreamARN, PartitionKey: c.PartitionKey, Headers: c.Headers,
 				Payload: c.Payload, NotBefore: now.Add(w.d.Wait),
@@ -186,45 +185,18 @@ func (b *batch) dropRedelivered(ctx context.Context, writes []pendingWrite) []pe
 	return kept
 }
 
-// copyOf is the counted copy of m: its payload, user headers and key, with
-// x-ruststream-retry-count incremented and the first arrival carried on.
-func copyOf(m *message.Message) publish.Record {
-	c := publish.Copy(m)
-	if _, ok := c.Headers.Lookup(FirstArrivalHeader); !ok {
-		c.Headers.Set(FirstArrivalHeader, formatTime(m.ArrivalTime))
-	}
-	return c
-}
-
+// deadLetterOf is the dead letter of the record of w.
 func deadLetterOf(m *message.Message, w pendingWrite, now time.Time) publish.DeadLetter {
-	first := m.ArrivalTime
-	if v, ok := m.Headers.Lookup(FirstArrivalHeader); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			first = t
-		}
-	}
-	reason := w.d.Note
-	if err := w.out.Err(); err != nil {
-		reason += ": " + err.Error()
-	}
-	h := m.Headers.Clone()
-	h.Del(FirstArrivalHeader)
-	return publish.DeadLetter{
-		Reason:          reason,
-		SourceStreamARN: m.StreamARN,
-		ShardID:         m.ShardID,
-		SequenceNumber:  m.SequenceNumber,
-		PartitionKey:    m.PartitionKey,
-		Attempts:        m.Attempt,
-		FirstArrival:    first,
-		DeadLetteredAt:  now,
-		Headers:         h,
-		Payload:         m.Payload,
-	}
+	return publish.DeadLetterOf(m, reasonOf(w.d, w.out), now)
 }
 
-func formatTime(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+// reasonOf is a dead letter's reason: the decision's note and the handler's
+// error.
+func reasonOf(d retry.Decision, out message.Outcome) string {
+	if err := out.Err(); err != nil {
+		return d.Note + ": " + err.Error()
+	}
+	return d.Note
 }
 
 // laneState is one lane's reply state: the message its handler is working

@@ -470,3 +470,44 @@ func Copy(m *message.Message) Record {
 		Payload:      m.Payload,
 	}
 }
+
+// FirstArrivalHeader carries, on counted copies, when the original record
+// first arrived (TimeFormat), so a dead letter written after several copies
+// still reports it.
+const FirstArrivalHeader = "x-lambdaadapter-first-arrival"
+
+// RetryCopy is Copy plus FirstArrivalHeader: set from m's arrival on the first
+// copy and carried unchanged on later ones. Both modes write retries with it.
+func RetryCopy(m *message.Message) Record {
+	c := Copy(m)
+	if _, ok := c.Headers.Lookup(FirstArrivalHeader); !ok {
+		c.Headers.Set(FirstArrivalHeader, formatTime(m.ArrivalTime))
+	}
+	return c
+}
+
+// DeadLetterOf is the dead letter of m, given up on for reason at the time
+// at: its user headers (FirstArrivalHeader moved into FirstArrival), payload,
+// key and coordinates, and Attempts = m.Attempt.
+func DeadLetterOf(m *message.Message, reason string, at time.Time) DeadLetter {
+	first := m.ArrivalTime
+	if v, ok := m.Headers.Lookup(FirstArrivalHeader); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			first = t
+		}
+	}
+	h := m.Headers.Clone()
+	h.Del(FirstArrivalHeader)
+	return DeadLetter{
+		Reason:          reason,
+		SourceStreamARN: m.StreamARN,
+		ShardID:         m.ShardID,
+		SequenceNumber:  m.SequenceNumber,
+		PartitionKey:    m.PartitionKey,
+		Attempts:        m.Attempt,
+		FirstArrival:    first,
+		DeadLetteredAt:  at,
+		Headers:         h,
+		Payload:         m.Payload,
+	}
+}
