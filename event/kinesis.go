@@ -212,9 +212,7 @@ func (d *decoder) finish() (*Kinesis, error) {
 			p = &out[i-1]
 		}
 		o.EventID = d.str(&sb, r, fEventID)
-		if c := strings.IndexByte(o.EventID, ':'); c >= 0 {
-			o.ShardID = o.EventID[:c]
-		}
+		o.ShardID = ShardIDOf(o.EventID)
 		if r.dup&(1<<fSequenceNumber) != 0 {
 			sp := r.span[fSequenceNumber]
 			o.SequenceNumber = o.EventID[len(o.EventID)-int(sp.end-sp.off):]
@@ -288,4 +286,14 @@ func epochTime(f float64) time.Time {
 	sec := int64(f)
 	nsec := int64((f - float64(sec)) * 1e9)
 	return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+}
+
+// ShardIDOf returns the shard id of a Lambda Kinesis eventID
+// ("shardId-000000000006:4959…"): the part before the first ':', or "" when
+// there is none.
+func ShardIDOf(eventID string) string {
+	if c := strings.IndexByte(eventID, ':'); c >= 0 {
+		return eventID[:c]
+	}
+	return ""
 }

@@ -3,7 +3,6 @@ package lambda
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -43,17 +42,13 @@ func (r *Runner) HandleEvent(ctx context.Context, ev events.KinesisEvent) (event
 	recs := make([]event.KinesisRecord, len(ev.Records))
 	for i := range ev.Records {
 		e := &ev.Records[i]
-		shard, _, _ := strings.Cut(e.EventID, ":")
-		if !strings.Contains(e.EventID, ":") {
-			shard = ""
-		}
 		recs[i] = event.KinesisRecord{
 			Data:           e.Kinesis.Data,
 			PartitionKey:   e.Kinesis.PartitionKey,
 			SequenceNumber: e.Kinesis.SequenceNumber,
 			ArrivalTime:    roundMillis(e.Kinesis.ApproximateArrivalTimestamp.Time),
 			EventID:        e.EventID,
-			ShardID:        shard,
+			ShardID:        event.ShardIDOf(e.EventID),
 			EventSourceARN: e.EventSourceArn,
 			AWSRegion:      e.AwsRegion,
 			EventSource:    e.EventSource,
