@@ -235,6 +235,10 @@ func (c *Consumer) discover(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	// Rows are written generation by generation, each generation
+	// concurrently: a shard's row is written after its parents' rows.
+	gen := map[string]int{}
+	var gens [][]lease.Key
 	for _, id := range ids {
 		s := listed[id]
 		parents := shardParents(s)
@@ -248,10 +252,27 @@ func (c *Consumer) discover(ctx context.Context) error {
 			// nothing, and its children must not wait for it.
 			continue
 		}
-		if _, err := c.cfg.Store.Ensure(ctx, lease.Key{Stream: c.cfg.Stream, ShardID: id}, parents); err != nil {
+		g := 0
+		for _, p := range parents {
+			if pg, pending := gen[p]; pending {
+				g = max(g, pg+1)
+			}
+		}
+		gen[id] = g
+		for len(gens) <= g {
+			gens = append(gens, nil)
+		}
+		gens[g] = append(gens[g], lease.Key{Stream: c.cfg.Stream, ShardID: id})
+		hasRow[id] = true
+	}
+	for _, keys := range gens {
+		err := concurrently(keys, func(k lease.Key) error {
+			_, err := c.cfg.Store.Ensure(ctx, k, shardParents(listed[k.ShardID]))
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		hasRow[id] = true
 	}
 	c.mu.Lock()
 	c.listed = listed
@@ -368,13 +389,19 @@ func (c *Consumer) balance(ctx context.Context) {
 		return
 	}
 	target := (len(eligible) + len(workers) - 1) / len(workers)
-	for _, l := range available {
-		if mine >= target {
-			break
-		}
-		if c.take(ctx, l, byID) {
-			mine++
-		}
+	// Free and expired leases up to the share, taken concurrently; a lease
+	// another worker took first is replaced by the next one.
+	for len(available) > 0 && mine < target {
+		n := min(target-mine, len(available))
+		var took atomic.Int64
+		_ = concurrently(available[:n], func(l lease.Lease) error {
+			if c.take(ctx, l, byID) {
+				took.Add(1)
+			}
+			return nil
+		})
+		mine += int(took.Load())
+		available = available[n:]
 	}
 	if mine >= target {
 		return
@@ -519,3 +546,36 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 // posAtSequence is AT_SEQUENCE_NUMBER (a seek); posSequence read from a
 // checkpoint is AFTER_SEQUENCE_NUMBER.
 const posAtSequence posKind = 100
+
+// storeParallelism bounds the lease-store calls a worker makes at once when
+// it writes many rows or takes many leases (start-up of a large stream).
+const storeParallelism = 8
+
+// concurrently calls fn for every item, at most storeParallelism at a time,
+// and returns the first error after every call returned.
+func concurrently[T any](items []T, fn func(T) error) error {
+	if len(items) == 1 {
+		return fn(items[0])
+	}
+	sem := make(chan struct{}, storeParallelism)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(it); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

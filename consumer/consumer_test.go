@@ -484,3 +484,103 @@ func TestBatchSizeRaisesLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAheadOneBatch: while a reader waits on the full channel, its
+// fetcher has read exactly one batch ahead and waits too: handlers set the
+// pace, and a shard holds at most two batches beyond what it handed off.
+func TestReadAheadOneBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const limit = 100
+		f := newFakeStream(1)
+		fill(f, 1000)
+		release := make(chan struct{})
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome {
+			<-release
+			return message.Ack()
+		}
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: lease.NewMemory(), Handler: h, Start: TrimHorizon(), Limit: limit, Concurrency: 1, Owner: "w1"})
+		time.Sleep(5 * time.Second) // far more than the reads need
+		synctest.Wait()
+		f.mu.Lock()
+		read, calls := f.read, f.calls["GetRecords"]
+		f.mu.Unlock()
+		handedOff := int(c.inflight.Load())
+		if len(c.ch) != ChannelSize {
+			t.Fatalf("channel holds %d deliveries, want it full (%d)", len(c.ch), ChannelSize)
+		}
+		// Handed off: the channel, the lane's queue and the handler; held
+		// by the shard: the rest of the batch being handed off plus the
+		// batch read ahead.
+		if held := read - handedOff; held <= limit || held > 2*limit {
+			t.Errorf("read %d records in %d calls, %d handed off: the shard holds %d, want one batch read ahead (%d < held ≤ %d)", read, calls, handedOff, held, limit, 2*limit)
+		}
+		close(release)
+		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
+		stop()
+	})
+}
+
+// orderStore checks that no lease row is written before its parents' rows,
+// and counts how many Ensure and Take calls overlapped.
+type orderStore struct {
+	lease.Store
+	t       *testing.T
+	mu      sync.Mutex
+	now     int
+	maxBusy map[string]int
+}
+
+func (o *orderStore) enter(op string) func() {
+	o.mu.Lock()
+	o.now++
+	if o.now > o.maxBusy[op] {
+		o.maxBusy[op] = o.now
+	}
+	o.mu.Unlock()
+	time.Sleep(10 * time.Millisecond) // a store round trip
+	return func() {
+		o.mu.Lock()
+		o.now--
+		o.mu.Unlock()
+	}
+}
+
+func (o *orderStore) Ensure(ctx context.Context, k lease.Key, parents []string) (lease.Lease, error) {
+	for _, p := range parents {
+		if _, err := o.Store.Get(ctx, lease.Key{Stream: k.Stream, ShardID: p}); err != nil {
+			o.t.Errorf("row of %s written before the row of its parent %s: %v", k.ShardID, p, err)
+		}
+	}
+	defer o.enter("Ensure")() // the row is written at the end of the round trip
+	return o.Store.Ensure(ctx, k, parents)
+}
+
+func (o *orderStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	defer o.enter("Take")()
+	return o.Store.Take(ctx, held, owner)
+}
+
+// TestStartUpConcurrentParentsFirst: at start-up lease rows are written
+// concurrently but parents first, and free leases are taken concurrently.
+func TestStartUpConcurrentParentsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(6)
+		a, _ := f.split(f.shards[0].id)
+		f.split(a)
+		store := &orderStore{Store: lease.NewMemory(), t: t, maxBusy: map[string]int{}}
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		waitFor(t, "leases of the open shards", func() bool { return len(c.Owned()) >= 6 })
+		stop()
+		ls, _ := store.List(context.Background(), "s")
+		if len(ls) != 10 {
+			t.Errorf("%d lease rows, want 10", len(ls))
+		}
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		if store.maxBusy["Ensure"] < 2 || store.maxBusy["Take"] < 2 {
+			t.Errorf("at most %d Ensure and %d Take calls at once, want concurrent start-up", store.maxBusy["Ensure"], store.maxBusy["Take"])
+		}
+	})
+}

@@ -20,6 +20,7 @@ type fakeStream struct {
 	shards []*fakeShard
 	seq    int
 	calls  map[string]int
+	read   int // records returned by GetRecords
 	// expireEvery makes every n-th GetRecords answer ExpiredIteratorException.
 	expireEvery int
 }
@@ -153,6 +154,7 @@ func (f *fakeStream) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, 
 	s := f.shard(id)
 	end := min(idx+int(aws.ToInt32(in.Limit)), len(s.records))
 	out := &kinesis.GetRecordsOutput{Records: append([]kinesistypes.Record(nil), s.records[idx:end]...), MillisBehindLatest: aws.Int64(0)}
+	f.read += end - idx
 	if !(s.closed && end == len(s.records)) {
 		out.NextShardIterator = aws.String(s.id + "/" + strconv.Itoa(end))
 	} else {

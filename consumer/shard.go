@@ -123,9 +123,67 @@ func (s *shard) maybeEnd() {
 	}
 }
 
-// read is the reader of the shard: GetRecords in a loop from pos, feeding
-// the consumer's channel.
+// batch is one GetRecords answer on its way from a shard's fetcher to its
+// reader.
+type batch struct {
+	records []kinesistypes.Record
+	end     bool // the shard is closed and these are its last records
+}
+
+// read is the reader of the shard: it hands the records its fetcher reads
+// from pos to the consumer's channel, in order. The fetcher reads one batch
+// ahead: while the reader hands a batch off (waiting whenever the channel is
+// full), the next GetRecords call is already under way, so a shard never
+// idles between a call and the hand-off of its records. At most two batches
+// per shard are held: the one being handed off and the one read ahead.
 func (s *shard) read(ctx context.Context, pos Position) {
+	c := s.c
+	ctx, cancel := context.WithCancel(ctx)
+	batches := make(chan batch) // unbuffered: exactly one batch read ahead
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		s.fetch(ctx, pos, batches)
+	}()
+	defer func() {
+		cancel()
+		<-fetched
+	}()
+	epoch := s.wm.Epoch()
+	for {
+		var b batch
+		select {
+		case b = <-batches:
+		case <-ctx.Done():
+			return
+		}
+		for i := range b.records {
+			d, err := s.deliver(&b.records[i], epoch)
+			if err != nil {
+				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+				continue
+			}
+			c.inflight.Add(1)
+			select {
+			case c.ch <- d:
+			case <-ctx.Done():
+				c.inflight.Add(-1)
+				return
+			}
+		}
+		if b.end {
+			// The shard is closed and fully read.
+			s.ended.Store(true)
+			s.maybeEnd()
+			return
+		}
+	}
+}
+
+// fetch reads the shard from pos with GetRecords and passes every non-empty
+// answer (and the end of a closed shard) to out, until ctx is done or the
+// shard ended.
+func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 	c := s.c
 	iter, err := s.iterator(ctx, pos)
 	for err != nil {
@@ -138,16 +196,18 @@ func (s *shard) read(ctx context.Context, pos Position) {
 		}
 		iter, err = s.iterator(ctx, pos)
 	}
-	last := "" // sequence number of the last record delivered
+	// last is the sequence number of the last record read; every record
+	// read is handed to the reader, so it is also the last one delivered
+	// once the reader has caught up.
+	last := ""
 	backoff := minCallInterval
 	var lastCall time.Time
-	epoch := s.wm.Epoch()
 	for {
 		if wait := minCallInterval - time.Since(lastCall); wait > 0 && !sleep(ctx, wait) {
 			return
 		}
 		lastCall = time.Now()
-		out, err := c.cfg.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)})
+		res, err := c.cfg.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -156,7 +216,7 @@ func (s *shard) read(ctx context.Context, pos Position) {
 			var throttled *kinesistypes.ProvisionedThroughputExceededException
 			switch {
 			case errors.As(err, &expired):
-				// A new iterator after the last delivered record: never a
+				// A new iterator after the last record read: never a
 				// rewind to the checkpoint, never LATEST.
 				p := pos
 				if last != "" {
@@ -179,30 +239,22 @@ func (s *shard) read(ctx context.Context, pos Position) {
 			continue
 		}
 		backoff = minCallInterval
-		for i := range out.Records {
-			r := &out.Records[i]
-			d, err := s.deliver(r, epoch)
-			if err != nil {
-				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
-				continue
-			}
-			c.inflight.Add(1)
+		b := batch{records: res.Records, end: res.NextShardIterator == nil}
+		if n := len(b.records); n > 0 {
+			last = aws.ToString(b.records[n-1].SequenceNumber)
+		}
+		if len(b.records) > 0 || b.end {
 			select {
-			case c.ch <- d:
+			case out <- b:
 			case <-ctx.Done():
-				c.inflight.Add(-1)
 				return
 			}
-			last = d.m.SequenceNumber
 		}
-		if out.NextShardIterator == nil {
-			// The shard is closed and fully read.
-			s.ended.Store(true)
-			s.maybeEnd()
+		if b.end {
 			return
 		}
-		iter = out.NextShardIterator
-		if len(out.Records) == 0 && !sleep(ctx, idleWait) {
+		iter = res.NextShardIterator
+		if len(b.records) == 0 && !sleep(ctx, idleWait) {
 			return
 		}
 	}

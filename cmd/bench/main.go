@@ -21,7 +21,7 @@
 // Usage:
 //
 //	go run ./cmd/bench [-records 20000] [-size 512] [-shards 4] [-limit 500]
-//	    [-checkpoint-interval 1s] [-rounds 6] [-cpuprofile-dir DIR]
+//	    [-checkpoint-interval 1s] [-rounds 10] [-cpuprofile-dir DIR]
 //
 // Each measured phase runs in a fresh child process (the same binary, with
 // -worker), so CPU time and peak RSS belong to that phase alone and no phase
@@ -156,7 +156,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "consumer CheckpointInterval")
 	fs.DurationVar(&o.leaseDuration, "kill-lease-duration", 3*time.Second,
 		"consumer LeaseDuration in the kill -9 test only: it shortens the wait before the second worker takes the dead one's leases, not what is re-delivered")
-	fs.IntVar(&o.rounds, "rounds", 6, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
+	fs.IntVar(&o.rounds, "rounds", 10, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
 	fs.Float64Var(&o.killAt, "kill-at", 0.5, "fraction of the records the first worker handles before it is killed with SIGKILL")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "longest a phase may take")
 	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_KINESIS", "http://127.0.0.1:4568"), "Kinesis endpoint (kinesis-local)")
@@ -471,6 +471,7 @@ func runTimedWorker(ctx context.Context, self string, o options, ph, stream, tab
 	}
 	p := newWorker(self, args, progress, nil)
 	k0, d0 := procCPU(o.kinesisPID), procCPU(o.dynamoDBPID)
+	m0, s0 := machineBusy(), selfCPU()
 	if err := p.start(); err != nil {
 		return workerResult{}, err
 	}
@@ -483,6 +484,9 @@ func runTimedWorker(ctx context.Context, self string, o options, ph, stream, tab
 	}
 	if d0 > 0 {
 		r.DynaliteCPU = procCPU(o.dynamoDBPID) - d0
+	}
+	if m0 > 0 {
+		r.OtherCPU = max(0, machineBusy()-m0-(selfCPU()-s0)-r.UserCPU-r.SysCPU-r.KinesisLocalCPU-r.DynaliteCPU)
 	}
 	if r.Distinct != o.records {
 		return r, fmt.Errorf("worker saw %d distinct records, want %d", r.Distinct, o.records)

@@ -68,6 +68,10 @@ type summary struct {
 	PlainElapsedMS    float64 `json:"plain_elapsed_ms"`
 	EstDynamoVsMemory float64 `json:"est_dynamodb_vs_memory"`
 	EstDynamoVsPlain  float64 `json:"est_dynamodb_vs_plain"`
+	// The same ratios of the pooled rates: all records of a phase's rounds
+	// over all their time.
+	PooledDynamoVsMemory float64 `json:"pooled_dynamodb_vs_memory"`
+	PooledDynamoVsPlain  float64 `json:"pooled_dynamodb_vs_plain"`
 	// Per-round ratios, in round order, to show the spread.
 	RoundDynamoVsMemory []float64 `json:"round_dynamodb_vs_memory"`
 	RoundDynamoVsPlain  []float64 `json:"round_dynamodb_vs_plain"`
@@ -86,6 +90,9 @@ type summary struct {
 	Results     []workerResult `json:"results"`
 	Kill        *killResult    `json:"kill,omitempty"`
 	Seconds     float64        `json:"seconds"`
+	// MaxOtherCPU is the largest share of one CPU that other processes
+	// used during a phase (see workerResult.OtherCPU).
+	MaxOtherCPU float64 `json:"max_other_cpu"`
 }
 
 // targets holds PASS or MISS per target of the issue.
@@ -103,6 +110,20 @@ func passIf(ok bool) string {
 		return "PASS"
 	}
 	return "MISS"
+}
+
+// pooled returns the records of all rounds of a phase over their time.
+func pooled(rs []workerResult) float64 {
+	var n int
+	var d time.Duration
+	for _, w := range rs {
+		n += w.Distinct
+		d += w.Elapsed
+	}
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 // median returns the median of xs (the mean of the middle two for an even
@@ -222,6 +243,13 @@ func (r *report) summarize() summary {
 		s.EstDynamoVsPlain = s.PlainElapsedMS / (s.PlainElapsedMS + s.DynamoOwnDelayMS)
 		s.EstDynamoVsMemory = (s.PlainElapsedMS + s.MemoryOwnDelayMS) / (s.PlainElapsedMS + s.DynamoOwnDelayMS)
 	}
+	for _, w := range r.results {
+		if w.Total > 0 {
+			s.MaxOtherCPU = max(s.MaxOtherCPU, w.OtherCPU.Seconds()/w.Total.Seconds())
+		}
+	}
+	s.PooledDynamoVsMemory = pooled(dyn) / pooled(mem)
+	s.PooledDynamoVsPlain = pooled(dyn) / pooled(plain)
 	var written int
 	var writeTime time.Duration
 	for _, w := range r.writes {
@@ -275,6 +303,18 @@ func share(cpu, wall time.Duration) string {
 	return fmt.Sprintf("%.0f%%", 100*cpu.Seconds()/wall.Seconds())
 }
 
+// shareOrZero is share, but "0%" for no CPU time.
+func shareOrZero(cpu, wall time.Duration) string {
+	if cpu <= 0 && wall > 0 {
+		return "0%"
+	}
+	return share(cpu, wall)
+}
+
+// busyWarning is the share of one CPU that other processes may use during
+// a phase before the report warns that the machine was not idle.
+const busyWarning = 0.15
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.0f", float64(d)/float64(time.Millisecond)) }
 
 // print writes the table and the JSON line.
@@ -287,15 +327,15 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "written with PutRecords (batches of %d, %d writers): %.0f records/s\n\n", putBatch, writers, s.WriteRecordsPerSec)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tphase\trecords/s\tsteady rec/s\tfirst rec ms\tlast rec ms\tGetRecords\tempty\tmean ms\tmax ms\tstart-up ms\tslack ms\tCPU µs/rec\tGCs\tretries\tpeak RSS MB\tDDB writes\tDDB reads\tkinesis-local CPU\tdynalite CPU\t")
+	fmt.Fprintln(tw, "round\tphase\trecords/s\tsteady rec/s\tfirst rec ms\tlast rec ms\tGetRecords\tempty\tmean ms\tmax ms\tstart-up ms\tslack ms\tCPU µs/rec\tGCs\tretries\tpeak RSS MB\tDDB writes\tDDB reads\tkinesis-local CPU\tdynalite CPU\tother CPU\t")
 	for _, res := range r.results {
 		k := res.Kinesis
 		reads := res.DynamoDB["GetItem"] + res.DynamoDB["Scan"] + res.DynamoDB["DescribeTable"]
-		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%d\t%d\t%.1f\t%d\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%s\t%s\t%d\t%d\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%d\t%d\t%.1f\t%d\t%d\t%s\t%s\t%s\t\n",
 			res.Round, phaseTitle[res.Phase], res.RecordsPerSecond(), res.SteadyRecordsPerSecond(), ms(res.FirstRecord), ms(res.Elapsed),
 			k.GetRecords, k.EmptyReads, float64(k.MeanGetRecords())/1e6, float64(k.MaxGetRecords)/1e6, ms(k.FirstCall), float64(k.Slack)/1e6,
 			res.CPUPerRecord(), res.NumGC, res.Retries, float64(res.MaxRSSKB)/1024, res.DynamoDBWrites(), reads,
-			share(res.KinesisLocalCPU, res.Total), share(res.DynaliteCPU, res.Total))
+			share(res.KinesisLocalCPU, res.Total), share(res.DynaliteCPU, res.Total), shareOrZero(res.OtherCPU, res.Total))
 	}
 	tw.Flush()
 
@@ -306,6 +346,7 @@ func (r *report) print(w io.Writer) {
 		s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory, fmtList(s.RoundDynamoVsMemory))
 	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
+	fmt.Fprintf(tw, "pooled over all rounds: DynamoDB÷memory, DynamoDB÷plain\t%.3f, %.3f\t\t(all records of a phase's rounds over all their time)\n", s.PooledDynamoVsMemory, s.PooledDynamoVsPlain)
 	fmt.Fprintf(tw, "consumer (in-memory) ÷ plain loop records/s\t%.3f\t\t(for reference)\n", s.MemoryVsPlain)
 	fmt.Fprintf(tw, "first-to-last-record rates: DynamoDB÷memory, DynamoDB÷plain, memory÷plain\t%.3f, %.3f, %.3f\t\t(start-up excluded, for reference)\n",
 		s.SteadyDynamoVsMemory, s.SteadyDynamoVsPlain, s.SteadyMemoryVsPlain)
@@ -326,6 +367,7 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "GetRecords calls earlier than the rules allow\t%d\t\t(all phases; 0 means every loop kept 5 calls/s/shard)\n", early)
 	fmt.Fprintf(tw, "DynamoDB writes per record\t%.5f\ttarget ≤ %.2f\t%s (Rust original %.1f)\n", s.WritesPerRecord, targetWritesPerRecord, s.Targets.WritesPerRecord, rustWritesPerRecord)
 	fmt.Fprintf(tw, "CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(user+sys of the worker process, bench bookkeeping included)\n", s.DynamoCPUPerRec, s.MemoryCPUPerRec, s.PlainCPUPerRec)
+	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
 	if r.kill != nil {
 		k := r.kill
@@ -340,5 +382,9 @@ func (r *report) print(w io.Writer) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ntotal %.1fs\n", s.Seconds)
+	if s.MaxOtherCPU > busyWarning {
+		fmt.Fprintf(w, "WARNING: other processes used up to %.0f%% of a CPU during a phase (more than %.0f%%): the stand-in's speed varied with them,\n"+
+			"so the throughput ratios are unreliable. Run the benchmark again on an otherwise idle machine.\n", 100*s.MaxOtherCPU, 100*busyWarning)
+	}
 	fmt.Fprintln(w, jsonLine(s))
 }

@@ -73,6 +73,12 @@ type workerResult struct {
 	// were given (-kinesis-pid, -dynamodb-pid); the parent measures them.
 	KinesisLocalCPU time.Duration `json:"kinesis_local_cpu_ns,omitempty"`
 	DynaliteCPU     time.Duration `json:"dynalite_cpu_ns,omitempty"`
+	// OtherCPU is the CPU time the rest of the machine used while the
+	// worker ran: the busy time of all CPUs (/proc/stat) minus the worker,
+	// the stand-ins and the benchmark's parent. Other work on the machine
+	// slows the stand-in unevenly from phase to phase and makes the ratios
+	// noisy; the report warns when it was high.
+	OtherCPU time.Duration `json:"other_cpu_ns"`
 	// Retries is the number of failed attempts of Kinesis and DynamoDB
 	// calls that the SDK's retryer retried.
 	Retries int `json:"sdk_retries"`
@@ -480,6 +486,39 @@ func peakRSSKB(fallback int64) int64 {
 	return fallback
 }
 
+// machineBusy returns the busy time of all CPUs since boot from /proc/stat
+// (user, nice, system, irq and softirq; not idle, iowait or steal), or 0
+// when it cannot be read. It assumes USER_HZ = 100, like procCPU.
+func machineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// selfCPU returns this process's user + system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // procCPU returns the user + system CPU time of process pid from
 // /proc/PID/stat, or 0 when pid is 0 or the file cannot be read. It
 // assumes the USER_HZ of 100 ticks per second that Linux exposes there.
@@ -556,8 +595,11 @@ func (s kinesisStats) MeanGetRecords() time.Duration {
 }
 
 // earlyTolerance absorbs the difference between a reader's own clock
-// reading before a call and the wrapper's.
-const earlyTolerance = time.Millisecond
+// reading before a call and the wrapper's: a goroutine can be descheduled
+// between the two for a few milliseconds on a loaded 2-core machine (a GC
+// cycle, the stand-ins). A loop that does not keep the rules is early by
+// far more (up to 200 ms, or a second after an empty read).
+const earlyTolerance = 5 * time.Millisecond
 
 // pace follows the GetRecords calls of one shard.
 type pace struct {
