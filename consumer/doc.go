@@ -30,13 +30,19 @@
 //   - Balance: shards are listed (paginated) at start and every
 //     Config.ListInterval; each live worker aims at ceil(shards / workers)
 //     leases, takes free and expired ones first, and steals at most one lease
-//     at a time from the most-loaded worker.
+//     at a time from the most-loaded worker. At start-up lease rows are
+//     written (parents before children) and free leases taken concurrently,
+//     eight store calls at a time.
 //   - Reading: one reader per owned shard, starting after the checkpoint
 //     (AFTER_SEQUENCE_NUMBER) or at Config.Start (LATEST by default); at most
 //     5 GetRecords calls per second per shard, Limit Config.Limit (≤ 10,000);
 //     a one-second wait after an empty read; throttling backs off and keeps
 //     the iterator; an expired iterator is replaced by one after the last
-//     delivered record (never a rewind to the checkpoint, never LATEST).
+//     read record (never a rewind to the checkpoint, never LATEST). Each
+//     reader fetches one batch ahead: the next GetRecords call runs while the
+//     records of the last one are handed off, so a shard holds at most two
+//     batches beyond what the handlers got (memory: 2 × Limit records per
+//     owned shard at most).
 //   - Pace: all readers feed one channel of 64 deliveries; a reader waits
 //     while it is full. Lanes keep order per partition key (a key always
 //     maps to the same lane) with Config.Concurrency lanes. A BatchHandler
