@@ -38,6 +38,7 @@ type Consumer struct {
 	ch       chan *delivery
 	inflight atomic.Int64
 	lost     chan *shard // shards whose checkpoint was refused: lease lost
+	writer   *writer     // batches Kinesis writes; nil without a Publisher
 
 	mu      sync.Mutex
 	shards  map[string]*shard // owned shards, by shard id
@@ -96,6 +97,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.readCtx = readCtx
 	c.mu.Unlock()
 
+	if c.cfg.Publisher != nil {
+		c.writer = newWriter(c)
+	}
 	dispatched := make(chan struct{})
 	go func() {
 		defer close(dispatched)
@@ -107,6 +111,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			stopReaders()
 			close(c.ch)
 			<-dispatched
+			if c.writer != nil {
+				c.writer.close(c.cfg.ShutdownTimeout)
+			}
 			return err
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
@@ -178,6 +185,9 @@ func (c *Consumer) shutdown(stopReaders, stopHandlers context.CancelFunc, dispat
 	case <-dispatched:
 	case <-time.After(c.cfg.ShutdownTimeout):
 		c.log.LogAttrs(bg, slog.LevelWarn, "consumer: handlers still running after the shutdown timeout")
+	}
+	if c.writer != nil && !c.writer.close(c.cfg.ShutdownTimeout) {
+		c.log.LogAttrs(bg, slog.LevelWarn, "consumer: retry copies still being written after the shutdown timeout; their records come again from the checkpoint")
 	}
 	c.mu.Lock()
 	owned := make([]*shard, 0, len(c.shards))

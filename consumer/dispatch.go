@@ -175,6 +175,8 @@ func (c *Consumer) act(ctx context.Context, d *delivery, out message.Outcome) {
 }
 
 // write writes the copy, delay message or dead letter of d, then settles it.
+// Kinesis writes go through the batching writer while the consumer runs;
+// SQS messages and writes after shutdown are written here, one at a time.
 func (c *Consumer) write(ctx context.Context, d *delivery, dec retry.Decision, out message.Outcome) {
 	m := &d.m
 	if d.stale() {
@@ -189,7 +191,11 @@ func (c *Consumer) write(ctx context.Context, d *delivery, dec retry.Decision, o
 			err = errors.New("consumer: no Kinesis publisher for retry copies")
 			break
 		}
-		_, err = c.cfg.Publisher.Put(wctx, publish.RetryCopy(m))
+		rec := publish.RetryCopy(m)
+		if c.writer != nil && c.writer.submit(&kinesisWrite{d: d, rec: rec, dec: dec, out: out}) {
+			return // batched; settled once written
+		}
+		_, err = c.cfg.Publisher.Put(wctx, rec)
 	case dec.Action == retry.DelayQueue:
 		cp := publish.RetryCopy(m)
 		body, berr := publish.Delayed{StreamARN: m.StreamARN, PartitionKey: cp.PartitionKey, Headers: cp.Headers, Payload: cp.Payload, NotBefore: time.Now().Add(dec.Wait)}.Body()
@@ -203,7 +209,11 @@ func (c *Consumer) write(ctx context.Context, d *delivery, dec retry.Decision, o
 		}
 		dl := publish.DeadLetterOf(m, reason, time.Now())
 		if c.cfg.DeadLetterStream != "" {
-			_, err = c.cfg.Publisher.Put(wctx, publish.DeadLetterRecord(c.cfg.DeadLetterStream, dl))
+			rec := publish.DeadLetterRecord(c.cfg.DeadLetterStream, dl)
+			if c.writer != nil && c.writer.submit(&kinesisWrite{d: d, rec: rec, dec: dec, out: out}) {
+				return // batched; settled once written
+			}
+			_, err = c.cfg.Publisher.Put(wctx, rec)
 		} else {
 			body, berr := publish.DeadLetterBody(dl)
 			if err = berr; err == nil {

@@ -1,0 +1,247 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/retry"
+	"github.com/shardsettle/lambdaadapter/settle"
+)
+
+const testStreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/s"
+
+func newPublisher(t *testing.T, k publish.KinesisAPI) *publish.Publisher {
+	t.Helper()
+	p, err := publish.NewPublisher(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func checkpointOf(t *testing.T, store lease.Store, shard string) string {
+	t.Helper()
+	l, err := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: shard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Checkpoint
+}
+
+// TestCopiesBatched: 1,000 retries with a cap become 1,000 counted copies
+// written with a few PutRecords calls (not 1,000 PutRecord), and every
+// record settles once its copy is written.
+func TestCopiesBatched(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		last := fill(f, 1000)
+		k := newSink()
+		k.delay = 20 * time.Millisecond // writes queue up behind a call in flight
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("not yet")) }
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+		waitFor(t, "1,000 copies", func() bool { return len(k.Written()) == 1000 })
+		time.Sleep(2 * time.Second) // a checkpoint interval
+		if cp, want := checkpointOf(t, store, f.shards[0].id), last[f.shards[0].id]; cp != want {
+			t.Errorf("checkpoint %s, want the last record %s: every record settles once copied", cp, want)
+		}
+		stop()
+		if n := k.Calls("PutRecord"); n != 0 {
+			t.Errorf("%d PutRecord calls, want every copy in a PutRecords batch", n)
+		}
+		if n := k.Calls("PutRecords"); n > 20 {
+			t.Errorf("%d PutRecords calls for 1,000 copies, want at most 20", n)
+		}
+		seen := map[string]bool{}
+		for _, w := range k.Written() {
+			if w.Stream != testStreamARN || w.Headers.Get(envelope.RetryCountHeader) != "1" || w.Headers.Get(publish.FirstArrivalHeader) == "" {
+				t.Fatalf("copy to %s with headers %v, want the source stream, %s 1 and a first arrival", w.Stream, w.Headers, envelope.RetryCountHeader)
+			}
+			seen[string(w.Payload)] = true
+		}
+		if len(seen) != 1000 {
+			t.Errorf("%d distinct payloads copied, want 1,000", len(seen))
+		}
+	})
+}
+
+// TestCopyFailureHoldsCheckpoint: a copy that cannot be written leaves its
+// record unsettled: the checkpoint stops just before it, and no record is
+// lost.
+func TestCopyFailureHoldsCheckpoint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		var seqs []string
+		for i := range 20 {
+			seqs = append(seqs, f.put(id, fmt.Sprintf("k%d", i), fmt.Sprintf("r%d", i)))
+		}
+		k := newSink()
+		k.fail = func(p []byte) string {
+			if string(p) == "r10" {
+				return "InternalFailure"
+			}
+			return ""
+		}
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			if string(m.Payload) == "r10" {
+				return message.Retry(errors.New("poison"))
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+		waitFor(t, "20 records", func() bool { return h.count() == 20 })
+		time.Sleep(time.Minute) // the write gives up after writeTimeout
+		if cp := checkpointOf(t, store, id); cp != seqs[9] {
+			t.Errorf("checkpoint %s, want %s (just before the record whose copy failed)", cp, seqs[9])
+		}
+		stop()
+		if cp := checkpointOf(t, store, id); cp != seqs[9] {
+			t.Errorf("after stop: checkpoint %s, want %s", cp, seqs[9])
+		}
+		if len(k.Written()) != 0 {
+			t.Errorf("written %d records, want none", len(k.Written()))
+		}
+	})
+}
+
+// TestDeadLetterAtCap: a record at its last attempt goes to the dead-letter
+// stream with its payload and headers, and settles.
+func TestDeadLetterAtCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		h0 := envelope.Headers{}
+		h0.Set(envelope.RetryCountHeader, "2")
+		h0.Set("tenant", "acme")
+		data, err := envelope.Encode(h0, []byte("poison"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := f.put(id, "k", string(data))
+		k := newSink()
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("still broken")) }
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), DeadLetterStream: "dl"})
+		waitFor(t, "the dead letter", func() bool { return len(k.Written()) == 1 })
+		stop()
+		w := k.Written()[0]
+		if w.Stream != "dl" || string(w.Payload) != "poison" || w.Headers.Get("tenant") != "acme" ||
+			w.Headers.Get(publish.DeadLetterAttemptsHeader) != "3" || !strings.Contains(w.Headers.Get(publish.DeadLetterReasonHeader), "still broken") {
+			t.Errorf("dead letter to %s: payload %q headers %v", w.Stream, w.Payload, w.Headers)
+		}
+		if cp := checkpointOf(t, store, id); cp != seq {
+			t.Errorf("checkpoint %s, want %s: a dead-lettered record settles", cp, seq)
+		}
+	})
+}
+
+// TestRetryAfterSettlesOnceCopied: RetryAfter(d) holds the checkpoint until
+// the delayed copy is written d later; with a delay queue, until the delay
+// message is sent.
+func TestRetryAfterSettlesOnceCopied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		seq := f.put(id, "k", "later")
+		k := newSink()
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(10*time.Second, nil) }
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3, MaxInProcessDelay: time.Minute}, Publisher: newPublisher(t, k)})
+		waitFor(t, "the record", func() bool { return h.count() == 1 })
+		time.Sleep(5 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != "" || len(k.Written()) != 0 {
+			t.Errorf("5 s into a 10 s delay: checkpoint %q, %d written; want none yet", cp, len(k.Written()))
+		}
+		time.Sleep(7 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seq || len(k.Written()) != 1 {
+			t.Errorf("after the delay: checkpoint %q, %d written; want %s and the copy", cp, len(k.Written()), seq)
+		}
+		stop()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		seq := f.put(id, "k", "much later")
+		q := &queueSink{}
+		queue, err := publish.NewQueue(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(time.Hour, nil) }
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
+			Publisher: newPublisher(t, newSink())})
+		waitFor(t, "the delay message", func() bool { return len(q.Bodies()) == 1 })
+		time.Sleep(2 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seq {
+			t.Errorf("checkpoint %q, want %s once the delay message is sent", cp, seq)
+		}
+		stop()
+		if d, ok, err := publish.ParseDelayed([]byte(q.Bodies()[0])); err != nil || !ok || string(d.Payload) != "much later" || d.Headers.Get(envelope.RetryCountHeader) != "1" {
+			t.Errorf("delay message %+v, %v, %v", d, ok, err)
+		}
+	})
+}
+
+// TestShutdownWithCopiesQueued: a graceful stop while copies are still
+// queued loses nothing: every record is either copied or after the final
+// checkpoint (it comes again).
+func TestShutdownWithCopiesQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(2)
+		fill(f, 500)
+		k := newSink()
+		k.delay = 700 * time.Millisecond
+		k.fail = func(p []byte) string { // one copy of the early ones fails
+			if string(p) == f.shards[0].id+"-3" {
+				return "InternalFailure"
+			}
+			return ""
+		}
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("again")) }
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
+			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), ShutdownTimeout: 200 * time.Millisecond})
+		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
+		waitFor(t, "the first copies", func() bool { return len(k.Written()) > 0 })
+		stop()
+		copied := map[string]bool{}
+		for _, w := range k.Written() {
+			copied[string(w.Payload)] = true
+		}
+		if len(copied) == 1000 || len(copied) == 0 {
+			t.Fatalf("%d copies written before the stop; the test needs some but not all", len(copied))
+		}
+		for _, s := range f.shards {
+			cp := checkpointOf(t, store, s.id)
+			for _, r := range s.records {
+				seq := *r.SequenceNumber
+				if !copied[string(r.Data)] && cp != "" && settle.CompareSequence(seq, cp) <= 0 {
+					t.Fatalf("%s: record %s neither copied nor after the checkpoint %s: lost", s.id, seq, cp)
+				}
+			}
+		}
+	})
+}
