@@ -65,7 +65,10 @@ type Config struct {
 	// Stream is the stream's name. Lease keys use it ("stream:shardId").
 	Stream string
 	// StreamARN is the stream's ARN, if known: API calls then use it, and
-	// it becomes Message.StreamARN (copies are written to it).
+	// it becomes Message.StreamARN (copies are written to it). When empty,
+	// Run looks it up with DescribeStreamSummary if the Kinesis client has
+	// it (see StreamDescriber); failing that, Message.StreamARN holds the
+	// stream's name, which copies and delay messages accept as well.
 	StreamARN string
 	// Kinesis reads the stream.
 	Kinesis KinesisAPI

@@ -97,6 +97,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.readCtx = readCtx
 	c.mu.Unlock()
 
+	c.resolveStreamARN(ctx)
 	if c.cfg.Publisher != nil {
 		c.writer = newWriter(c)
 	}
@@ -288,6 +289,51 @@ func (c *Consumer) discover(ctx context.Context) error {
 	c.listed = listed
 	c.mu.Unlock()
 	return nil
+}
+
+// StreamDescriber is the optional part of a KinesisAPI (a *kinesis.Client
+// has it) that Run uses to learn the stream's ARN when Config.StreamARN is
+// empty.
+type StreamDescriber interface {
+	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
+}
+
+// resolveStreamARN fills Config.StreamARN from DescribeStreamSummary when it
+// is empty and the client can describe streams. Without it, messages carry
+// the stream's name in Message.StreamARN, and copies, dead-letter headers
+// and delay messages name the stream by its name.
+func (c *Consumer) resolveStreamARN(ctx context.Context) {
+	d, ok := c.cfg.Kinesis.(StreamDescriber)
+	if c.cfg.StreamARN != "" || !ok {
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
+		if err == nil && out.StreamDescriptionSummary != nil && aws.ToString(out.StreamDescriptionSummary.StreamARN) != "" {
+			c.cfg.StreamARN = aws.ToString(out.StreamDescriptionSummary.StreamARN)
+			return
+		}
+		if err == nil {
+			err = errors.New("no StreamARN in the answer")
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: cannot learn the stream's ARN (DescribeStreamSummary); messages and copies name the stream by its name",
+				slog.String(attrError, err.Error()))
+			return
+		}
+		if !sleep(ctx, time.Duration(attempt)*200*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// streamRef is the stream as messages, copies and delay messages name it:
+// its ARN when known, else its name.
+func (c *Consumer) streamRef() string {
+	if c.cfg.StreamARN != "" {
+		return c.cfg.StreamARN
+	}
+	return c.cfg.Stream
 }
 
 func (c *Consumer) streamInput(name, arn **string) {

@@ -9,6 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/message"
@@ -244,4 +248,49 @@ func TestShutdownWithCopiesQueued(t *testing.T) {
 			}
 		}
 	})
+}
+
+// describingStream is the fake stream with DescribeStreamSummary.
+type describingStream struct{ *fakeStream }
+
+func (d describingStream) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
+	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &kinesistypes.StreamDescriptionSummary{
+		StreamName: in.StreamName, StreamARN: aws.String(testStreamARN),
+	}}, nil
+}
+
+// TestCopiesFindTheStream: configured with the stream's name only, the
+// consumer learns its ARN (DescribeStreamSummary) for messages and copies,
+// or, with a client that cannot describe streams, copies by name.
+func TestCopiesFindTheStream(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		describe bool
+		want     string
+	}{{"described", true, testStreamARN}, {"by name", false, "s"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeStream(1)
+				f.put(f.shards[0].id, "k", "again")
+				var kin KinesisAPI = f
+				if tc.describe {
+					kin = describingStream{f}
+				}
+				k := newSink()
+				h := newRecorder()
+				var arn string
+				h.outcome = func(m *message.Message) message.Outcome {
+					arn = m.StreamARN
+					return message.Retry(nil)
+				}
+				_, stop := run(t, Config{Stream: "s", Kinesis: kin, Handler: h, Start: TrimHorizon(), Owner: "w1",
+					Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+				waitFor(t, "the copy", func() bool { return len(k.Written()) == 1 })
+				stop()
+				if got := k.Written()[0].Stream; got != tc.want || arn != tc.want {
+					t.Errorf("copy written to %q, Message.StreamARN %q; want %q", got, arn, tc.want)
+				}
+			})
+		})
+	}
 }

@@ -286,7 +286,7 @@ func (s *shard) deliver(r *kinesistypes.Record, epoch settle.Epoch) (*delivery, 
 	h.Set(envelope.ShardIDHeader, s.id)
 	d := &delivery{s: s, ticket: t, m: message.Message{
 		Payload: payload, Headers: h, PartitionKey: key, SequenceNumber: seq, ShardID: s.id,
-		StreamARN: s.c.cfg.StreamARN, Attempt: attempt,
+		StreamARN: s.c.streamRef(), Attempt: attempt,
 	}}
 	if r.ApproximateArrivalTimestamp != nil {
 		d.m.ArrivalTime = r.ApproximateArrivalTimestamp.UTC()

@@ -380,12 +380,20 @@ func ecsDescribeLeases(ls map[string]lease.Lease) string {
 type ecsEntry struct {
 	id, key, hashKey string
 	sleepMS          int
+	outcome          string // the demo handler's outcome ("" acks)
+	delayMS          int    // the delay of outcome "retry_after"
 }
 
 func (e ecsEntry) request() kinesistypes.PutRecordsRequestEntry {
 	payload := map[string]any{"id": e.id}
 	if e.sleepMS > 0 {
 		payload["sleep_ms"] = e.sleepMS
+	}
+	if e.outcome != "" {
+		payload["outcome"] = e.outcome
+	}
+	if e.delayMS > 0 {
+		payload["delay_ms"] = e.delayMS
 	}
 	data, _ := json.Marshal(payload)
 	r := kinesistypes.PutRecordsRequestEntry{PartitionKey: aws.String(e.key), Data: data}

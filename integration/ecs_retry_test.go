@@ -1,0 +1,110 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/integration/standin"
+	"github.com/shardsettle/lambdaadapter/publish"
+)
+
+// TestECSRetriesAndDeadLetters runs the long-running mode with a cap of 3
+// attempts and a dead-letter stream: acknowledged records are handled once;
+// records whose handler keeps answering Retry or RetryAfter come back as
+// counted copies (attempts 1, 2, 3, read again from the stream) and then land
+// in the dead-letter stream with their payload and headers; after SIGTERM
+// every shard's checkpoint is its last record, copies included.
+func TestECSRetriesAndDeadLetters(t *testing.T) {
+	env := standin.Require(t)
+	stream, _ := env.NewStream(t, 2)
+	dlStream, _ := env.NewStream(t, 1)
+	table, store := ecsNewLeaseTable(t, env, false)
+
+	es := ecsNumbered("ack", 0, 100)
+	for i := range 12 {
+		id := fmt.Sprintf("retry-%06d", i)
+		es = append(es, ecsEntry{id: id, key: id, outcome: "retry"})
+	}
+	for i := range 6 {
+		id := fmt.Sprintf("later-%06d", i)
+		es = append(es, ecsEntry{id: id, key: id, outcome: "retry_after", delayMS: 300})
+	}
+	ecsWrite(t, env, stream, es)
+
+	w := ecsStartWorker(t, env, "w1", stream, table,
+		"LAMBDAADAPTER_MAX_ATTEMPTS=3", "LAMBDAADAPTER_DEAD_LETTER_STREAM="+dlStream)
+	dls := env.ReadAll(sdkContext(t), t, dlStream, 18, ecsHandledTimeout)
+	if len(dls) != 18 {
+		t.Fatalf("dead-letter stream holds %d records, want 18", len(dls))
+	}
+	// The source stream: 118 originals plus two copies of each of the 18.
+	recs := ecsReadStream(t, env, stream, 118+2*18)
+	ecsEventually(t, ecsSettleTimeout, "checkpoints at every shard's last record", func() (bool, string) {
+		ls := ecsLeases(t, store, stream)
+		for id, seq := range ecsLastSequences(recs) {
+			if ls[id].Checkpoint != seq {
+				return false, ecsDescribeLeases(ls)
+			}
+		}
+		return true, ""
+	})
+	w.terminate(t)
+
+	attempts := map[string][]int{}
+	for _, r := range w.records() {
+		attempts[r.ID] = append(attempts[r.ID], r.Attempt)
+	}
+	for _, e := range es {
+		want := []int{1}
+		if e.outcome != "" {
+			want = []int{1, 2, 3}
+		}
+		got := slices.Clone(attempts[e.id])
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("record %s handled at attempts %v, want %v", e.id, got, want)
+		}
+	}
+
+	var dlIDs []string
+	for _, r := range dls {
+		h, payload := envelope.Decode(r.Data)
+		var cmd struct {
+			ID      string `json:"id"`
+			Outcome string `json:"outcome"`
+		}
+		if err := json.Unmarshal(payload, &cmd); err != nil {
+			t.Fatalf("dead letter payload %q: %v", payload, err)
+		}
+		dlIDs = append(dlIDs, cmd.ID)
+		if h.Get(publish.DeadLetterAttemptsHeader) != "3" || h.Get(publish.DeadLetterReasonHeader) == "" ||
+			h.Get(envelope.RetryCountHeader) != "2" || aws.ToString(r.PartitionKey) != cmd.ID {
+			t.Errorf("dead letter of %s: key %q headers %v; want attempts 3, a reason, %s 2, the original key",
+				cmd.ID, aws.ToString(r.PartitionKey), h, envelope.RetryCountHeader)
+		}
+	}
+	var want []string
+	for _, e := range es {
+		if e.outcome != "" {
+			want = append(want, e.id)
+		}
+	}
+	slices.Sort(dlIDs)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, dlIDs); diff != "" {
+		t.Errorf("dead-lettered ids (-want +got):\n%s", diff)
+	}
+	for id, l := range ecsLeases(t, store, stream) {
+		if l.Owner != "" {
+			t.Errorf("shard %s still owned by %q after SIGTERM", id, l.Owner)
+		}
+	}
+}
