@@ -177,6 +177,8 @@ func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, er
 		}
 		store = lease.NewDynamoDB(e.dynamo, e.table)
 	}
+	// The SQS client forwards the delay queue too when it can receive.
+	receiver, _ := c.sqs.(consumer.DelayQueueAPI)
 	return consumer.Config{
 		Stream: e.stream, StreamARN: e.streamARN, Kinesis: k, Store: store, Owner: e.owner, Handler: h,
 		BatchHandler: bh, BatchSize: e.batchSize,
@@ -184,7 +186,7 @@ func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, er
 		ListInterval: e.listInterval, CheckpointInterval: e.checkpointInterval, ShutdownTimeout: e.shutdownTimeout,
 		Policy: c.runner.Policy, Publisher: c.runner.Publisher, Queue: c.runner.Queue,
 		DeadLetterStream: c.runner.DeadLetterStream, DeadLetterQueue: c.runner.DeadLetterQueue, DelayQueue: c.runner.DelayQueue,
-		Logger: c.runner.Logger,
+		DelayReceiver: receiver, Logger: c.runner.Logger,
 	}, nil
 }
 

@@ -117,6 +117,12 @@ type Config struct {
 	DeadLetterStream string
 	DeadLetterQueue  string
 	DelayQueue       string
+	// DelayReceiver receives from DelayQueue: Run forwards each durable
+	// delay message to its stream once it is due, and deletes it after the
+	// write (a *sqs.Client does). Without it another process must forward
+	// the delay queue (a Lambda function running this adapter subscribed
+	// to it).
+	DelayReceiver DelayQueueAPI
 	// Logger receives the consumer's logs; nil discards them.
 	Logger *slog.Logger
 }

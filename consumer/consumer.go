@@ -138,6 +138,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		if c.cfg.DelayQueue == "" {
+			return
+		}
+		if c.cfg.DelayReceiver == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: this process does not forward the delay queue (no DelayReceiver); subscribe a function running this adapter to it, or its delayed records stay there",
+				slog.String("queue", c.cfg.DelayQueue))
+			return
+		}
+		c.forwardDelays(ctx)
+	}()
 	take := time.NewTicker(c.cfg.LeaseDuration / 2)
 	defer take.Stop()
 	list := time.NewTicker(c.cfg.ListInterval)
@@ -161,6 +174,7 @@ loop:
 	c.shutdown(stopReaders, stopHandlers, dispatched)
 	stopRenewing()
 	<-renewed
+	<-forwarded
 	return nil
 }
 

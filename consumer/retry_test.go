@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -293,4 +295,67 @@ func TestCopiesFindTheStream(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestForwardDelays: the long-running mode forwards its own delay queue: a
+// due message becomes a record of its stream and is deleted; one due in an
+// hour goes round the queue again (900 s); a foreign message is left for
+// the redrive policy; a message whose record cannot be written stays and
+// is forwarded when it comes again.
+func TestForwardDelays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const url = "https://sqs.us-east-1.amazonaws.com/000000000000/delays"
+		body := func(payload string, notBefore time.Time) string {
+			b, err := publish.Delayed{StreamARN: testStreamARN, PartitionKey: "k", Payload: []byte(payload), NotBefore: notBefore}.Body()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+		q := &fakeQueue{}
+		q.add(body("due", time.Now()), 0)
+		q.add(body("in an hour", time.Now().Add(time.Hour)), 0)
+		q.add(`{"something":"else"}`, 0)
+		q.add(body("flaky", time.Now().Add(2*time.Second)), 2)
+		k := newSink()
+		var failing atomic.Bool
+		failing.Store(true)
+		k.fail = func(p []byte) string {
+			if string(p) == "flaky" && failing.Load() {
+				return "InvalidArgumentException" // not retried by the publisher
+			}
+			return ""
+		}
+		queue, err := publish.NewQueue(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFakeStream(1)
+		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Handler: newRecorder(), Owner: "w1",
+			Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url, DelayReceiver: q})
+		waitFor(t, "the due record", func() bool { return len(k.Written()) == 1 })
+		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != testStreamARN || w.Key != "k" {
+			t.Errorf("forwarded %q to %s with key %s", w.Payload, w.Stream, w.Key)
+		}
+		time.Sleep(5 * time.Second) // "flaky" was due and failed
+		failing.Store(false)
+		waitFor(t, "the flaky record, after its visibility timeout", func() bool { return len(k.Written()) == 2 })
+		stop()
+		var left []string
+		for _, m := range q.snapshot() {
+			d, ours, _ := publish.ParseDelayed([]byte(m.body))
+			switch {
+			case !ours:
+				left = append(left, "foreign")
+			case string(d.Payload) == "in an hour" && m.delay == 900:
+				left = append(left, "in an hour, 900 s")
+			default:
+				left = append(left, fmt.Sprintf("%s, %d s", d.Payload, m.delay))
+			}
+		}
+		slices.Sort(left)
+		if want := []string{"foreign", "in an hour, 900 s"}; !slices.Equal(left, want) {
+			t.Errorf("queue holds %v, want %v", left, want)
+		}
+	})
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/google/go-cmp/cmp"
@@ -17,11 +19,14 @@ import (
 )
 
 // TestECSRetriesAndDeadLetters runs the long-running mode with a cap of 3
-// attempts and a dead-letter stream: acknowledged records are handled once;
-// records whose handler keeps answering Retry or RetryAfter come back as
-// counted copies (attempts 1, 2, 3, read again from the stream) and then land
-// in the dead-letter stream with their payload and headers; after SIGTERM
-// every shard's checkpoint is its last record, copies included.
+// attempts, a dead-letter stream and a delay queue: acknowledged records are
+// handled once; records whose handler keeps answering Retry or RetryAfter
+// come back as counted copies (attempts 1, 2, 3, read again from the
+// stream) and then land in the dead-letter stream with their payload and
+// headers. A RetryAfter longer than the in-process limit goes through the
+// delay queue, which the worker forwards itself. After SIGTERM every
+// shard's checkpoint is its last record, copies included, and the delay
+// queue is empty.
 func TestECSRetriesAndDeadLetters(t *testing.T) {
 	env := standin.Require(t)
 	stream, _ := env.NewStream(t, 2)
@@ -37,16 +42,22 @@ func TestECSRetriesAndDeadLetters(t *testing.T) {
 		id := fmt.Sprintf("later-%06d", i)
 		es = append(es, ecsEntry{id: id, key: id, outcome: "retry_after", delayMS: 300})
 	}
+	for i := range 4 {
+		id := fmt.Sprintf("durable-%06d", i)
+		es = append(es, ecsEntry{id: id, key: id, outcome: "retry_after", delayMS: 1500})
+	}
 	ecsWrite(t, env, stream, es)
+	delayQueue := env.NewQueue(t, nil)
 
 	w := ecsStartWorker(t, env, "w1", stream, table,
-		"LAMBDAADAPTER_MAX_ATTEMPTS=3", "LAMBDAADAPTER_DEAD_LETTER_STREAM="+dlStream)
-	dls := env.ReadAll(sdkContext(t), t, dlStream, 18, ecsHandledTimeout)
-	if len(dls) != 18 {
-		t.Fatalf("dead-letter stream holds %d records, want 18", len(dls))
+		"LAMBDAADAPTER_MAX_ATTEMPTS=3", "LAMBDAADAPTER_DEAD_LETTER_STREAM="+dlStream,
+		"LAMBDAADAPTER_DELAY_QUEUE="+delayQueue, "LAMBDAADAPTER_MAX_INPROCESS_DELAY=1s")
+	dls := env.ReadAll(sdkContext(t), t, dlStream, 22, ecsHandledTimeout)
+	if len(dls) != 22 {
+		t.Fatalf("dead-letter stream holds %d records, want 22", len(dls))
 	}
-	// The source stream: 118 originals plus two copies of each of the 18.
-	recs := ecsReadStream(t, env, stream, 118+2*18)
+	// The source stream: 122 originals plus two copies of each of the 22.
+	recs := ecsReadStream(t, env, stream, 122+2*22)
 	ecsEventually(t, ecsSettleTimeout, "checkpoints at every shard's last record", func() (bool, string) {
 		ls := ecsLeases(t, store, stream)
 		for id, seq := range ecsLastSequences(recs) {
@@ -105,6 +116,19 @@ func TestECSRetriesAndDeadLetters(t *testing.T) {
 	for id, l := range ecsLeases(t, store, stream) {
 		if l.Owner != "" {
 			t.Errorf("shard %s still owned by %q after SIGTERM", id, l.Owner)
+		}
+	}
+	if left := env.ReceiveAll(sdkContext(t), t, delayQueue, 1, time.Second); len(left) != 0 {
+		t.Errorf("the delay queue still holds %d messages, e.g. %s", len(left), aws.ToString(left[0].Body))
+	}
+	// The durable delays (1.5 s, over the 1 s in-process limit) went round
+	// the delay queue and came back through the worker's own forwarder:
+	// without it they would never reach the dead-letter stream. Their copies
+	// carry the first arrival like every copy.
+	for _, r := range recs {
+		h, payload := envelope.Decode(r.Data)
+		if strings.Contains(string(payload), "durable-") && h.Get(envelope.RetryCountHeader) != "" && h.Get(publish.FirstArrivalHeader) == "" {
+			t.Errorf("copy %s of a durable delay without %s", payload, publish.FirstArrivalHeader)
 		}
 	}
 }

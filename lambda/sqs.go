@@ -16,10 +16,6 @@ import (
 	"github.com/shardsettle/lambdaadapter/retry"
 )
 
-// chainThreshold is how far in the future a delay message may still be due
-// and be forwarded now rather than sent round the queue again.
-const chainThreshold = time.Second
-
 // isSQSEvent reports whether payload looks like an SQS event, for an
 // invocation the Kinesis decoder refused.
 func isSQSEvent(payload []byte) bool {
@@ -59,14 +55,14 @@ func (r *Runner) InvokeSQS(ctx context.Context, payload []byte) ([]byte, error) 
 			failed = append(failed, m.MessageId)
 			continue
 		}
-		if left := d.NotBefore.Sub(now); left > chainThreshold {
+		if left, due := d.Left(now); !due {
 			if err := r.chain(flushCtx, m.Body, left); err != nil {
 				r.log.LogAttrs(ctx, slog.LevelError, "lambda: cannot chain delay message", slog.String("message_id", m.MessageId), errAttr(err))
 				failed = append(failed, m.MessageId)
 			}
 			continue
 		}
-		recs = append(recs, publish.Record{Stream: d.StreamARN, PartitionKey: d.PartitionKey, Headers: d.Headers, Payload: d.Payload})
+		recs = append(recs, d.Record())
 		recIDs = append(recIDs, m.MessageId)
 	}
 	if len(recs) > 0 {

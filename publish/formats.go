@@ -401,6 +401,20 @@ func (d Delayed) Body() ([]byte, error) {
 	})
 }
 
+// DueWithin is how close to NotBefore a delay message counts as due: a
+// forwarder writes it to its stream now rather than sending it round the
+// delay queue again.
+const DueWithin = time.Second
+
+// Left returns how long d still waits at now, and whether it is due (left
+// at most DueWithin). A delay message that is not due goes back to the
+// delay queue for the rest of its wait (at most retry.MaxQueueDelay per
+// round).
+func (d Delayed) Left(now time.Time) (left time.Duration, due bool) {
+	left = d.NotBefore.Sub(now)
+	return left, left <= DueWithin
+}
+
 // Record returns the record that forwards d to its stream: Stream is
 // StreamARN, and the payload and headers are d's (shared, not copied).
 func (d Delayed) Record() Record {

@@ -1,0 +1,137 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/retry"
+)
+
+// DelayQueueAPI is the part of *sqs.Client the long-running mode uses to
+// forward durable delays: it receives the delay queue's messages and
+// deletes those it forwarded.
+type DelayQueueAPI interface {
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+// Settings of the delay-queue forwarder.
+const (
+	// delayWait is the long poll of one ReceiveMessage call, in seconds.
+	delayWait = 20
+	// delayVisibility is how long a received message stays invisible, in
+	// seconds: a message this worker could not forward (or a worker that
+	// died holding it) comes again after it.
+	delayVisibility = 60
+	// delayBatch is the most messages one ReceiveMessage call returns.
+	delayBatch = 10
+)
+
+// forwardDelays is the delay-queue forwarder of the long-running mode: it
+// receives the durable delay messages RetryAfter wrote to Config.DelayQueue
+// and, once each is due, writes its record back to its stream as a counted
+// copy; a message not yet due (a delay over 15 minutes) goes back to the
+// queue for the rest of its wait. A message is deleted only after its record
+// (or its next round) was written, so a crash or a failed write loses
+// nothing: SQS delivers the message again after its visibility timeout. A
+// message that is not a delay message of this adapter is logged and left
+// for the queue's redrive policy. It returns when ctx is done.
+func (c *Consumer) forwardDelays(ctx context.Context) {
+	backoff := time.Second
+	for ctx.Err() == nil {
+		out, err := c.cfg.DelayReceiver.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(c.cfg.DelayQueue), MaxNumberOfMessages: delayBatch,
+			WaitTimeSeconds: delayWait, VisibilityTimeout: delayVisibility,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: receiving from the delay queue failed; will retry",
+				slog.String("queue", c.cfg.DelayQueue), slog.String(attrError, err.Error()))
+			if !sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		backoff = time.Second
+		if len(out.Messages) > 0 {
+			c.forward(context.WithoutCancel(ctx), out.Messages)
+		}
+	}
+}
+
+// forward forwards or re-queues msgs and deletes those it handled.
+func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	var (
+		done []sqstypes.Message // forwarded or sent round again: delete
+		recs []publish.Record
+		due  []sqstypes.Message // the messages of recs
+	)
+	now := time.Now()
+	for _, m := range msgs {
+		id := aws.ToString(m.MessageId)
+		d, ours, err := publish.ParseDelayed([]byte(aws.ToString(m.Body)))
+		if !ours || err != nil {
+			if err == nil {
+				err = errors.New("not a lambdaadapter delay message")
+			}
+			c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot forward a delay-queue message; left for the queue's redrive policy",
+				slog.String("message_id", id), slog.String(attrError, err.Error()))
+			continue
+		}
+		if left, ok := d.Left(now); !ok {
+			_, err := c.cfg.Queue.Send(ctx, c.cfg.DelayQueue, publish.QueueMessage{Body: aws.ToString(m.Body), Delay: min(left, retry.MaxQueueDelay)})
+			if err != nil {
+				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot send a delay message round again; it comes again",
+					slog.String("message_id", id), slog.String(attrError, err.Error()))
+				continue
+			}
+			done = append(done, m)
+			continue
+		}
+		recs = append(recs, d.Record())
+		due = append(due, m)
+	}
+	if len(recs) > 0 {
+		if c.cfg.Publisher == nil {
+			c.log.LogAttrs(ctx, slog.LevelError, "consumer: no Kinesis publisher to forward delayed records")
+		} else {
+			for i, res := range c.cfg.Publisher.PutBatch(ctx, recs) {
+				if res.Err != nil {
+					c.log.LogAttrs(ctx, slog.LevelError, "consumer: forwarding a delayed record failed; the delay queue delivers it again",
+						slog.String("message_id", aws.ToString(due[i].MessageId)), slog.String(attrError, res.Err.Error()))
+					continue
+				}
+				done = append(done, due[i])
+			}
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(done))
+	for i, m := range done {
+		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
+	}
+	out, err := c.cfg.DelayReceiver.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.cfg.DelayQueue), Entries: entries})
+	switch {
+	case err != nil:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: deleting forwarded delay messages failed; they come again and are forwarded twice",
+			slog.Int("messages", len(done)), slog.String(attrError, err.Error()))
+	case len(out.Failed) > 0:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: some forwarded delay messages were not deleted; they come again and are forwarded twice",
+			slog.Int("messages", len(out.Failed)), slog.String(attrError, aws.ToString(out.Failed[0].Message)))
+	}
+}
