@@ -53,6 +53,12 @@
 //     with at most one write in flight (the newest value wins) and at most one
 //     write per Config.CheckpointInterval, and always on shutdown. A kill -9
 //     re-delivers about one interval of records; a graceful stop none.
+//   - Retries: as in Lambda mode. Copies and dead letters to a stream go
+//     through a batching writer (PutRecords; the lane moves on, the record
+//     holds the checkpoint until written). A long RetryAfter becomes a
+//     durable delay message on Config.DelayQueue, which Run forwards itself
+//     with Config.DelayReceiver: due messages are written to their stream and
+//     deleted only after the write.
 //   - Resharding: a closed shard is checkpointed SHARD_END only once every
 //     delivery settled; a child starts only when each parent is SHARD_END or
 //     trimmed away.
