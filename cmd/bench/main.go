@@ -124,6 +124,7 @@ type options struct {
 	checkpointInterval time.Duration
 	leaseDuration      time.Duration
 	rounds             int
+	concurrentRounds   int
 	killAt             float64
 	timeout            time.Duration
 	kinesisEndpoint    string
@@ -142,6 +143,7 @@ type options struct {
 	table      string
 	printIDs   bool
 	cpuProfile string
+	waitGo     bool
 }
 
 // run is main without the process: it returns the exit code.
@@ -173,6 +175,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.StringVar(&o.table, "table", "", "internal: the worker's lease table")
 	fs.BoolVar(&o.printIDs, "print-ids", false, "internal: the worker prints the id of every handled record")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "internal: the worker's CPU profile file")
+	fs.BoolVar(&o.waitGo, "wait-go", false, "internal: the worker prints \"ready\" and waits for a line on stdin before it starts its clock")
+	fs.IntVar(&o.concurrentRounds, "concurrent-rounds", 10, "rounds in which the three read phases run at the same time, sharing the stand-in's speed; 0 skips them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -338,6 +342,28 @@ func runBench(o options, progress io.Writer) (*report, error) {
 			rep.results = append(rep.results, res)
 		}
 	}
+	for r := range o.concurrentRounds {
+		stream, delStream, err := streamFor("concurrent")
+		if err != nil {
+			return nil, err
+		}
+		table, delTable, err := newTable(phaseDynamo)
+		if err != nil {
+			delStream()
+			return nil, err
+		}
+		fmt.Fprintf(progress, "bench: concurrent round %d/%d: plain, memory and DynamoDB phases at once on %s\n", r+1, o.concurrentRounds, stream)
+		res, err := runConcurrentRound(self, o, stream, table, progress)
+		delTable()
+		delStream()
+		if err != nil {
+			return nil, fmt.Errorf("concurrent round %d: %w", r+1, err)
+		}
+		for i := range res {
+			res[i].Round = r + 1
+		}
+		rep.concurrent = append(rep.concurrent, res)
+	}
 	if !o.skipKill {
 		stream, delStream, err := streamFor(phaseKill)
 		if err != nil {
@@ -393,7 +419,9 @@ type workerProc struct {
 	onID     func(id int)
 	progress io.Writer
 	result   chan workerResult
-	done     chan error // the process's exit, after stdout was read to EOF
+	done     chan error    // the process's exit, after stdout was read to EOF
+	ready    chan struct{} // the worker printed readyLine (-wait-go)
+	stdin    io.WriteCloser
 }
 
 // newWorker prepares a worker; start runs it. Its stderr goes to progress.
@@ -401,13 +429,16 @@ type workerProc struct {
 func newWorker(self string, args []string, progress io.Writer, onID func(id int)) *workerProc {
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = progress
-	return &workerProc{cmd: cmd, onID: onID, progress: progress, result: make(chan workerResult, 1), done: make(chan error, 1)}
+	return &workerProc{cmd: cmd, onID: onID, progress: progress, result: make(chan workerResult, 1), done: make(chan error, 1), ready: make(chan struct{}, 1)}
 }
 
 // start starts the worker process and the reader of its output.
 func (p *workerProc) start() error {
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
+		return err
+	}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return err
 	}
 	if err := p.cmd.Start(); err != nil {
@@ -428,6 +459,11 @@ func (p *workerProc) start() error {
 				}
 				if p.onID != nil {
 					p.onID(id)
+				}
+			case line == readyLine:
+				select {
+				case p.ready <- struct{}{}:
+				default:
 				}
 			case strings.HasPrefix(line, resultPrefix):
 				var r workerResult
@@ -492,6 +528,69 @@ func runTimedWorker(ctx context.Context, self string, o options, ph, stream, tab
 		return r, fmt.Errorf("worker saw %d distinct records, want %d", r.Distinct, o.records)
 	}
 	return r, nil
+}
+
+// concurrentPhases are the phases of a concurrent round, in the order of
+// its results.
+var concurrentPhases = []string{phasePlain, phaseMemory, phaseDynamo}
+
+// runConcurrentRound runs the three read phases at the same time, each in
+// its own worker process reading the same stream: every worker prepares
+// (clients, consumer) and waits; all start their clocks together; each
+// reads every record. They share the stand-in, so its changes of speed
+// touch all three alike, and their records at the moment the first one
+// finished compare their rates free of that noise (see commonWindow).
+func runConcurrentRound(self string, o options, stream, table string, progress io.Writer) ([]workerResult, error) {
+	ps := make([]*workerProc, len(concurrentPhases))
+	for i, ph := range concurrentPhases {
+		t := ""
+		if ph == phaseDynamo {
+			t = table
+		}
+		ps[i] = newWorker(self, append(workerArgs(o, ph, stream, t), "-wait-go"), progress, nil)
+	}
+	kill := func() {
+		for _, p := range ps {
+			if p.cmd.Process != nil {
+				_ = p.cmd.Process.Kill()
+			}
+		}
+	}
+	for _, p := range ps {
+		if err := p.start(); err != nil {
+			kill()
+			return nil, err
+		}
+	}
+	timeout := time.After(o.timeout)
+	for i, p := range ps {
+		select {
+		case <-p.ready:
+		case err := <-p.done:
+			kill()
+			return nil, fmt.Errorf("%s worker exited before it was ready: %v", concurrentPhases[i], err)
+		case <-timeout:
+			kill()
+			return nil, fmt.Errorf("%s worker not ready within %v", concurrentPhases[i], o.timeout)
+		}
+	}
+	for _, p := range ps {
+		_, _ = io.WriteString(p.stdin, "go\n")
+	}
+	out := make([]workerResult, len(ps))
+	for i, p := range ps {
+		r, err := p.wait()
+		if err != nil {
+			kill()
+			return nil, fmt.Errorf("%s worker: %w", concurrentPhases[i], err)
+		}
+		if r.Distinct != o.records {
+			kill()
+			return nil, fmt.Errorf("%s worker saw %d distinct records, want %d", concurrentPhases[i], r.Distinct, o.records)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // killResult is the outcome of the kill -9 test.

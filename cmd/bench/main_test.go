@@ -416,3 +416,27 @@ func TestDetachedProxy(t *testing.T) {
 		t.Errorf("upstream request: %v", err)
 	}
 }
+
+func TestCommonWindow(t *testing.T) {
+	mk := func(per time.Duration, n, step int) workerResult {
+		w := workerResult{Distinct: n, MarkStep: step, Elapsed: time.Duration(n) * per}
+		for k := step; k <= n; k += step {
+			w.Marks = append(w.Marks, time.Duration(k)*per)
+		}
+		return w
+	}
+	fast, slow := mk(time.Millisecond, 100, 10), mk(2*time.Millisecond, 100, 10)
+	if got := recordsAt(slow, 100*time.Millisecond); got != 50 {
+		t.Errorf("recordsAt(slow, 100ms) = %v, want 50", got)
+	}
+	if got := recordsAt(slow, 105*time.Millisecond); got != 52.5 {
+		t.Errorf("recordsAt(slow, 105ms) = %v, want 52.5 (interpolated)", got)
+	}
+	if got := recordsAt(fast, time.Second); got != 100 {
+		t.Errorf("recordsAt after the end = %v, want 100", got)
+	}
+	rates := commonWindow([]workerResult{fast, slow})
+	if rates[0] != 1000 || rates[1] != 500 {
+		t.Errorf("commonWindow = %v, want [1000 500]", rates)
+	}
+}

@@ -17,7 +17,10 @@ type report struct {
 	finished time.Time
 	writes   []writeStat
 	results  []workerResult
-	kill     *killResult
+	// concurrent holds each concurrent round's results, in the order of
+	// concurrentPhases.
+	concurrent [][]workerResult
+	kill       *killResult
 }
 
 // summary is the machine-readable outcome, printed as the last line.
@@ -72,6 +75,20 @@ type summary struct {
 	// over all their time.
 	PooledDynamoVsMemory float64 `json:"pooled_dynamodb_vs_memory"`
 	PooledDynamoVsPlain  float64 `json:"pooled_dynamodb_vs_plain"`
+	// Concurrent rounds (the three phases at once, sharing the stand-in):
+	// medians over the rounds of each round's common-window ratio, the
+	// per-round ratios, and each phase's median records/s over the common
+	// window.
+	ConcurrentRounds        int              `json:"concurrent_rounds"`
+	ConcDynamoVsMemory      float64          `json:"concurrent_dynamodb_vs_memory"`
+	ConcDynamoVsPlain       float64          `json:"concurrent_dynamodb_vs_plain"`
+	ConcMemoryVsPlain       float64          `json:"concurrent_memory_vs_plain"`
+	RoundConcDynamoVsMemory []float64        `json:"round_concurrent_dynamodb_vs_memory"`
+	RoundConcDynamoVsPlain  []float64        `json:"round_concurrent_dynamodb_vs_plain"`
+	ConcPlainRecordsPerSec  float64          `json:"concurrent_plain_records_per_s"`
+	ConcMemoryRecordsPerSec float64          `json:"concurrent_memory_records_per_s"`
+	ConcDynamoRecordsPerSec float64          `json:"concurrent_dynamodb_records_per_s"`
+	ConcurrentResults       [][]workerResult `json:"concurrent_results,omitempty"`
 	// Per-round ratios, in round order, to show the spread.
 	RoundDynamoVsMemory []float64 `json:"round_dynamodb_vs_memory"`
 	RoundDynamoVsPlain  []float64 `json:"round_dynamodb_vs_plain"`
@@ -100,6 +117,9 @@ type targets struct {
 	DynamoVsMemory  string `json:"dynamodb_vs_memory_ge_0.95"`
 	ConsumerVsPlain string `json:"consumer_vs_plain_ge_0.95"`
 	WritesPerRecord string `json:"writes_per_record_le_0.01"`
+	// The ratio targets judged on the concurrent rounds.
+	ConcDynamoVsMemory  string `json:"concurrent_dynamodb_vs_memory_ge_0.95,omitempty"`
+	ConcConsumerVsPlain string `json:"concurrent_consumer_vs_plain_ge_0.95,omitempty"`
 	// The ratio targets judged on the noise-free estimates.
 	EstDynamoVsMemory  string `json:"est_dynamodb_vs_memory_ge_0.95"`
 	EstConsumerVsPlain string `json:"est_consumer_vs_plain_ge_0.95"`
@@ -270,6 +290,7 @@ func (r *report) summarize() summary {
 	for _, w := range plain {
 		s.PlainPeakRSSMB = max(s.PlainPeakRSSMB, float64(w.MaxRSSKB)/1024)
 	}
+	s.summarizeConcurrent(r.concurrent)
 	s.Targets = targets{
 		DynamoVsMemory:     passIf(s.DynamoVsMemory >= targetDynamoVsMemory),
 		ConsumerVsPlain:    passIf(s.DynamoVsPlain >= targetConsumerVsPlain),
@@ -277,7 +298,81 @@ func (r *report) summarize() summary {
 		EstDynamoVsMemory:  passIf(s.EstDynamoVsMemory >= targetDynamoVsMemory),
 		EstConsumerVsPlain: passIf(s.EstDynamoVsPlain >= targetConsumerVsPlain),
 	}
+	if s.ConcurrentRounds > 0 {
+		s.Targets.ConcDynamoVsMemory = passIf(s.ConcDynamoVsMemory >= targetDynamoVsMemory)
+		s.Targets.ConcConsumerVsPlain = passIf(s.ConcDynamoVsPlain >= targetConsumerVsPlain)
+	}
 	return s
+}
+
+// recordsAt returns how many distinct records w had handled t after its
+// start, interpolated between its progress marks.
+func recordsAt(w workerResult, t time.Duration) float64 {
+	if t >= w.Elapsed {
+		return float64(w.Distinct)
+	}
+	prevT, prevN := time.Duration(0), 0.0
+	for i, m := range w.Marks {
+		n := float64((i + 1) * w.MarkStep)
+		if m >= t {
+			if m == prevT {
+				return n
+			}
+			return prevN + (n-prevN)*float64(t-prevT)/float64(m-prevT)
+		}
+		prevT, prevN = m, n
+	}
+	// Past the last mark, before the last record.
+	if w.Elapsed > prevT {
+		return prevN + (float64(w.Distinct)-prevN)*float64(t-prevT)/float64(w.Elapsed-prevT)
+	}
+	return prevN
+}
+
+// commonWindow returns the records/s of each result of a concurrent round
+// over the common window: from the shared start to the moment the first
+// of them had handled every record. After that moment the others would
+// have the stand-in to fewer, so only the window compares them fairly.
+func commonWindow(round []workerResult) []float64 {
+	window := time.Duration(0)
+	for _, w := range round {
+		if window == 0 || w.Elapsed < window {
+			window = w.Elapsed
+		}
+	}
+	out := make([]float64, len(round))
+	if window <= 0 {
+		return out
+	}
+	for i, w := range round {
+		out[i] = recordsAt(w, window) / window.Seconds()
+	}
+	return out
+}
+
+// summarizeConcurrent fills the concurrent-round figures of s.
+func (s *summary) summarizeConcurrent(rounds [][]workerResult) {
+	s.ConcurrentRounds = len(rounds)
+	s.ConcurrentResults = rounds
+	var plain, mem, dyn, mp []float64
+	for _, round := range rounds {
+		rates := commonWindow(round) // plain, memory, DynamoDB
+		plain, mem, dyn = append(plain, rates[0]), append(mem, rates[1]), append(dyn, rates[2])
+		s.RoundConcDynamoVsMemory = append(s.RoundConcDynamoVsMemory, safeDiv(rates[2], rates[1]))
+		s.RoundConcDynamoVsPlain = append(s.RoundConcDynamoVsPlain, safeDiv(rates[2], rates[0]))
+		mp = append(mp, safeDiv(rates[1], rates[0]))
+	}
+	s.ConcDynamoVsMemory = median(s.RoundConcDynamoVsMemory)
+	s.ConcDynamoVsPlain = median(s.RoundConcDynamoVsPlain)
+	s.ConcMemoryVsPlain = median(mp)
+	s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec = median(plain), median(mem), median(dyn)
+}
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 var phaseTitle = map[string]string{
@@ -346,6 +441,15 @@ func (r *report) print(w io.Writer) {
 		s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory, fmtList(s.RoundDynamoVsMemory))
 	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
+	if s.ConcurrentRounds > 0 {
+		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(the three phases at once on one stand-in; rates over the common window)\n",
+			s.ConcurrentRounds, s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec)
+		fmt.Fprintf(tw, "concurrent: DynamoDB ÷ in-memory\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
+			s.ConcDynamoVsMemory, targetDynamoVsMemory, s.Targets.ConcDynamoVsMemory, fmtList(s.RoundConcDynamoVsMemory))
+		fmt.Fprintf(tw, "concurrent: consumer (DynamoDB) ÷ plain loop\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
+			s.ConcDynamoVsPlain, targetConsumerVsPlain, s.Targets.ConcConsumerVsPlain, fmtList(s.RoundConcDynamoVsPlain))
+		fmt.Fprintf(tw, "concurrent: consumer (in-memory) ÷ plain loop\t%.3f\t\t(for reference)\n", s.ConcMemoryVsPlain)
+	}
 	fmt.Fprintf(tw, "pooled over all rounds: DynamoDB÷memory, DynamoDB÷plain\t%.3f, %.3f\t\t(all records of a phase's rounds over all their time)\n", s.PooledDynamoVsMemory, s.PooledDynamoVsPlain)
 	fmt.Fprintf(tw, "consumer (in-memory) ÷ plain loop records/s\t%.3f\t\t(for reference)\n", s.MemoryVsPlain)
 	fmt.Fprintf(tw, "first-to-last-record rates: DynamoDB÷memory, DynamoDB÷plain, memory÷plain\t%.3f, %.3f, %.3f\t\t(start-up excluded, for reference)\n",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ const (
 	idleWait = time.Second
 )
 
+// readyLine is what a worker started with -wait-go prints when it is ready
+// to start its clock; it then waits for a line on its standard input.
+const readyLine = "ready"
+
 // resultPrefix starts the worker's last line; the JSON of its
 // workerResult follows.
 const resultPrefix = "result "
@@ -60,6 +65,10 @@ type workerResult struct {
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	FirstRecord time.Duration `json:"first_record_ns"`
 	Total       time.Duration `json:"total_ns"`
+	// Marks are the times (from the start) at which MarkStep, 2×MarkStep,
+	// ... distinct records had been handled.
+	Marks    []time.Duration `json:"marks_ns,omitempty"`
+	MarkStep int             `json:"mark_step,omitempty"`
 	// UserCPU and SysCPU are getrusage(RUSAGE_SELF) deltas over Total.
 	UserCPU time.Duration `json:"user_cpu_ns"`
 	SysCPU  time.Duration `json:"sys_cpu_ns"`
@@ -163,6 +172,12 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	if o.printIDs {
 		tr.out = stdout
 	}
+	if o.waitGo {
+		tr.gate = func() {
+			fmt.Fprintln(stdout, readyLine)
+			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		}
+	}
 	res := workerResult{Phase: o.worker}
 	var err error
 	var m0 runtime.MemStats
@@ -187,6 +202,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	tr.mu.Lock()
 	res.Distinct, res.Handled, res.Duplicates, res.Bad = tr.distinct, tr.handled, tr.handled-tr.distinct-tr.bad, tr.bad
 	res.Elapsed, res.FirstRecord, res.Total = tr.lastAt.Sub(tr.start), tr.firstAt.Sub(tr.start), tr.end.Sub(tr.start)
+	res.Marks, res.MarkStep = tr.marks, tr.markStep()
 	tr.mu.Unlock()
 	if tr.lastAt.IsZero() {
 		res.Elapsed = 0 // not every record was handled (the kill -9 test)
@@ -215,6 +231,10 @@ type tracker struct {
 	done chan struct{} // closed when all n distinct records were handled
 	out  io.Writer     // when set, "id N" is printed for every record
 
+	// gate, when set, is called by begin before the clock starts: a
+	// concurrent round holds every worker there until all are ready.
+	gate func()
+
 	mu       sync.Mutex
 	seen     []bool
 	distinct int
@@ -224,14 +244,25 @@ type tracker struct {
 	firstAt  time.Time
 	lastAt   time.Time
 	end      time.Time
+	marks    []time.Duration // when distinct reached each markStep
 }
+
+// marksPerRun is the number of progress marks of a run: the time at which
+// each 1/marksPerRun of the records had been handled.
+const marksPerRun = 40
 
 func newTracker(n int) *tracker {
 	return &tracker{n: n, done: make(chan struct{}), seen: make([]bool, n)}
 }
 
-// begin starts the clock.
+// markStep is the number of distinct records between two progress marks.
+func (t *tracker) markStep() int { return max(1, t.n/marksPerRun) }
+
+// begin starts the clock (after the gate, if any).
 func (t *tracker) begin() {
+	if t.gate != nil {
+		t.gate()
+	}
 	t.mu.Lock()
 	t.start = time.Now()
 	t.mu.Unlock()
@@ -271,6 +302,9 @@ func (t *tracker) mark(payload []byte) error {
 	}
 	t.seen[id] = true
 	t.distinct++
+	if t.distinct%t.markStep() == 0 {
+		t.marks = append(t.marks, now.Sub(t.start))
+	}
 	if t.distinct == t.n {
 		t.lastAt = now
 		close(t.done)
