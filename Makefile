@@ -40,7 +40,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./event/
 	$(MAKE) bench-lanes
 
-# Long-running mode end to end against its own stand-ins (about 3 minutes).
+# Long-running mode end to end against its own stand-ins (about 6 minutes).
 bench-e2e:
 	scripts/bench-e2e.sh
 

@@ -6,8 +6,9 @@
 #
 # Usage: scripts/bench-e2e.sh [cmd/bench flags]
 #
-#   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500, 5 rounds
-#   scripts/bench-e2e.sh -limit 250 -rounds 3
+#   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500,
+#                                            10 sequential and 10 concurrent rounds (about 6 minutes)
+#   scripts/bench-e2e.sh -limit 250 -rounds 3 -concurrent-rounds 3
 #   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof
 #   go run ./cmd/bench -h                    every flag
 #

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -418,25 +419,35 @@ func TestDetachedProxy(t *testing.T) {
 }
 
 func TestCommonWindow(t *testing.T) {
-	mk := func(per time.Duration, n, step int) workerResult {
-		w := workerResult{Distinct: n, MarkStep: step, Elapsed: time.Duration(n) * per}
+	// n records, one every per, after a start-up.
+	mk := func(startup, per time.Duration, n int) workerResult {
+		step := n / marksPerRun
+		w := workerResult{Distinct: n, MarkStep: step, Elapsed: startup + time.Duration(n)*per}
 		for k := step; k <= n; k += step {
-			w.Marks = append(w.Marks, time.Duration(k)*per)
+			w.Marks = append(w.Marks, startup+time.Duration(k)*per)
 		}
 		return w
 	}
-	fast, slow := mk(time.Millisecond, 100, 10), mk(2*time.Millisecond, 100, 10)
+	fast, slow := mk(0, time.Millisecond, 400), mk(0, 2*time.Millisecond, 400)
 	if got := recordsAt(slow, 100*time.Millisecond); got != 50 {
 		t.Errorf("recordsAt(slow, 100ms) = %v, want 50", got)
 	}
 	if got := recordsAt(slow, 105*time.Millisecond); got != 52.5 {
 		t.Errorf("recordsAt(slow, 105ms) = %v, want 52.5 (interpolated)", got)
 	}
-	if got := recordsAt(fast, time.Second); got != 100 {
-		t.Errorf("recordsAt after the end = %v, want 100", got)
+	if got := recordsAt(fast, time.Second); got != 400 {
+		t.Errorf("recordsAt after the end = %v, want 400", got)
 	}
+	// The window runs from the slow one's 10 % (80 ms) to the fast one's
+	// end (400 ms).
 	rates := commonWindow([]workerResult{fast, slow})
-	if rates[0] != 1000 || rates[1] != 500 {
+	if math.Abs(rates[0]-1000) > 1e-6 || math.Abs(rates[1]-500) > 1e-6 {
 		t.Errorf("commonWindow = %v, want [1000 500]", rates)
+	}
+	// A later start-up at the same speed costs nothing in the window.
+	late := mk(150*time.Millisecond, time.Millisecond, 400)
+	rates = commonWindow([]workerResult{fast, late})
+	if math.Abs(rates[0]-rates[1]) > 1e-6 {
+		t.Errorf("commonWindow with a later start-up = %v, want equal rates", rates)
 	}
 }

@@ -329,23 +329,43 @@ func recordsAt(w workerResult, t time.Duration) float64 {
 	return prevN
 }
 
+// timeAt returns when w had handled the k-th multiple of its MarkStep, or
+// 0 when it has no such mark.
+func timeAt(w workerResult, k int) time.Duration {
+	if k < 1 || k > len(w.Marks) {
+		return 0
+	}
+	return w.Marks[k-1]
+}
+
+// windowStartMark is the progress mark (10 % of the records) that every
+// worker of a concurrent round must have passed before the common window
+// opens: the start-ups (taking leases, getting iterators, entering the
+// stand-in's queue) are behind them all.
+const windowStartMark = marksPerRun / 10
+
 // commonWindow returns the records/s of each result of a concurrent round
-// over the common window: from the shared start to the moment the first
-// of them had handled every record. After that moment the others would
-// have the stand-in to fewer, so only the window compares them fairly.
+// over their common window: from the moment the last of them had handled
+// 10 % of the records to the moment the first had handled them all. In it
+// all run at once against the same stand-in, past their start-ups (which
+// the sequential rounds measure), and before any has the stand-in to
+// fewer. It returns zeros when the window is empty.
 func commonWindow(round []workerResult) []float64 {
-	window := time.Duration(0)
-	for _, w := range round {
-		if window == 0 || w.Elapsed < window {
-			window = w.Elapsed
+	var from, to time.Duration
+	for i, w := range round {
+		if t := timeAt(w, windowStartMark); t > from {
+			from = t
+		}
+		if i == 0 || w.Elapsed < to {
+			to = w.Elapsed
 		}
 	}
 	out := make([]float64, len(round))
-	if window <= 0 {
+	if to <= from {
 		return out
 	}
 	for i, w := range round {
-		out[i] = recordsAt(w, window) / window.Seconds()
+		out[i] = (recordsAt(w, to) - recordsAt(w, from)) / (to - from).Seconds()
 	}
 	return out
 }
@@ -442,7 +462,7 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
 	if s.ConcurrentRounds > 0 {
-		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(the three phases at once on one stand-in; rates over the common window)\n",
+		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(the three phases at once on one stand-in; rates over their common window, start-ups excluded)\n",
 			s.ConcurrentRounds, s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec)
 		fmt.Fprintf(tw, "concurrent: DynamoDB ÷ in-memory\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 			s.ConcDynamoVsMemory, targetDynamoVsMemory, s.Targets.ConcDynamoVsMemory, fmtList(s.RoundConcDynamoVsMemory))

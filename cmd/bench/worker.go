@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,8 @@ type workerResult struct {
 	// ... distinct records had been handled.
 	Marks    []time.Duration `json:"marks_ns,omitempty"`
 	MarkStep int             `json:"mark_step,omitempty"`
+	// StartupTrace is the worker's first calls to the stand-ins.
+	StartupTrace []tracedCall `json:"startup_trace,omitempty"`
 	// UserCPU and SysCPU are getrusage(RUSAGE_SELF) deltas over Total.
 	UserCPU time.Duration `json:"user_cpu_ns"`
 	SysCPU  time.Duration `json:"sys_cpu_ns"`
@@ -160,15 +163,18 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 		}()
 	}
 	var kRetries, dRetries atomic.Int64
+	trace := &callTrace{}
 	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint, &kRetries))
+	kc.trace = trace
 	var dc *countingDynamoDB
 	if o.worker == phaseDynamo || o.worker == phaseKill {
 		if o.table == "" {
 			return errors.New("no -table")
 		}
-		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint, &dRetries)}
+		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint, &dRetries), trace: trace}
 	}
 	tr := newTracker(o.records)
+	tr.onBegin = trace.begin
 	if o.printIDs {
 		tr.out = stdout
 	}
@@ -203,6 +209,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	res.Distinct, res.Handled, res.Duplicates, res.Bad = tr.distinct, tr.handled, tr.handled-tr.distinct-tr.bad, tr.bad
 	res.Elapsed, res.FirstRecord, res.Total = tr.lastAt.Sub(tr.start), tr.firstAt.Sub(tr.start), tr.end.Sub(tr.start)
 	res.Marks, res.MarkStep = tr.marks, tr.markStep()
+	res.StartupTrace = trace.list()
 	tr.mu.Unlock()
 	if tr.lastAt.IsZero() {
 		res.Elapsed = 0 // not every record was handled (the kill -9 test)
@@ -234,6 +241,8 @@ type tracker struct {
 	// gate, when set, is called by begin before the clock starts: a
 	// concurrent round holds every worker there until all are ready.
 	gate func()
+	// onBegin, when set, is called with the start of the clock.
+	onBegin func(time.Time)
 
 	mu       sync.Mutex
 	seen     []bool
@@ -266,6 +275,9 @@ func (t *tracker) begin() {
 	t.mu.Lock()
 	t.start = time.Now()
 	t.mu.Unlock()
+	if t.onBegin != nil {
+		t.onBegin(t.start)
+	}
 }
 
 // finish stops the clock of Total.
@@ -648,7 +660,8 @@ type pace struct {
 // each shard's pacing (it maps every iterator to its shard). It is safe
 // for concurrent use.
 type countingKinesis struct {
-	api consumer.KinesisAPI
+	api   consumer.KinesisAPI
+	trace *callTrace
 
 	mu     sync.Mutex
 	s      kinesisStats
@@ -667,10 +680,12 @@ func (k *countingKinesis) ListShards(ctx context.Context, in *kinesis.ListShards
 	k.mu.Lock()
 	k.s.ListShards++
 	k.mu.Unlock()
+	defer k.trace.add("ListShards", time.Now())
 	return k.api.ListShards(ctx, in, optFns...)
 }
 
 func (k *countingKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, optFns ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	defer k.trace.add("GetShardIterator", time.Now())
 	out, err := k.api.GetShardIterator(ctx, in, optFns...)
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -683,6 +698,7 @@ func (k *countingKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetS
 
 func (k *countingKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	start := time.Now()
+	defer k.trace.add("GetRecords", start)
 	out, err := k.api.GetRecords(ctx, in, optFns...)
 	end := time.Now()
 	d := end.Sub(start)
@@ -757,35 +773,90 @@ func (k *countingKinesis) stats(t0, last time.Time) kinesisStats {
 type countingDynamoDB struct {
 	lease.DynamoDBAPI
 	put, update, del, get, scan, describe atomic.Int64
+	trace                                 *callTrace
+}
+
+// callTrace records the first calls a worker makes to the stand-ins (its
+// start-up): which, when (from the start of the clock) and for how long.
+type callTrace struct {
+	mu    sync.Mutex
+	start time.Time
+	calls []tracedCall
+}
+
+// tracedCall is one call of a callTrace.
+type tracedCall struct {
+	Op      string  `json:"op"`
+	StartMS float64 `json:"start_ms"`
+	TookMS  float64 `json:"took_ms"`
+}
+
+// traceLimit is the number of calls a callTrace keeps.
+const traceLimit = 24
+
+// begin notes the start of the clock.
+func (c *callTrace) begin(t time.Time) {
+	c.mu.Lock()
+	c.start = t
+	c.mu.Unlock()
+}
+
+// add records a call of op that started at start, unless the trace is full
+// or the clock has not started.
+func (c *callTrace) add(op string, start time.Time) {
+	if c == nil {
+		return
+	}
+	took := time.Since(start)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() || len(c.calls) >= traceLimit {
+		return
+	}
+	c.calls = append(c.calls, tracedCall{Op: op, StartMS: ms2(start.Sub(c.start)), TookMS: ms2(took)})
+}
+
+func ms2(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (c *callTrace) list() []tracedCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls)
 }
 
 func (d *countingDynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	d.put.Add(1)
+	defer d.trace.add("PutItem", time.Now())
 	return d.DynamoDBAPI.PutItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	d.update.Add(1)
+	defer d.trace.add("UpdateItem", time.Now())
 	return d.DynamoDBAPI.UpdateItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	d.del.Add(1)
+	defer d.trace.add("DeleteItem", time.Now())
 	return d.DynamoDBAPI.DeleteItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	d.get.Add(1)
+	defer d.trace.add("GetItem", time.Now())
 	return d.DynamoDBAPI.GetItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
 	d.scan.Add(1)
+	defer d.trace.add("Scan", time.Now())
 	return d.DynamoDBAPI.Scan(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
 	d.describe.Add(1)
+	defer d.trace.add("DescribeTable", time.Now())
 	return d.DynamoDBAPI.DescribeTable(ctx, in, optFns...)
 }
 
