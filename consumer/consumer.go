@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ type Consumer struct {
 	inflight atomic.Int64
 	lost     chan *shard // shards whose checkpoint was refused: lease lost
 	writer   *writer     // batches Kinesis writes; nil without a Publisher
+	arn      string      // the stream's ARN learnt at start, when not configured; set before any reader starts
 
 	mu      sync.Mutex
 	shards  map[string]*shard // owned shards, by shard id
@@ -97,7 +99,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.readCtx = readCtx
 	c.mu.Unlock()
 
-	c.resolveStreamARN(ctx)
+	// The stream's ARN (for messages and copies) is looked up while the
+	// shards are listed; readers start only after both.
+	resolved := make(chan struct{})
+	go func() {
+		defer close(resolved)
+		c.resolveStreamARN(ctx)
+	}()
 	if c.cfg.Publisher != nil {
 		c.writer = newWriter(c)
 	}
@@ -107,7 +115,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.dispatch(handlerCtx)
 	}()
 
-	if err := c.discover(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	known, err := c.discover(ctx)
+	<-resolved
+	if err != nil && !errors.Is(err, context.Canceled) {
 		if errors.Is(err, lease.ErrTableNotFound) {
 			stopReaders()
 			close(c.ch)
@@ -119,7 +129,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
 	}
-	c.balance(ctx)
+	if err == nil {
+		// The rows discover just read and wrote: no second listing.
+		c.balanceWith(ctx, known)
+	} else {
+		c.balance(ctx)
+	}
 
 	// Renewal has a goroutine and a timer of its own, so slow listing or
 	// balancing never delays it past the lease duration.
@@ -165,7 +180,7 @@ loop:
 		case <-take.C:
 			c.balance(ctx)
 		case <-list.C:
-			if err := c.discover(ctx); err != nil && ctx.Err() == nil {
+			if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
 			}
 		}
@@ -223,7 +238,21 @@ func (c *Consumer) shutdown(stopReaders, stopHandlers context.CancelFunc, dispat
 
 // discover lists the shards (paginated) and makes sure each has a lease
 // row, with its parents.
-func (c *Consumer) discover(ctx context.Context) error {
+//
+// It returns the stream's lease rows as it left them: those it read and
+// those it wrote.
+func (c *Consumer) discover(ctx context.Context) ([]lease.Lease, error) {
+	// The lease rows are read while the shards are listed.
+	var (
+		existing []lease.Lease
+		listErr  error
+		listDone = make(chan struct{})
+	)
+	go func() {
+		defer close(listDone)
+		existing, listErr = c.cfg.Store.List(ctx, c.cfg.Stream)
+	}()
+	defer func() { <-listDone }()
 	listed := map[string]kinesistypes.Shard{}
 	var next *string
 	for {
@@ -235,7 +264,7 @@ func (c *Consumer) discover(ctx context.Context) error {
 		}
 		out, err := c.cfg.Kinesis.ListShards(ctx, in)
 		if err != nil {
-			return fmt.Errorf("consumer: list shards of %s: %w", c.cfg.Stream, err)
+			return nil, fmt.Errorf("consumer: list shards of %s: %w", c.cfg.Stream, err)
 		}
 		for _, s := range out.Shards {
 			listed[aws.ToString(s.ShardId)] = s
@@ -245,10 +274,11 @@ func (c *Consumer) discover(ctx context.Context) error {
 		}
 		next = out.NextToken
 	}
-	existing, err := c.cfg.Store.List(ctx, c.cfg.Stream)
-	if err != nil {
-		return err
+	<-listDone
+	if listErr != nil {
+		return nil, listErr
 	}
+	known := slices.Clone(existing)
 	hasRow := make(map[string]bool, len(existing))
 	for _, l := range existing {
 		hasRow[l.Key.ShardID] = true
@@ -290,19 +320,26 @@ func (c *Consumer) discover(ctx context.Context) error {
 		gens[g] = append(gens[g], lease.Key{Stream: c.cfg.Stream, ShardID: id})
 		hasRow[id] = true
 	}
+	var knownMu sync.Mutex
 	for _, keys := range gens {
 		err := concurrently(keys, func(k lease.Key) error {
-			_, err := c.cfg.Store.Ensure(ctx, k, shardParents(listed[k.ShardID]))
+			l, err := c.cfg.Store.Ensure(ctx, k, shardParents(listed[k.ShardID]))
+			if err == nil {
+				knownMu.Lock()
+				known = append(known, l)
+				knownMu.Unlock()
+			}
 			return err
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
+	slices.SortFunc(known, func(a, b lease.Lease) int { return strings.Compare(a.Key.ShardID, b.Key.ShardID) })
 	c.mu.Lock()
 	c.listed = listed
 	c.mu.Unlock()
-	return nil
+	return known, nil
 }
 
 // StreamDescriber is the optional part of a KinesisAPI (a *kinesis.Client
@@ -312,10 +349,11 @@ type StreamDescriber interface {
 	DescribeStreamSummary(ctx context.Context, in *kinesis.DescribeStreamSummaryInput, optFns ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error)
 }
 
-// resolveStreamARN fills Config.StreamARN from DescribeStreamSummary when it
-// is empty and the client can describe streams. Without it, messages carry
-// the stream's name in Message.StreamARN, and copies, dead-letter headers
-// and delay messages name the stream by its name.
+// resolveStreamARN learns the stream's ARN from DescribeStreamSummary when
+// Config.StreamARN is empty and the client can describe streams; API calls
+// keep naming the stream as configured. Without it, messages carry the
+// stream's name in Message.StreamARN, and copies, dead-letter headers and
+// delay messages name the stream by its name.
 func (c *Consumer) resolveStreamARN(ctx context.Context) {
 	d, ok := c.cfg.Kinesis.(StreamDescriber)
 	if c.cfg.StreamARN != "" || !ok {
@@ -324,7 +362,7 @@ func (c *Consumer) resolveStreamARN(ctx context.Context) {
 	for attempt := 1; ; attempt++ {
 		out, err := d.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamName: aws.String(c.cfg.Stream)})
 		if err == nil && out.StreamDescriptionSummary != nil && aws.ToString(out.StreamDescriptionSummary.StreamARN) != "" {
-			c.cfg.StreamARN = aws.ToString(out.StreamDescriptionSummary.StreamARN)
+			c.arn = aws.ToString(out.StreamDescriptionSummary.StreamARN)
 			return
 		}
 		if err == nil {
@@ -344,8 +382,11 @@ func (c *Consumer) resolveStreamARN(ctx context.Context) {
 // streamRef is the stream as messages, copies and delay messages name it:
 // its ARN when known, else its name.
 func (c *Consumer) streamRef() string {
-	if c.cfg.StreamARN != "" {
+	switch {
+	case c.cfg.StreamARN != "":
 		return c.cfg.StreamARN
+	case c.arn != "":
+		return c.arn
 	}
 	return c.cfg.Stream
 }
@@ -410,6 +451,11 @@ func (c *Consumer) balance(ctx context.Context) {
 		}
 		return
 	}
+	c.balanceWith(ctx, leases)
+}
+
+// balanceWith is balance on the stream's lease rows as just read.
+func (c *Consumer) balanceWith(ctx context.Context, leases []lease.Lease) {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()

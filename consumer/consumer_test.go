@@ -529,6 +529,9 @@ type orderStore struct {
 	mu      sync.Mutex
 	now     int
 	maxBusy map[string]int
+	lists   int
+	// listsAtTake is the number of listings before the first Take.
+	listsAtTake int
 }
 
 func (o *orderStore) enter(op string) func() {
@@ -556,7 +559,19 @@ func (o *orderStore) Ensure(ctx context.Context, k lease.Key, parents []string) 
 	return o.Store.Ensure(ctx, k, parents)
 }
 
+func (o *orderStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	o.mu.Lock()
+	o.lists++
+	o.mu.Unlock()
+	return o.Store.List(ctx, stream)
+}
+
 func (o *orderStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	o.mu.Lock()
+	if o.listsAtTake == 0 {
+		o.listsAtTake = o.lists
+	}
+	o.mu.Unlock()
 	defer o.enter("Take")()
 	return o.Store.Take(ctx, held, owner)
 }
@@ -572,6 +587,11 @@ func TestStartUpConcurrentParentsFirst(t *testing.T) {
 		h := newRecorder()
 		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1"})
 		waitFor(t, "leases of the open shards", func() bool { return len(c.Owned()) >= 6 })
+		store.mu.Lock()
+		if store.listsAtTake != 1 {
+			t.Errorf("%d lease listings before the first take, want 1 (balance uses the rows discover read and wrote)", store.listsAtTake)
+		}
+		store.mu.Unlock()
 		stop()
 		ls, _ := store.List(context.Background(), "s")
 		if len(ls) != 10 {
