@@ -65,9 +65,11 @@
 //	deadline - margin  is cancelled                          to WithShutdownTimeout, else unsettled
 //
 // A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
-// for longer) that the same function receives from the delay queue and
-// forwards to the stream as the counted copy; the adapter recognises the SQS
-// event and answers with an SQS partial batch response.
+// for longer) that is forwarded to the stream as the counted copy once due.
+// In Lambda mode the same function receives it from the delay queue: the
+// adapter recognises the SQS event and answers with an SQS partial batch
+// response. In long-running mode the service polls its delay queue itself
+// and deletes a message only after its record was written.
 //
 // Oversize writes lose nothing either: a copy or dead letter that exceeds
 // the Kinesis record limit (1 MiB) or the SQS message limit

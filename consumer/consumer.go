@@ -164,7 +164,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 				slog.String("queue", c.cfg.DelayQueue))
 			return
 		}
-		c.forwardDelays(ctx)
+		// Receiving stops with ctx; a forward under way then gets at most
+		// ShutdownTimeout to finish (what it did not delete comes again).
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stopAfter := context.AfterFunc(ctx, func() { time.AfterFunc(c.cfg.ShutdownTimeout, cancel) })
+		defer stopAfter()
+		c.forwardDelays(ctx, fctx)
 	}()
 	take := time.NewTicker(c.cfg.LeaseDuration / 2)
 	defer take.Stop()

@@ -43,8 +43,10 @@ const (
 // (or its next round) was written, so a crash or a failed write loses
 // nothing: SQS delivers the message again after its visibility timeout. A
 // message that is not a delay message of this adapter is logged and left
-// for the queue's redrive policy. It returns when ctx is done.
-func (c *Consumer) forwardDelays(ctx context.Context) {
+// for the queue's redrive policy. It receives until ctx is done; the
+// writes and deletes of a forward use writeCtx, which outlives ctx by the
+// shutdown timeout.
+func (c *Consumer) forwardDelays(ctx, writeCtx context.Context) {
 	backoff := time.Second
 	for ctx.Err() == nil {
 		out, err := c.cfg.DelayReceiver.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -65,7 +67,7 @@ func (c *Consumer) forwardDelays(ctx context.Context) {
 		}
 		backoff = time.Second
 		if len(out.Messages) > 0 {
-			c.forward(context.WithoutCancel(ctx), out.Messages)
+			c.forward(writeCtx, out.Messages)
 		}
 	}
 }
