@@ -184,9 +184,7 @@ func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, er
 		BatchHandler: bh, BatchSize: e.batchSize,
 		Concurrency: c.runner.Concurrency, Start: e.start, Limit: e.limit, LeaseDuration: e.leaseDuration,
 		ListInterval: e.listInterval, CheckpointInterval: e.checkpointInterval, ShutdownTimeout: e.shutdownTimeout,
-		Policy: c.runner.Policy, Publisher: c.runner.Publisher, Queue: c.runner.Queue,
-		DeadLetterStream: c.runner.DeadLetterStream, DeadLetterQueue: c.runner.DeadLetterQueue, DelayQueue: c.runner.DelayQueue,
-		DelayReceiver: receiver, Logger: c.runner.Logger,
+		Settings: c.runner.Settings, DelayReceiver: receiver, Logger: c.runner.Logger,
 	}, nil
 }
 

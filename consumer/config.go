@@ -11,7 +11,6 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/message"
-	"github.com/shardsettle/lambdaadapter/publish"
 	"github.com/shardsettle/lambdaadapter/retry"
 )
 
@@ -106,17 +105,9 @@ type Config struct {
 	// flight to settle (default 10s).
 	ShutdownTimeout time.Duration
 
-	// Policy decides what retries do; DeadLetter and DelayQueue are set from
-	// the targets below.
-	Policy retry.Policy
-	// Publisher writes copies and dead letters; nil leaves retries that
-	// would be copied unsettled.
-	Publisher *publish.Publisher
-	// Queue writes SQS dead letters and delay messages.
-	Queue            *publish.Queue
-	DeadLetterStream string
-	DeadLetterQueue  string
-	DelayQueue       string
+	// Settings are the retry policy and targets, shared with Lambda mode;
+	// New derives the Policy's DeadLetter and DelayQueue from the targets.
+	retry.Settings
 	// DelayReceiver receives from DelayQueue: Run forwards each durable
 	// delay message to its stream once it is due, and deletes it after the
 	// write (a *sqs.Client does). Without it another process must forward
@@ -141,12 +132,9 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("consumer: batch size %d out of range 1..%d", c.BatchSize, MaxLimit)
 	case c.Concurrency < 0 || c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 || c.BatchWindow < 0:
 		return errors.New("consumer: negative setting")
-	case c.DeadLetterStream != "" && c.DeadLetterQueue != "":
-		return errors.New("consumer: set a dead-letter stream or a dead-letter queue, not both")
-	case c.DeadLetterStream != "" && c.Publisher == nil:
-		return errors.New("consumer: a dead-letter stream needs a publisher")
-	case (c.DeadLetterQueue != "" || c.DelayQueue != "") && c.Queue == nil:
-		return errors.New("consumer: a dead-letter or delay queue needs an SQS queue client")
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("consumer: %w", err)
 	}
 	if c.Store == nil {
 		c.Store = lease.NewMemory()
@@ -182,8 +170,7 @@ func (c *Config) defaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Policy.DeadLetter = c.DeadLetterStream != "" || c.DeadLetterQueue != ""
-	c.Policy.DelayQueue = c.DelayQueue != ""
+	c.Complete()
 	return nil
 }
 

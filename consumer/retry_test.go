@@ -56,7 +56,7 @@ func TestCopiesBatched(t *testing.T) {
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("not yet")) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
 		waitFor(t, "1,000 copies", func() bool { return len(k.Written()) == 1000 })
 		time.Sleep(2 * time.Second) // a checkpoint interval
 		if cp, want := checkpointOf(t, store, f.shards[0].id), last[f.shards[0].id]; cp != want {
@@ -109,7 +109,7 @@ func TestCopyFailureHoldsCheckpoint(t *testing.T) {
 			return message.Ack()
 		}
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
 		waitFor(t, "20 records", func() bool { return h.count() == 20 })
 		time.Sleep(time.Minute) // the write gives up after writeTimeout
 		if cp := checkpointOf(t, store, id); cp != seqs[9] {
@@ -144,7 +144,7 @@ func TestDeadLetterAtCap(t *testing.T) {
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("still broken")) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), DeadLetterStream: "dl"})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), DeadLetterStream: "dl"}})
 		waitFor(t, "the dead letter", func() bool { return len(k.Written()) == 1 })
 		stop()
 		w := k.Written()[0]
@@ -171,7 +171,7 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(10*time.Second, nil) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3, MaxInProcessDelay: time.Minute}, Publisher: newPublisher(t, k)})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3, MaxInProcessDelay: time.Minute}, Publisher: newPublisher(t, k)}})
 		waitFor(t, "the record", func() bool { return h.count() == 1 })
 		time.Sleep(5 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != "" || len(k.Written()) != 0 {
@@ -196,8 +196,8 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(time.Hour, nil) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
-			Publisher: newPublisher(t, newSink())})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
+				Publisher: newPublisher(t, newSink())}})
 		waitFor(t, "the delay message", func() bool { return len(q.Bodies()) == 1 })
 		time.Sleep(2 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != seq {
@@ -229,7 +229,7 @@ func TestShutdownWithCopiesQueued(t *testing.T) {
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("again")) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), ShutdownTimeout: 200 * time.Millisecond})
+			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}, ShutdownTimeout: 200 * time.Millisecond})
 		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
 		waitFor(t, "the first copies", func() bool { return len(k.Written()) > 0 })
 		stop()
@@ -286,7 +286,7 @@ func TestCopiesFindTheStream(t *testing.T) {
 					return message.Retry(nil)
 				}
 				_, stop := run(t, Config{Stream: "s", Kinesis: kin, Handler: h, Start: TrimHorizon(), Owner: "w1",
-					Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+					Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
 				waitFor(t, "the copy", func() bool { return len(k.Written()) == 1 })
 				stop()
 				if got := k.Written()[0].Stream; got != tc.want || arn != tc.want {
@@ -332,7 +332,7 @@ func TestForwardDelays(t *testing.T) {
 		}
 		f := newFakeStream(1)
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Handler: newRecorder(), Owner: "w1",
-			Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url, DelayReceiver: q})
+			Settings: retry.Settings{Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url}, DelayReceiver: q})
 		waitFor(t, "the due record", func() bool { return len(k.Written()) == 1 })
 		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != testStreamARN || w.Key != "k" {
 			t.Errorf("forwarded %q to %s with key %s", w.Payload, w.Stream, w.Key)

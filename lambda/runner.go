@@ -39,7 +39,6 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
 	"github.com/shardsettle/lambdaadapter/message"
-	"github.com/shardsettle/lambdaadapter/publish"
 	"github.com/shardsettle/lambdaadapter/retry"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
@@ -78,20 +77,10 @@ type Config struct {
 	// Logger receives the runner's logs; nil discards them.
 	Logger *slog.Logger
 
-	// Policy decides what retries do. Its DeadLetter and DelayQueue fields
-	// are set by NewRunner from the targets below.
-	Policy retry.Policy
-	// Publisher writes copies, replies and dead letters to Kinesis. Without
-	// one, a decision to copy leaves the record unsettled (logged).
-	Publisher *publish.Publisher
-	// Queue writes dead letters and delay messages to SQS.
-	Queue *publish.Queue
-	// DeadLetterStream is the stream (name or ARN) that capped records go
-	// to; DeadLetterQueue the SQS queue URL. At most one may be set.
-	DeadLetterStream string
-	DeadLetterQueue  string
-	// DelayQueue is the SQS queue URL that carries long RetryAfter delays.
-	DelayQueue string
+	// Settings are the retry policy and targets, shared with the
+	// long-running mode; the Publisher also writes replies. NewRunner
+	// derives the Policy's DeadLetter and DelayQueue from the targets.
+	retry.Settings
 	// ReplyStream is the default stream of Message.Reply.
 	ReplyStream string
 }
@@ -103,18 +92,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lambda: concurrency %d is negative", c.Concurrency)
 	case c.DeadlineMargin < 0:
 		return fmt.Errorf("lambda: deadline margin %s is negative", c.DeadlineMargin)
-	case c.DeadLetterStream != "" && c.DeadLetterQueue != "":
-		return errors.New("lambda: set a dead-letter stream or a dead-letter queue, not both")
-	case c.DeadLetterStream != "" && c.Publisher == nil:
-		return errors.New("lambda: a dead-letter stream needs a Kinesis publisher")
-	case (c.DeadLetterQueue != "" || c.DelayQueue != "") && c.Queue == nil:
-		return errors.New("lambda: a dead-letter or delay queue needs an SQS client")
-	case c.DelayQueue != "" && c.Publisher == nil:
-		return errors.New("lambda: a delay queue needs a Kinesis publisher to forward delayed records")
-	case c.Policy.MaxAttempts < 0:
-		return fmt.Errorf("lambda: max attempts %d is negative", c.Policy.MaxAttempts)
-	case c.Policy.MaxInProcessDelay < 0:
-		return fmt.Errorf("lambda: max in-process delay %s is negative", c.Policy.MaxInProcessDelay)
+	}
+	if err := c.Settings.Validate(); err != nil {
+		return fmt.Errorf("lambda: %w", err)
 	}
 	return nil
 }
@@ -138,8 +118,7 @@ func NewRunner(h message.Handler, cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Policy.DeadLetter = cfg.DeadLetterStream != "" || cfg.DeadLetterQueue != ""
-	cfg.Policy.DelayQueue = cfg.DelayQueue != ""
+	cfg.Complete()
 	r := &Runner{h: h, conc: cfg.Concurrency, margin: cfg.DeadlineMargin, log: cfg.Logger, cfg: cfg}
 	if r.conc == 0 {
 		r.conc = DefaultConcurrency
