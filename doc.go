@@ -81,7 +81,7 @@
 // # Replies
 //
 // A handler may publish records with Message.Reply (one PutRecord, encoded
-// into a buffer reused per lane). The record being handled settles only if
+// into a buffer reused per lane), in either mode. The record being handled settles only if
 // every reply succeeded. A reply's partition key is the one given in the
 // call, else its partition-key header, else WithReplyPartitionKey, else a
 // generated key that spreads replies over the shards.

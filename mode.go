@@ -184,7 +184,7 @@ func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, er
 		BatchHandler: bh, BatchSize: e.batchSize,
 		Concurrency: c.runner.Concurrency, Start: e.start, Limit: e.limit, LeaseDuration: e.leaseDuration,
 		ListInterval: e.listInterval, CheckpointInterval: e.checkpointInterval, ShutdownTimeout: e.shutdownTimeout,
-		Settings: c.runner.Settings, DelayReceiver: receiver, Logger: c.runner.Logger,
+		Settings: c.runner.Settings, ReplyStream: c.runner.ReplyStream, DelayReceiver: receiver, Logger: c.runner.Logger,
 	}, nil
 }
 

@@ -108,6 +108,9 @@ type Config struct {
 	// Settings are the retry policy and targets, shared with Lambda mode;
 	// New derives the Policy's DeadLetter and DelayQueue from the targets.
 	retry.Settings
+	// ReplyStream is the default stream of Message.Reply (the Publisher
+	// writes replies).
+	ReplyStream string
 	// DelayReceiver receives from DelayQueue: Run forwards each durable
 	// delay message to its stream once it is due, and deletes it after the
 	// write (a *sqs.Client does). Without it another process must forward

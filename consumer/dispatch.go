@@ -32,8 +32,9 @@ func (c *Consumer) dispatch(ctx context.Context) {
 		lanes[i] = make(chan *delivery, 4)
 		q := lanes[i]
 		wg.Go(func() {
+			rep := newReplier(c)
 			for d := range q {
-				c.handle(ctx, d)
+				c.handle(ctx, d, rep)
 			}
 		})
 	}
@@ -55,6 +56,7 @@ func (c *Consumer) dispatch(ctx context.Context) {
 // BatchWindow after their first record, and runs them one at a time.
 func (c *Consumer) dispatchBatches(ctx context.Context) {
 	batch := make([]*delivery, 0, c.cfg.BatchSize)
+	rep := newReplier(c)
 	for {
 		d, ok := <-c.ch
 		if !ok {
@@ -75,11 +77,11 @@ func (c *Consumer) dispatchBatches(ctx context.Context) {
 			}
 		}
 		t.Stop()
-		c.handleBatch(ctx, batch)
+		c.handleBatch(ctx, batch, rep)
 	}
 }
 
-func (c *Consumer) handleBatch(ctx context.Context, batch []*delivery) {
+func (c *Consumer) handleBatch(ctx context.Context, batch []*delivery, rep *replier) {
 	live := batch[:0:0]
 	for _, d := range batch {
 		if d.stale() {
@@ -94,6 +96,7 @@ func (c *Consumer) handleBatch(ctx context.Context, batch []*delivery) {
 	ms := make([]*message.Message, len(live))
 	for i, d := range live {
 		ms[i] = &d.m
+		rep.begin(ms[i])
 	}
 	outs := c.callBatch(ctx, ms)
 	for i, d := range live {
@@ -101,7 +104,11 @@ func (c *Consumer) handleBatch(ctx context.Context, batch []*delivery) {
 		if i < len(outs) {
 			out = outs[i]
 		}
-		c.act(ctx, d, out)
+		if err := rep.end(ms[i]); err != nil {
+			c.logRecord(ctx, slog.LevelError, "consumer: reply failed; record left unsettled, holding the checkpoint", ms[i], out, err)
+		} else {
+			c.act(ctx, d, out)
+		}
 		d.done()
 	}
 }
@@ -117,13 +124,20 @@ func (c *Consumer) callBatch(ctx context.Context, ms []*message.Message) (outs [
 	return c.cfg.BatchHandler.HandleBatch(ctx, ms)
 }
 
-// handle runs the handler for one delivery and acts on its outcome.
-func (c *Consumer) handle(ctx context.Context, d *delivery) {
+// handle runs the handler for one delivery and acts on its outcome; a
+// delivery whose reply failed is left unsettled.
+func (c *Consumer) handle(ctx context.Context, d *delivery, rep *replier) {
 	defer d.done()
 	if d.stale() {
 		return
 	}
-	c.act(ctx, d, c.call(ctx, &d.m))
+	rep.begin(&d.m)
+	out := c.call(ctx, &d.m)
+	if err := rep.end(&d.m); err != nil {
+		c.logRecord(ctx, slog.LevelError, "consumer: reply failed; record left unsettled, holding the checkpoint", &d.m, out, err)
+		return
+	}
+	c.act(ctx, d, out)
 }
 
 func (c *Consumer) call(ctx context.Context, m *message.Message) (out message.Outcome) {

@@ -359,3 +359,88 @@ func TestForwardDelays(t *testing.T) {
 		}
 	})
 }
+
+// TestReplies: in long-running mode a handler replies like in Lambda mode:
+// to the default reply stream or a named one, with the publisher's key
+// rules; a failed reply leaves its record unsettled (the checkpoint stops
+// before it); a reply after the handler returned fails; a batch handler's
+// elements reply on their own.
+func TestReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		var seqs []string
+		for i := range 6 {
+			seqs = append(seqs, f.put(id, "k", fmt.Sprintf("r%d", i)))
+		}
+		k := newSink()
+		k.fail = func(p []byte) string {
+			if string(p) == "answer to r3" {
+				return "InvalidArgumentException" // not retried
+			}
+			return ""
+		}
+		store := lease.NewMemory()
+		var late atomic.Pointer[message.Message]
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			r := message.Reply{Payload: []byte("answer to " + string(m.Payload)), PartitionKey: "pk"}
+			if string(m.Payload) == "r1" {
+				r.Stream = "elsewhere"
+			}
+			if string(m.Payload) == "r5" {
+				late.Store(m)
+			}
+			if err := m.Reply(t.Context(), r); err != nil && string(m.Payload) != "r3" {
+				t.Errorf("reply for %s: %v", m.Payload, err)
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", Concurrency: 1,
+			Settings: retry.Settings{Publisher: newPublisher(t, k)}, ReplyStream: "replies"})
+		waitFor(t, "6 records", func() bool { return h.count() == 6 })
+		time.Sleep(2 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seqs[2] {
+			t.Errorf("checkpoint %s, want %s: the record whose reply failed holds it", cp, seqs[2])
+		}
+		if err := late.Load().Reply(context.Background(), message.Reply{Payload: []byte("too late")}); !errors.Is(err, message.ErrReplyAfterReturn) {
+			t.Errorf("reply after return: %v, want ErrReplyAfterReturn", err)
+		}
+		stop()
+		var got []string
+		for _, w := range k.Written() {
+			got = append(got, w.Stream+" "+w.Key+" "+string(w.Payload))
+		}
+		want := []string{"replies pk answer to r0", "elsewhere pk answer to r1", "replies pk answer to r2", "replies pk answer to r4", "replies pk answer to r5"}
+		if !slices.Equal(got, want) {
+			t.Errorf("replies written %q, want %q", got, want)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		seq := ""
+		for i := range 3 {
+			seq = f.put(id, "k", fmt.Sprintf("b%d", i))
+		}
+		k := newSink()
+		store := lease.NewMemory()
+		bh := BatchHandlerFunc(func(ctx context.Context, ms []*message.Message) []message.Outcome {
+			outs := make([]message.Outcome, len(ms))
+			for i, m := range ms {
+				if err := m.Reply(ctx, message.Reply{Payload: append([]byte("re "), m.Payload...)}); err != nil {
+					t.Errorf("batch reply: %v", err)
+				}
+				outs[i] = message.Ack()
+			}
+			return outs
+		})
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, BatchHandler: bh, Start: TrimHorizon(), Owner: "w1",
+			Settings: retry.Settings{Publisher: newPublisher(t, k)}, ReplyStream: "replies"})
+		waitFor(t, "3 replies", func() bool { return len(k.Written()) == 3 })
+		stop()
+		if cp := checkpointOf(t, store, id); cp != seq {
+			t.Errorf("checkpoint %s, want %s", cp, seq)
+		}
+	})
+}

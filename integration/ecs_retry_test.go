@@ -132,3 +132,45 @@ func TestECSRetriesAndDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestECSReplies: the same handler replies in long-running mode: every
+// reply lands on the reply stream (headers included) and the checkpoint
+// reaches the last record.
+func TestECSReplies(t *testing.T) {
+	env := standin.Require(t)
+	stream, _ := env.NewStream(t, 1)
+	replyStream, _ := env.NewStream(t, 1)
+	table, store := ecsNewLeaseTable(t, env, false)
+	var es []ecsEntry
+	for i := range 20 {
+		id := fmt.Sprintf("ask-%06d", i)
+		es = append(es, ecsEntry{id: id, key: id, reply: "answer " + id})
+	}
+	ecsWrite(t, env, stream, es)
+	recs := ecsReadStream(t, env, stream, 20)
+	w := ecsStartWorker(t, env, "w1", stream, table, "LAMBDAADAPTER_REPLY_STREAM="+replyStream)
+	replies := env.ReadAll(sdkContext(t), t, replyStream, 20, ecsHandledTimeout)
+	ecsEventually(t, ecsSettleTimeout, "the checkpoint at the last record", func() (bool, string) {
+		ls := ecsLeases(t, store, stream)
+		for id, seq := range ecsLastSequences(recs) {
+			if ls[id].Checkpoint != seq {
+				return false, ecsDescribeLeases(ls)
+			}
+		}
+		return true, ""
+	})
+	w.terminate(t)
+	if len(replies) != 20 {
+		t.Fatalf("reply stream holds %d records, want 20", len(replies))
+	}
+	asked := map[string]bool{}
+	for _, r := range recs {
+		asked[aws.ToString(r.SequenceNumber)] = true
+	}
+	for _, r := range replies {
+		h, payload := envelope.Decode(r.Data)
+		if !strings.HasPrefix(string(payload), "answer ask-") || !asked[h.Get("x-in-reply-to")] {
+			t.Errorf("reply %q with headers %v: want an answer naming a record of the stream in x-in-reply-to", payload, h)
+		}
+	}
+}

@@ -382,6 +382,7 @@ type ecsEntry struct {
 	sleepMS          int
 	outcome          string // the demo handler's outcome ("" acks)
 	delayMS          int    // the delay of outcome "retry_after"
+	reply            string // a reply the demo handler writes first
 }
 
 func (e ecsEntry) request() kinesistypes.PutRecordsRequestEntry {
@@ -394,6 +395,9 @@ func (e ecsEntry) request() kinesistypes.PutRecordsRequestEntry {
 	}
 	if e.delayMS > 0 {
 		payload["delay_ms"] = e.delayMS
+	}
+	if e.reply != "" {
+		payload["reply"] = e.reply
 	}
 	data, _ := json.Marshal(payload)
 	r := kinesistypes.PutRecordsRequestEntry{PartitionKey: aws.String(e.key), Data: data}

@@ -225,12 +225,12 @@ func (l *laneState) end() error {
 }
 
 // ErrReplyAfterReturn is returned by Message.Reply after the handler
-// returned.
-var ErrReplyAfterReturn = errors.New("lambda: reply after the handler returned")
+// returned (the same error in both modes).
+var ErrReplyAfterReturn = message.ErrReplyAfterReturn
 
 // ErrNoReplyStream is returned by Message.Reply when neither the reply nor
-// the adapter names a stream.
-var ErrNoReplyStream = errors.New("lambda: reply names no stream and no reply stream is set (WithReplyStream)")
+// the adapter names a stream (the same error in both modes).
+var ErrNoReplyStream = message.ErrNoReplyStream
 
 // Reply implements message.Replier: it writes r with one PutRecord, encoding
 // into the lane's buffer. Replies of one lane are written one at a time.
