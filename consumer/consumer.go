@@ -30,6 +30,11 @@ const (
 	attrOwner          = "owner"
 )
 
+// ErrStreamNotFound is matched by the error Run returns when the stream
+// does not exist when it starts (Kinesis answers ResourceNotFoundException).
+// Later, a stream that disappears is logged at every listing and retried.
+var ErrStreamNotFound = errors.New("stream not found")
+
 // Consumer reads a stream's shards through leases and runs the handler over
 // their records with exact per-record settlement. Create it with New; run it
 // with Run. Its methods are safe for concurrent use.
@@ -88,8 +93,9 @@ func (c *Consumer) Owned() []string {
 // Run consumes until ctx is cancelled, then stops gracefully: it stops
 // reading, lets the records in flight settle (at most ShutdownTimeout),
 // writes every shard's checkpoint and releases its leases so other workers
-// take them at once. It returns nil after a graceful stop, or an error when
-// the lease store cannot be used at all (for example a missing table).
+// take them at once. It returns nil after a graceful stop, or at once an
+// error when it cannot start: a missing lease table (lease.ErrTableNotFound)
+// or a missing stream (ErrStreamNotFound).
 func (c *Consumer) Run(ctx context.Context) error {
 	readCtx, stopReaders := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopReaders()
@@ -118,7 +124,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	known, err := c.discover(ctx)
 	<-resolved
 	if err != nil && !errors.Is(err, context.Canceled) {
-		if errors.Is(err, lease.ErrTableNotFound) {
+		if errors.Is(err, lease.ErrTableNotFound) || errors.Is(err, ErrStreamNotFound) {
 			stopReaders()
 			close(c.ch)
 			<-dispatched
@@ -269,6 +275,10 @@ func (c *Consumer) discover(ctx context.Context) ([]lease.Lease, error) {
 			c.streamInput(&in.StreamName, &in.StreamARN)
 		}
 		out, err := c.cfg.Kinesis.ListShards(ctx, in)
+		var missing *kinesistypes.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return nil, fmt.Errorf("consumer: %w: %s (ListShards: %s)", ErrStreamNotFound, c.streamRef(), aws.ToString(missing.Message))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("consumer: list shards of %s: %w", c.cfg.Stream, err)
 		}
@@ -370,6 +380,10 @@ func (c *Consumer) resolveStreamARN(ctx context.Context) {
 		if err == nil && out.StreamDescriptionSummary != nil && aws.ToString(out.StreamDescriptionSummary.StreamARN) != "" {
 			c.arn = aws.ToString(out.StreamDescriptionSummary.StreamARN)
 			return
+		}
+		var missing *kinesistypes.ResourceNotFoundException
+		if errors.As(err, &missing) {
+			return // discover reports the missing stream
 		}
 		if err == nil {
 			err = errors.New("no StreamARN in the answer")

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -601,6 +605,28 @@ func TestStartUpConcurrentParentsFirst(t *testing.T) {
 		defer store.mu.Unlock()
 		if store.maxBusy["Ensure"] < 2 || store.maxBusy["Take"] < 2 {
 			t.Errorf("at most %d Ensure and %d Take calls at once, want concurrent start-up", store.maxBusy["Ensure"], store.maxBusy["Take"])
+		}
+	})
+}
+
+// missingStream is a Kinesis without the stream.
+type missingStream struct{ *fakeStream }
+
+func (missingStream) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return nil, &kinesistypes.ResourceNotFoundException{Message: aws.String("Stream s under account 000000000000 not found.")}
+}
+
+// TestMissingStreamAtStart: Run returns at once with an error naming the
+// stream when it does not exist, instead of retrying forever.
+func TestMissingStreamAtStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := New(Config{Stream: "s", Kinesis: missingStream{newFakeStream(1)}, Handler: newRecorder(), Owner: "w1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Run(t.Context())
+		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), `s (ListShards: Stream s under account`) {
+			t.Errorf("Run = %v, want ErrStreamNotFound naming the stream", err)
 		}
 	})
 }

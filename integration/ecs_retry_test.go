@@ -3,8 +3,11 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -173,4 +176,28 @@ func TestECSReplies(t *testing.T) {
 			t.Errorf("reply %q with headers %v: want an answer naming a record of the stream in x-in-reply-to", payload, h)
 		}
 	}
+}
+
+// TestECSMissingStream: started on a stream that does not exist, the
+// service exits at once with status 1 and an error naming the stream,
+// instead of retrying forever while looking healthy.
+func TestECSMissingStream(t *testing.T) {
+	env := standin.Require(t)
+	table, _ := ecsNewLeaseTable(t, env, false)
+	missing := "no-such-stream-" + ecsRandomSuffix(t)
+	ctx, cancel := context.WithTimeout(t.Context(), ecsExitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bootstrapPath, "-mode=ecs")
+	cmd.Env = append(functionEnviron(), env.Environ()...)
+	cmd.Env = append(cmd.Env, "LAMBDAADAPTER_STREAM="+missing, "LAMBDAADAPTER_LEASE_TABLE="+table)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("bootstrap -mode=ecs on a missing stream: %v, want exit status 1; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "stream not found: "+missing) {
+		t.Errorf("output lacks %q:\n%s", "stream not found: "+missing, out)
+	}
+	t.Logf("exited after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
 }
