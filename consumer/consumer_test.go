@@ -630,3 +630,39 @@ func TestMissingStreamAtStart(t *testing.T) {
 		}
 	})
 }
+
+// TestThrottledReadBacksOff: ProvisionedThroughputExceededException makes
+// the reader back off (doubling from the 200 ms spacing) and call again with
+// the same iterator, without a new one; every record arrives once.
+func TestThrottledReadBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		fill(f, 30)
+		f.throttle = 3
+		h := newRecorder()
+		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1", Limit: 10})
+		waitFor(t, "30 records", func() bool { return h.count() == 30 })
+		stop()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if n := f.calls["GetShardIterator"]; n != 1 {
+			t.Errorf("%d GetShardIterator calls, want 1: a throttled read keeps its iterator", n)
+		}
+		calls := f.getRecords
+		if len(calls) < 4 {
+			t.Fatalf("%d GetRecords calls, want at least 4", len(calls))
+		}
+		for i := 1; i <= 3; i++ {
+			if calls[i].iter != calls[0].iter {
+				t.Errorf("call %d used iterator %s after a throttled call with %s", i, calls[i].iter, calls[0].iter)
+			}
+			want := minCallInterval << i // 400 ms, 800 ms, 1.6 s
+			if gap := calls[i].at.Sub(calls[i-1].at); gap < want {
+				t.Errorf("call %d came %v after a throttled one, want at least %v", i, gap, want)
+			}
+		}
+		if got := len(h.handled[f.shards[0].id]); got != 30 {
+			t.Errorf("handled %d records, want 30 once each", got)
+		}
+	})
+}

@@ -23,6 +23,17 @@ type fakeStream struct {
 	read   int // records returned by GetRecords
 	// expireEvery makes every n-th GetRecords answer ExpiredIteratorException.
 	expireEvery int
+	// throttle makes the next n GetRecords calls answer
+	// ProvisionedThroughputExceededException.
+	throttle int
+	// getRecords logs every GetRecords call: its iterator and time.
+	getRecords []fakeCall
+}
+
+type fakeCall struct {
+	iter string
+	at   time.Time
+	err  bool
 }
 
 type fakeShard struct {
@@ -146,6 +157,14 @@ func (f *fakeStream) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls["GetRecords"]++
+	call := fakeCall{iter: aws.ToString(in.ShardIterator), at: time.Now()}
+	if f.throttle > 0 {
+		f.throttle--
+		call.err = true
+		f.getRecords = append(f.getRecords, call)
+		return nil, &kinesistypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+	}
+	f.getRecords = append(f.getRecords, call)
 	if f.expireEvery > 0 && f.calls["GetRecords"]%f.expireEvery == 0 {
 		return nil, &kinesistypes.ExpiredIteratorException{Message: aws.String("expired")}
 	}
