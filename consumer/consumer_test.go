@@ -666,3 +666,70 @@ func TestThrottledReadBacksOff(t *testing.T) {
 		}
 	})
 }
+
+// TestBlockedReaderKeepsLease: a worker whose handler blocks (its reader
+// waits on the full channel for half a minute) keeps renewing its lease on
+// its own timer: another worker never finds it expired.
+func TestBlockedReaderKeepsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		fill(f, 200)
+		store := lease.NewMemory()
+		release := make(chan struct{})
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome {
+			<-release
+			return message.Ack()
+		}
+		a, stopA := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "a", LeaseDuration: 3 * time.Second, Limit: 100})
+		waitFor(t, "a's lease", func() bool { return len(a.Owned()) == 1 })
+		b, stopB := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Start: TrimHorizon(), Owner: "b", LeaseDuration: 3 * time.Second})
+		time.Sleep(30 * time.Second) // ten lease durations with a blocked reader
+		if len(b.Owned()) != 0 || len(a.Owned()) != 1 {
+			t.Errorf("after 30 s blocked: a owns %v, b owns %v; want the lease kept by a", a.Owned(), b.Owned())
+		}
+		close(release)
+		waitFor(t, "200 records", func() bool { return h.count() == 200 })
+		stopB()
+		stopA()
+	})
+}
+
+// TestExpiredLeaseTaken: a lease whose owner died (its counter never
+// changes) is taken by a live worker once its own clock saw the counter
+// unchanged for the lease duration, and not before; reading resumes after
+// the dead owner's checkpoint.
+func TestExpiredLeaseTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeStream(1)
+		id := f.shards[0].id
+		var seqs []string
+		for i := range 10 {
+			seqs = append(seqs, f.put(id, "k", fmt.Sprintf("r%d", i)))
+		}
+		store := lease.NewMemory()
+		k := lease.Key{Stream: "s", ShardID: id}
+		l, err := store.Ensure(t.Context(), k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err = store.Take(t.Context(), l, "dead"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = store.Checkpoint(t.Context(), l, seqs[5]); err != nil {
+			t.Fatal(err)
+		}
+		h := newRecorder()
+		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "live", LeaseDuration: 4 * time.Second})
+		time.Sleep(3 * time.Second)
+		if len(c.Owned()) != 0 {
+			t.Errorf("lease taken after 3 s, before the 4 s lease duration passed")
+		}
+		waitFor(t, "the expired lease", func() bool { return len(c.Owned()) == 1 })
+		waitFor(t, "the records after the checkpoint", func() bool { return h.count() == 4 })
+		stop()
+		if got := h.handled[id]; !slices.Equal(got, []string{"r6", "r7", "r8", "r9"}) {
+			t.Errorf("handled %v, want r6..r9 (after the dead owner's checkpoint)", got)
+		}
+	})
+}
