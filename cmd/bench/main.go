@@ -42,9 +42,11 @@
 // stream, all clocks started together: the stand-in's changes of speed touch
 // all three alike, and their rates over the common window compare them
 // without that noise. The window runs from the moment the last of them had
-// handled 10 % of the records to the moment the first had handled them all
-// (interpolated between progress marks every 2.5 % of the records): all
-// three read at once in it, past their start-ups. Start-up is left out
+// handled 10 % of the records to the moment the first had handled them all;
+// each rate is the least-squares slope through the worker's progress marks
+// (every 2.5 % of the records) in it, so the edges of the window, which cut
+// the staircase of batch arrivals anywhere, do not bias it. All three read
+// at once in the window, past their start-ups. Start-up is left out
 // there because in a shared queue a start a few milliseconds later costs a
 // whole place in the stand-in's queue; the sequential rounds measure it at
 // full weight, and the report gives both.

@@ -450,4 +450,16 @@ func TestCommonWindow(t *testing.T) {
 	if math.Abs(rates[0]-rates[1]) > 1e-6 {
 		t.Errorf("commonWindow with a later start-up = %v, want equal rates", rates)
 	}
+	// Batches: records arrive 40 at a time every 40 ms (a staircase of
+	// marks). The rate is the staircase's slope, 1,000/s, wherever the
+	// window's edges cut it.
+	stairs := workerResult{Distinct: 400, MarkStep: 10, Elapsed: 400 * time.Millisecond}
+	for k := 10; k <= 400; k += 10 {
+		stairs.Marks = append(stairs.Marks, time.Duration((k+39)/40*40)*time.Millisecond)
+	}
+	for _, from := range []time.Duration{45 * time.Millisecond, 79 * time.Millisecond, 81 * time.Millisecond} {
+		if got := slope(stairs, from, 400*time.Millisecond); math.Abs(got-1000) > 60 {
+			t.Errorf("slope of the staircase from %v = %.0f/s, want about 1000/s", from, got)
+		}
+	}
 }

@@ -349,7 +349,11 @@ const windowStartMark = marksPerRun / 10
 // 10 % of the records to the moment the first had handled them all. In it
 // all run at once against the same stand-in, past their start-ups (which
 // the sequential rounds measure), and before any has the stand-in to
-// fewer. It returns zeros when the window is empty.
+// fewer. Each rate is the least-squares slope of records over time through
+// the worker's progress marks in the window: records arrive in batches (a
+// staircase), and a slope through every step does not depend on where the
+// window's edges cut the stairs, as a difference of two points would. It
+// returns zeros when the window holds fewer than three marks of a worker.
 func commonWindow(round []workerResult) []float64 {
 	var from, to time.Duration
 	for i, w := range round {
@@ -361,13 +365,41 @@ func commonWindow(round []workerResult) []float64 {
 		}
 	}
 	out := make([]float64, len(round))
-	if to <= from {
-		return out
-	}
 	for i, w := range round {
-		out[i] = (recordsAt(w, to) - recordsAt(w, from)) / (to - from).Seconds()
+		out[i] = slope(w, from, to)
 	}
 	return out
+}
+
+// slope returns the least-squares slope, in records per second, of w's
+// progress marks with times in [from, to], or 0 for fewer than three.
+func slope(w workerResult, from, to time.Duration) float64 {
+	var ts, ns []float64
+	for i, m := range w.Marks {
+		if m >= from && m <= to {
+			ts = append(ts, m.Seconds())
+			ns = append(ns, float64((i+1)*w.MarkStep))
+		}
+	}
+	if len(ts) < 3 {
+		return 0
+	}
+	var tm, nm float64
+	for i := range ts {
+		tm += ts[i]
+		nm += ns[i]
+	}
+	tm /= float64(len(ts))
+	nm /= float64(len(ns))
+	var num, den float64
+	for i := range ts {
+		num += (ts[i] - tm) * (ns[i] - nm)
+		den += (ts[i] - tm) * (ts[i] - tm)
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
 }
 
 // summarizeConcurrent fills the concurrent-round figures of s.
