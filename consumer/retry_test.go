@@ -16,6 +16,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/publish"
@@ -34,6 +35,15 @@ func newPublisher(t *testing.T, k publish.KinesisAPI) *publish.Publisher {
 	return p
 }
 
+// failPayload adapts a failure rule on the record's payload (its RSK1
+// envelope opened) to awsfake.Kinesis.Fail.
+func failPayload(f func(p []byte) string) func(stream, key string, data []byte) string {
+	return func(_, _ string, data []byte) string {
+		_, p := envelope.Decode(data)
+		return f(p)
+	}
+}
+
 func checkpointOf(t *testing.T, store lease.Store, shard string) string {
 	t.Helper()
 	l, err := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: shard})
@@ -50,8 +60,8 @@ func TestCopiesBatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(1)
 		last := fill(f, 1000)
-		k := newSink()
-		k.delay = 20 * time.Millisecond // writes queue up behind a call in flight
+		k := awsfake.NewKinesis()
+		k.Delay = 20 * time.Millisecond // writes queue up behind a call in flight
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("not yet")) }
@@ -93,13 +103,13 @@ func TestCopyFailureHoldsCheckpoint(t *testing.T) {
 		for i := range 20 {
 			seqs = append(seqs, f.put(id, fmt.Sprintf("k%d", i), fmt.Sprintf("r%d", i)))
 		}
-		k := newSink()
-		k.fail = func(p []byte) string {
+		k := awsfake.NewKinesis()
+		k.Fail = failPayload(func(p []byte) string {
 			if string(p) == "r10" {
 				return "InternalFailure"
 			}
 			return ""
-		}
+		})
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(m *message.Message) message.Outcome {
@@ -139,7 +149,7 @@ func TestDeadLetterAtCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq := f.put(id, "k", string(data))
-		k := newSink()
+		k := awsfake.NewKinesis()
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("still broken")) }
@@ -166,7 +176,7 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		f := newFakeStream(1)
 		id := f.shards[0].id
 		seq := f.put(id, "k", "later")
-		k := newSink()
+		k := awsfake.NewKinesis()
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(10*time.Second, nil) }
@@ -187,7 +197,7 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		f := newFakeStream(1)
 		id := f.shards[0].id
 		seq := f.put(id, "k", "much later")
-		q := &queueSink{}
+		q := awsfake.NewSQS()
 		queue, err := publish.NewQueue(q)
 		if err != nil {
 			t.Fatal(err)
@@ -197,14 +207,14 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(time.Hour, nil) }
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
 			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
-				Publisher: newPublisher(t, newSink())}})
-		waitFor(t, "the delay message", func() bool { return len(q.Bodies()) == 1 })
+				Publisher: newPublisher(t, awsfake.NewKinesis())}})
+		waitFor(t, "the delay message", func() bool { return len(q.Sent()) == 1 })
 		time.Sleep(2 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != seq {
 			t.Errorf("checkpoint %q, want %s once the delay message is sent", cp, seq)
 		}
 		stop()
-		if d, ok, err := publish.ParseDelayed([]byte(q.Bodies()[0])); err != nil || !ok || string(d.Payload) != "much later" || d.Headers.Get(envelope.RetryCountHeader) != "1" {
+		if d, ok, err := publish.ParseDelayed([]byte(q.Sent()[0].Body)); err != nil || !ok || string(d.Payload) != "much later" || d.Headers.Get(envelope.RetryCountHeader) != "1" {
 			t.Errorf("delay message %+v, %v, %v", d, ok, err)
 		}
 	})
@@ -217,14 +227,14 @@ func TestShutdownWithCopiesQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(2)
 		fill(f, 500)
-		k := newSink()
-		k.delay = 700 * time.Millisecond
-		k.fail = func(p []byte) string { // one copy of the early ones fails
+		k := awsfake.NewKinesis()
+		k.Delay = 700 * time.Millisecond
+		k.Fail = failPayload(func(p []byte) string { // one copy of the early ones fails
 			if string(p) == f.shards[0].id+"-3" {
 				return "InternalFailure"
 			}
 			return ""
-		}
+		})
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("again")) }
@@ -278,7 +288,7 @@ func TestCopiesFindTheStream(t *testing.T) {
 				if tc.describe {
 					kin = describingStream{f}
 				}
-				k := newSink()
+				k := awsfake.NewKinesis()
 				h := newRecorder()
 				var arn string
 				h.outcome = func(m *message.Message) message.Outcome {
@@ -317,15 +327,15 @@ func TestForwardDelays(t *testing.T) {
 		q.add(body("in an hour", time.Now().Add(time.Hour)), 0)
 		q.add(`{"something":"else"}`, 0)
 		q.add(body("flaky", time.Now().Add(2*time.Second)), 2)
-		k := newSink()
+		k := awsfake.NewKinesis()
 		var failing atomic.Bool
 		failing.Store(true)
-		k.fail = func(p []byte) string {
+		k.Fail = failPayload(func(p []byte) string {
 			if string(p) == "flaky" && failing.Load() {
 				return "InvalidArgumentException" // not retried by the publisher
 			}
 			return ""
-		}
+		})
 		queue, err := publish.NewQueue(q)
 		if err != nil {
 			t.Fatal(err)
@@ -334,8 +344,8 @@ func TestForwardDelays(t *testing.T) {
 		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Handler: newRecorder(), Owner: "w1",
 			Settings: retry.Settings{Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url}, DelayReceiver: q})
 		waitFor(t, "the due record", func() bool { return len(k.Written()) == 1 })
-		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != testStreamARN || w.Key != "k" {
-			t.Errorf("forwarded %q to %s with key %s", w.Payload, w.Stream, w.Key)
+		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != testStreamARN || w.PartitionKey != "k" {
+			t.Errorf("forwarded %q to %s with key %s", w.Payload, w.Stream, w.PartitionKey)
 		}
 		time.Sleep(5 * time.Second) // "flaky" was due and failed
 		failing.Store(false)
@@ -373,13 +383,13 @@ func TestReplies(t *testing.T) {
 		for i := range 6 {
 			seqs = append(seqs, f.put(id, "k", fmt.Sprintf("r%d", i)))
 		}
-		k := newSink()
-		k.fail = func(p []byte) string {
+		k := awsfake.NewKinesis()
+		k.Fail = failPayload(func(p []byte) string {
 			if string(p) == "answer to r3" {
 				return "InvalidArgumentException" // not retried
 			}
 			return ""
-		}
+		})
 		store := lease.NewMemory()
 		var late atomic.Pointer[message.Message]
 		h := newRecorder()
@@ -409,7 +419,7 @@ func TestReplies(t *testing.T) {
 		stop()
 		var got []string
 		for _, w := range k.Written() {
-			got = append(got, w.Stream+" "+w.Key+" "+string(w.Payload))
+			got = append(got, w.Stream+" "+w.PartitionKey+" "+string(w.Payload))
 		}
 		want := []string{"replies pk answer to r0", "elsewhere pk answer to r1", "replies pk answer to r2", "replies pk answer to r4", "replies pk answer to r5"}
 		if !slices.Equal(got, want) {
@@ -423,7 +433,7 @@ func TestReplies(t *testing.T) {
 		for i := range 3 {
 			seq = f.put(id, "k", fmt.Sprintf("b%d", i))
 		}
-		k := newSink()
+		k := awsfake.NewKinesis()
 		store := lease.NewMemory()
 		bh := BatchHandlerFunc(func(ctx context.Context, ms []*message.Message) []message.Outcome {
 			outs := make([]message.Outcome, len(ms))

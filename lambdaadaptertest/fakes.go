@@ -1,202 +1,22 @@
 package lambdaadaptertest
 
-import (
-	"context"
-	"fmt"
-	"strconv"
-	"sync"
+import "github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
-
-	"github.com/shardsettle/lambdaadapter/envelope"
+// The in-memory fakes of the Kinesis and SQS writes the adapter makes; see
+// package awsfake.
+type (
+	// Kinesis is an in-memory fake of PutRecord and PutRecords.
+	Kinesis = awsfake.Kinesis
+	// Written is one record a fake Kinesis accepted.
+	Written = awsfake.Written
+	// SQS is an in-memory fake of SendMessage and SendMessageBatch.
+	SQS = awsfake.SQS
+	// Sent is one message a fake SQS accepted.
+	Sent = awsfake.Sent
 )
 
-// Written is one record a fake Kinesis accepted.
-type Written struct {
-	// Stream is the StreamARN or StreamName the record was written to.
-	Stream       string
-	PartitionKey string
-	// Data is the record's data as written (with its RSK1 envelope, if any).
-	Data []byte
-	// Headers and Payload are Data opened.
-	Headers envelope.Headers
-	Payload []byte
-}
+// NewKinesis returns an empty fake Kinesis.
+func NewKinesis() *Kinesis { return awsfake.NewKinesis() }
 
-// Kinesis is an in-memory fake of the Kinesis calls the adapter makes
-// (PutRecord, PutRecords). It records every accepted record and can be told
-// to fail. It is safe for concurrent use.
-type Kinesis struct {
-	mu      sync.Mutex
-	written []Written
-	calls   map[string]int
-	seq     int
-	// Fail, when set, is asked for every record before it is accepted; a
-	// non-empty error code fails that record (PutRecords reports it per
-	// entry; PutRecord returns an error).
-	Fail func(stream, partitionKey string, data []byte) (errorCode string)
-}
-
-// NewKinesis returns an empty fake.
-func NewKinesis() *Kinesis { return &Kinesis{calls: map[string]int{}} }
-
-// Written returns the records accepted so far, in order.
-func (k *Kinesis) Written() []Written {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return append([]Written(nil), k.written...)
-}
-
-// Calls returns how many times the named API (PutRecord, PutRecords) was
-// called.
-func (k *Kinesis) Calls(api string) int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.calls[api]
-}
-
-func (k *Kinesis) accept(stream, key string, data []byte) (seq string, code string) {
-	if k.Fail != nil {
-		if c := k.Fail(stream, key, data); c != "" {
-			return "", c
-		}
-	}
-	h, p := envelope.Decode(data)
-	d := append([]byte(nil), data...)
-	k.seq++
-	k.written = append(k.written, Written{Stream: stream, PartitionKey: key, Data: d, Headers: h.Clone(), Payload: append([]byte(nil), p...)})
-	return fmt.Sprintf("4960000000000000000000000000000000000000000000%010d", k.seq), ""
-}
-
-func streamOf(arn, name *string) string {
-	if s := aws.ToString(arn); s != "" {
-		return s
-	}
-	return aws.ToString(name)
-}
-
-// PutRecord implements the adapter's Kinesis client interface.
-func (k *Kinesis) PutRecord(_ context.Context, in *kinesis.PutRecordInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.calls["PutRecord"]++
-	seq, code := k.accept(streamOf(in.StreamARN, in.StreamName), aws.ToString(in.PartitionKey), in.Data)
-	if code != "" {
-		return nil, fakeError(code)
-	}
-	return &kinesis.PutRecordOutput{SequenceNumber: aws.String(seq), ShardId: aws.String("shardId-000000000000")}, nil
-}
-
-// PutRecords implements the adapter's Kinesis client interface.
-func (k *Kinesis) PutRecords(_ context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.calls["PutRecords"]++
-	out := &kinesis.PutRecordsOutput{Records: make([]kinesistypes.PutRecordsResultEntry, len(in.Records))}
-	failed := int32(0)
-	for i, e := range in.Records {
-		seq, code := k.accept(streamOf(in.StreamARN, in.StreamName), aws.ToString(e.PartitionKey), e.Data)
-		if code != "" {
-			failed++
-			out.Records[i] = kinesistypes.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("fake failure")}
-			continue
-		}
-		out.Records[i] = kinesistypes.PutRecordsResultEntry{SequenceNumber: aws.String(seq), ShardId: aws.String("shardId-000000000000")}
-	}
-	out.FailedRecordCount = aws.Int32(failed)
-	return out, nil
-}
-
-// fakeError is an API error with a code, as the SDK returns them.
-type fakeError string
-
-func (e fakeError) Error() string                 { return "fake: " + string(e) }
-func (e fakeError) ErrorCode() string             { return string(e) }
-func (e fakeError) ErrorMessage() string          { return "fake failure" }
-func (e fakeError) ErrorFault() smithy.ErrorFault { return smithy.FaultUnknown }
-
-// Sent is one message a fake SQS accepted.
-type Sent struct {
-	QueueURL     string
-	Body         string
-	DelaySeconds int32
-	Attributes   map[string]string
-}
-
-// SQS is an in-memory fake of the SQS calls the adapter makes
-// (SendMessage, SendMessageBatch). It is safe for concurrent use.
-type SQS struct {
-	mu    sync.Mutex
-	sent  []Sent
-	calls map[string]int
-	n     int
-	// Fail, when set, is asked for every message before it is accepted; a
-	// non-empty error code fails it.
-	Fail func(queueURL, body string) (errorCode string)
-}
-
-// NewSQS returns an empty fake.
-func NewSQS() *SQS { return &SQS{calls: map[string]int{}} }
-
-// Sent returns the messages accepted so far, in order.
-func (s *SQS) Sent() []Sent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Sent(nil), s.sent...)
-}
-
-// Calls returns how many times the named API was called.
-func (s *SQS) Calls(api string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[api]
-}
-
-func (s *SQS) accept(url, body string, delay int32, attrs map[string]sqstypes.MessageAttributeValue) (string, string) {
-	if s.Fail != nil {
-		if c := s.Fail(url, body); c != "" {
-			return "", c
-		}
-	}
-	a := map[string]string{}
-	for k, v := range attrs {
-		a[k] = aws.ToString(v.StringValue)
-	}
-	s.n++
-	s.sent = append(s.sent, Sent{QueueURL: url, Body: body, DelaySeconds: delay, Attributes: a})
-	return "msg-" + strconv.Itoa(s.n), ""
-}
-
-// SendMessage implements the adapter's SQS client interface.
-func (s *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["SendMessage"]++
-	id, code := s.accept(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody), in.DelaySeconds, in.MessageAttributes)
-	if code != "" {
-		return nil, fakeError(code)
-	}
-	return &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil
-}
-
-// SendMessageBatch implements the adapter's SQS client interface.
-func (s *SQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["SendMessageBatch"]++
-	out := &sqs.SendMessageBatchOutput{}
-	for _, e := range in.Entries {
-		id, code := s.accept(aws.ToString(in.QueueUrl), aws.ToString(e.MessageBody), e.DelaySeconds, e.MessageAttributes)
-		if code != "" {
-			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String(code), SenderFault: false, Message: aws.String("fake failure")})
-			continue
-		}
-		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
-	}
-	return out, nil
-}
+// NewSQS returns an empty fake SQS.
+func NewSQS() *SQS { return awsfake.NewSQS() }

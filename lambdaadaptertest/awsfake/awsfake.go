@@ -1,0 +1,233 @@
+// Package awsfake holds in-memory fakes of the Kinesis and SQS writes the
+// adapter makes (PutRecord, PutRecords, SendMessage, SendMessageBatch). They
+// record what they accept and can be told to fail or to take time. Package
+// lambdaadaptertest offers them under the same names; this package exists so
+// that packages lambdaadaptertest depends on can use them in their tests too.
+package awsfake
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+)
+
+// Written is one record a fake Kinesis accepted.
+type Written struct {
+	// Stream is the StreamARN or StreamName the record was written to.
+	Stream       string
+	PartitionKey string
+	// Data is the record's data as written (with its RSK1 envelope, if any).
+	Data []byte
+	// Headers and Payload are Data opened.
+	Headers envelope.Headers
+	Payload []byte
+}
+
+// Kinesis is an in-memory fake of the Kinesis calls the adapter makes
+// (PutRecord, PutRecords). It records every accepted record and can be told
+// to fail. It is safe for concurrent use.
+type Kinesis struct {
+	mu      sync.Mutex
+	written []Written
+	calls   map[string]int
+	seq     int
+	// Fail, when set, is asked for every record before it is accepted; a
+	// non-empty error code fails that record (PutRecords reports it per
+	// entry; PutRecord returns an error).
+	Fail func(stream, partitionKey string, data []byte) (errorCode string)
+	// Delay, when set, is the round trip of every call: it waits that long
+	// (or until its context ends, failing the call like an SDK client)
+	// before it accepts anything. Set it before the first call.
+	Delay time.Duration
+}
+
+// wait is the call's round trip (Delay).
+func (k *Kinesis) wait(ctx context.Context) error {
+	if k.Delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(k.Delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// NewKinesis returns an empty fake.
+func NewKinesis() *Kinesis { return &Kinesis{calls: map[string]int{}} }
+
+// Written returns the records accepted so far, in order.
+func (k *Kinesis) Written() []Written {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]Written(nil), k.written...)
+}
+
+// Calls returns how many times the named API (PutRecord, PutRecords) was
+// called.
+func (k *Kinesis) Calls(api string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.calls[api]
+}
+
+func (k *Kinesis) accept(stream, key string, data []byte) (seq string, code string) {
+	if k.Fail != nil {
+		if c := k.Fail(stream, key, data); c != "" {
+			return "", c
+		}
+	}
+	h, p := envelope.Decode(data)
+	d := append([]byte(nil), data...)
+	k.seq++
+	k.written = append(k.written, Written{Stream: stream, PartitionKey: key, Data: d, Headers: h.Clone(), Payload: append([]byte(nil), p...)})
+	return fmt.Sprintf("4960000000000000000000000000000000000000000000%010d", k.seq), ""
+}
+
+func streamOf(arn, name *string) string {
+	if s := aws.ToString(arn); s != "" {
+		return s
+	}
+	return aws.ToString(name)
+}
+
+// PutRecord implements the adapter's Kinesis client interface.
+func (k *Kinesis) PutRecord(ctx context.Context, in *kinesis.PutRecordInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
+	if err := k.wait(ctx); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls["PutRecord"]++
+	seq, code := k.accept(streamOf(in.StreamARN, in.StreamName), aws.ToString(in.PartitionKey), in.Data)
+	if code != "" {
+		return nil, fakeError(code)
+	}
+	return &kinesis.PutRecordOutput{SequenceNumber: aws.String(seq), ShardId: aws.String("shardId-000000000000")}, nil
+}
+
+// PutRecords implements the adapter's Kinesis client interface.
+func (k *Kinesis) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	if err := k.wait(ctx); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls["PutRecords"]++
+	out := &kinesis.PutRecordsOutput{Records: make([]kinesistypes.PutRecordsResultEntry, len(in.Records))}
+	failed := int32(0)
+	for i, e := range in.Records {
+		seq, code := k.accept(streamOf(in.StreamARN, in.StreamName), aws.ToString(e.PartitionKey), e.Data)
+		if code != "" {
+			failed++
+			out.Records[i] = kinesistypes.PutRecordsResultEntry{ErrorCode: aws.String(code), ErrorMessage: aws.String("fake failure")}
+			continue
+		}
+		out.Records[i] = kinesistypes.PutRecordsResultEntry{SequenceNumber: aws.String(seq), ShardId: aws.String("shardId-000000000000")}
+	}
+	out.FailedRecordCount = aws.Int32(failed)
+	return out, nil
+}
+
+// fakeError is an API error with a code, as the SDK returns them.
+type fakeError string
+
+func (e fakeError) Error() string                 { return "fake: " + string(e) }
+func (e fakeError) ErrorCode() string             { return string(e) }
+func (e fakeError) ErrorMessage() string          { return "fake failure" }
+func (e fakeError) ErrorFault() smithy.ErrorFault { return smithy.FaultUnknown }
+
+// Sent is one message a fake SQS accepted.
+type Sent struct {
+	QueueURL     string
+	Body         string
+	DelaySeconds int32
+	Attributes   map[string]string
+}
+
+// SQS is an in-memory fake of the SQS calls the adapter makes
+// (SendMessage, SendMessageBatch). It is safe for concurrent use.
+type SQS struct {
+	mu    sync.Mutex
+	sent  []Sent
+	calls map[string]int
+	n     int
+	// Fail, when set, is asked for every message before it is accepted; a
+	// non-empty error code fails it.
+	Fail func(queueURL, body string) (errorCode string)
+}
+
+// NewSQS returns an empty fake.
+func NewSQS() *SQS { return &SQS{calls: map[string]int{}} }
+
+// Sent returns the messages accepted so far, in order.
+func (s *SQS) Sent() []Sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sent(nil), s.sent...)
+}
+
+// Calls returns how many times the named API was called.
+func (s *SQS) Calls(api string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[api]
+}
+
+func (s *SQS) accept(url, body string, delay int32, attrs map[string]sqstypes.MessageAttributeValue) (string, string) {
+	if s.Fail != nil {
+		if c := s.Fail(url, body); c != "" {
+			return "", c
+		}
+	}
+	a := map[string]string{}
+	for k, v := range attrs {
+		a[k] = aws.ToString(v.StringValue)
+	}
+	s.n++
+	s.sent = append(s.sent, Sent{QueueURL: url, Body: body, DelaySeconds: delay, Attributes: a})
+	return "msg-" + strconv.Itoa(s.n), ""
+}
+
+// SendMessage implements the adapter's SQS client interface.
+func (s *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["SendMessage"]++
+	id, code := s.accept(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody), in.DelaySeconds, in.MessageAttributes)
+	if code != "" {
+		return nil, fakeError(code)
+	}
+	return &sqs.SendMessageOutput{MessageId: aws.String(id)}, nil
+}
+
+// SendMessageBatch implements the adapter's SQS client interface.
+func (s *SQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["SendMessageBatch"]++
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		id, code := s.accept(aws.ToString(in.QueueUrl), aws.ToString(e.MessageBody), e.DelaySeconds, e.MessageAttributes)
+		if code != "" {
+			out.Failed = append(out.Failed, sqstypes.BatchResultErrorEntry{Id: e.Id, Code: aws.String(code), SenderFault: false, Message: aws.String("fake failure")})
+			continue
+		}
+		out.Successful = append(out.Successful, sqstypes.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String(id)})
+	}
+	return out, nil
+}
