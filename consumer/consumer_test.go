@@ -703,10 +703,7 @@ func TestExpiredLeaseTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(1)
 		id := f.shards[0].id
-		var seqs []string
-		for i := range 10 {
-			seqs = append(seqs, f.put(id, "k", fmt.Sprintf("r%d", i)))
-		}
+		seqs := f.putNumbered(id, 10, false)
 		store := lease.NewMemory()
 		k := lease.Key{Stream: "s", ShardID: id}
 		l, err := store.Ensure(t.Context(), k, nil)

@@ -77,6 +77,21 @@ func (f *fakeStream) put(shardID, key, data string) string {
 	return seq
 }
 
+// putNumbered appends n records with payloads r0, r1, ... to a shard, all
+// with key "k" or, with distinctKeys, keys k0, k1, ...; it returns their
+// sequence numbers.
+func (f *fakeStream) putNumbered(shardID string, n int, distinctKeys bool) []string {
+	seqs := make([]string, n)
+	for i := range n {
+		key := "k"
+		if distinctKeys {
+			key = fmt.Sprintf("k%d", i)
+		}
+		seqs[i] = f.put(shardID, key, fmt.Sprintf("r%d", i))
+	}
+	return seqs
+}
+
 // split closes parent and adds two children.
 func (f *fakeStream) split(parent string) (string, string) {
 	f.mu.Lock()

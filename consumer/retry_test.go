@@ -99,10 +99,7 @@ func TestCopyFailureHoldsCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(1)
 		id := f.shards[0].id
-		var seqs []string
-		for i := range 20 {
-			seqs = append(seqs, f.put(id, fmt.Sprintf("k%d", i), fmt.Sprintf("r%d", i)))
-		}
+		seqs := f.putNumbered(id, 20, true)
 		k := awsfake.NewKinesis()
 		k.Fail = failPayload(func(p []byte) string {
 			if string(p) == "r10" {
@@ -379,10 +376,7 @@ func TestReplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeStream(1)
 		id := f.shards[0].id
-		var seqs []string
-		for i := range 6 {
-			seqs = append(seqs, f.put(id, "k", fmt.Sprintf("r%d", i)))
-		}
+		seqs := f.putNumbered(id, 6, false)
 		k := awsfake.NewKinesis()
 		k.Fail = failPayload(func(p []byte) string {
 			if string(p) == "answer to r3" {

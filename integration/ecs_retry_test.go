@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
+	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -61,15 +62,7 @@ func TestECSRetriesAndDeadLetters(t *testing.T) {
 	}
 	// The source stream: 122 originals plus two copies of each of the 22.
 	recs := ecsReadStream(t, env, stream, 122+2*22)
-	ecsEventually(t, ecsSettleTimeout, "checkpoints at every shard's last record", func() (bool, string) {
-		ls := ecsLeases(t, store, stream)
-		for id, seq := range ecsLastSequences(recs) {
-			if ls[id].Checkpoint != seq {
-				return false, ecsDescribeLeases(ls)
-			}
-		}
-		return true, ""
-	})
+	ecsAwaitCheckpointsAtEnd(t, store, stream, recs)
 	w.terminate(t)
 
 	attempts := map[string][]int{}
@@ -153,15 +146,7 @@ func TestECSReplies(t *testing.T) {
 	recs := ecsReadStream(t, env, stream, 20)
 	w := ecsStartWorker(t, env, "w1", stream, table, "LAMBDAADAPTER_REPLY_STREAM="+replyStream)
 	replies := env.ReadAll(sdkContext(t), t, replyStream, 20, ecsHandledTimeout)
-	ecsEventually(t, ecsSettleTimeout, "the checkpoint at the last record", func() (bool, string) {
-		ls := ecsLeases(t, store, stream)
-		for id, seq := range ecsLastSequences(recs) {
-			if ls[id].Checkpoint != seq {
-				return false, ecsDescribeLeases(ls)
-			}
-		}
-		return true, ""
-	})
+	ecsAwaitCheckpointsAtEnd(t, store, stream, recs)
 	w.terminate(t)
 	if len(replies) != 20 {
 		t.Fatalf("reply stream holds %d records, want 20", len(replies))
@@ -200,4 +185,19 @@ func TestECSMissingStream(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", "stream not found: "+missing, out)
 	}
 	t.Logf("exited after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+}
+
+// ecsAwaitCheckpointsAtEnd waits until every shard's checkpoint in the
+// lease table is the shard's last record among recs.
+func ecsAwaitCheckpointsAtEnd(t *testing.T, store *lease.DynamoDB, stream string, recs []standin.Record) {
+	t.Helper()
+	ecsEventually(t, ecsSettleTimeout, "checkpoints at every shard's last record", func() (bool, string) {
+		ls := ecsLeases(t, store, stream)
+		for id, seq := range ecsLastSequences(recs) {
+			if ls[id].Checkpoint != seq {
+				return false, ecsDescribeLeases(ls)
+			}
+		}
+		return true, ""
+	})
 }
