@@ -2,12 +2,10 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/shardsettle/lambdaadapter/message"
-	"github.com/shardsettle/lambdaadapter/publish"
 )
 
 // replier writes the replies (Message.Reply) of the messages one lane, or
@@ -51,21 +49,9 @@ func (r *replier) Reply(ctx context.Context, m *message.Message, rep message.Rep
 	if !open {
 		return message.ErrReplyAfterReturn
 	}
-	stream := rep.Stream
-	if stream == "" {
-		stream = r.c.cfg.ReplyStream
-	}
-	var err error
-	switch {
-	case stream == "":
-		err = message.ErrNoReplyStream
-	case r.c.cfg.Publisher == nil:
-		err = errors.New("consumer: replies need a Kinesis publisher")
-	default:
-		_, err = r.c.cfg.Publisher.PutBuffer(ctx, publish.Record{Stream: stream, PartitionKey: rep.PartitionKey, Headers: rep.Headers, Payload: rep.Payload}, &r.buf)
-	}
+	err := r.c.cfg.Publisher.PutReply(ctx, m, rep, r.c.cfg.ReplyStream, &r.buf)
 	if err != nil {
-		err = fmt.Errorf("consumer: reply to %q for shard %s sequence number %s: %w", stream, m.ShardID, m.SequenceNumber, err)
+		err = fmt.Errorf("consumer: %w", err)
 		if failed == nil {
 			r.open[m] = err
 		}

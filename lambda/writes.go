@@ -240,22 +240,9 @@ func (l *laneState) Reply(ctx context.Context, m *message.Message, r message.Rep
 	if l.cur < 0 || &l.b.msgs[l.cur] != m {
 		return ErrReplyAfterReturn
 	}
-	pub := l.b.r.cfg.Publisher
-	stream := r.Stream
-	if stream == "" {
-		stream = l.b.r.cfg.ReplyStream
-	}
-	var err error
-	switch {
-	case stream == "":
-		err = ErrNoReplyStream
-	case pub == nil:
-		err = errors.New("lambda: replies need a Kinesis client")
-	default:
-		_, err = pub.PutBuffer(ctx, publish.Record{Stream: stream, PartitionKey: r.PartitionKey, Headers: r.Headers, Payload: r.Payload}, &l.buf)
-	}
+	err := l.b.r.cfg.Publisher.PutReply(ctx, m, r, l.b.r.cfg.ReplyStream, &l.buf)
 	if err != nil {
-		err = fmt.Errorf("lambda: reply to %q for shard %s sequence number %s: %w", stream, m.ShardID, m.SequenceNumber, err)
+		err = fmt.Errorf("lambda: %w", err)
 		if l.failed == nil {
 			l.failed = err
 		}
