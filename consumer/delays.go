@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -12,7 +11,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/retry"
 )
 
 // DelayQueueAPI is the part of *sqs.Client the long-running mode uses to
@@ -72,53 +70,23 @@ func (c *Consumer) forwardDelays(ctx, writeCtx context.Context) {
 	}
 }
 
-// forward forwards or re-queues msgs and deletes those it handled.
+// forward forwards or re-queues msgs (publish.ForwardDelayed) and deletes
+// those it handled.
 func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	var (
-		done []sqstypes.Message // forwarded or sent round again: delete
-		recs []publish.Record
-		due  []sqstypes.Message // the messages of recs
-	)
-	now := time.Now()
-	for _, m := range msgs {
-		id := aws.ToString(m.MessageId)
-		d, ours, err := publish.ParseDelayed([]byte(aws.ToString(m.Body)))
-		if !ours || err != nil {
-			if err == nil {
-				err = errors.New("not a lambdaadapter delay message")
-			}
-			c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot forward a delay-queue message; left for the queue's redrive policy",
-				slog.String("message_id", id), slog.String(attrError, err.Error()))
-			continue
-		}
-		if left, ok := d.Left(now); !ok {
-			_, err := c.cfg.Queue.Send(ctx, c.cfg.DelayQueue, publish.QueueMessage{Body: aws.ToString(m.Body), Delay: min(left, retry.MaxQueueDelay)})
-			if err != nil {
-				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot send a delay message round again; it comes again",
-					slog.String("message_id", id), slog.String(attrError, err.Error()))
-				continue
-			}
-			done = append(done, m)
-			continue
-		}
-		recs = append(recs, d.Record())
-		due = append(due, m)
+	bodies := make([]string, len(msgs))
+	for i, m := range msgs {
+		bodies[i] = aws.ToString(m.Body)
 	}
-	if len(recs) > 0 {
-		if c.cfg.Publisher == nil {
-			c.log.LogAttrs(ctx, slog.LevelError, "consumer: no Kinesis publisher to forward delayed records")
-		} else {
-			for i, res := range c.cfg.Publisher.PutBatch(ctx, recs) {
-				if res.Err != nil {
-					c.log.LogAttrs(ctx, slog.LevelError, "consumer: forwarding a delayed record failed; the delay queue delivers it again",
-						slog.String("message_id", aws.ToString(due[i].MessageId)), slog.String(attrError, res.Err.Error()))
-					continue
-				}
-				done = append(done, due[i])
-			}
+	var done []sqstypes.Message // forwarded or sent round again: delete
+	for i, err := range publish.ForwardDelayed(ctx, c.cfg.Publisher, c.cfg.Queue, c.cfg.DelayQueue, bodies, time.Now()) {
+		if err != nil {
+			c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot forward a delay-queue message; it comes again (a foreign one is left for the queue's redrive policy)",
+				slog.String("message_id", aws.ToString(msgs[i].MessageId)), slog.String(attrError, err.Error()))
+			continue
 		}
+		done = append(done, msgs[i])
 	}
 	if len(done) == 0 {
 		return

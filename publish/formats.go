@@ -408,7 +408,7 @@ const DueWithin = time.Second
 
 // Left returns how long d still waits at now, and whether it is due (left
 // at most DueWithin). A delay message that is not due goes back to the
-// delay queue for the rest of its wait (at most retry.MaxQueueDelay per
+// delay queue for the rest of its wait (at most MaxDelay per
 // round).
 func (d Delayed) Left(now time.Time) (left time.Duration, due bool) {
 	left = d.NotBefore.Sub(now)
