@@ -37,7 +37,7 @@ test: unit integration
 # Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
 bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./event/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/
 	$(MAKE) bench-lanes
 
 # Long-running mode end to end against its own stand-ins (about 6 minutes).
@@ -51,7 +51,7 @@ bench-lanes:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./envelope/
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime 30s ./envelope/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./event/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
 
 demo: tools

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -16,34 +18,101 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/consumer"
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambda"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
-// Message is one delivered Kinesis record. See message.Message.
+// Message is one delivered Kinesis record, decoded; the handler gets a
+// pointer to it. Its fields:
+//
+//	Payload         []byte    the record's data with any RSK1 envelope removed
+//	Headers         Headers   the RSK1 user headers, in order, then the delivery
+//	                          headers partition-key, kinesis-sequence-number and
+//	                          kinesis-shard-id, always set from the record itself
+//	PartitionKey    string    the record's Kinesis partition key
+//	SequenceNumber  string    the record's sequence number (decimal digits)
+//	ShardID         string    the shard it was read from ("shardId-000000000000")
+//	StreamARN       string    the stream's ARN (the stream's, also for an enhanced
+//	                          fan-out consumer event source; in long-running mode
+//	                          the stream's name when its ARN could not be learnt)
+//	EventSourceARN  string    the event source as Lambda reported it (a stream or
+//	                          enhanced fan-out consumer ARN); "" in long-running mode
+//	ArrivalTime     time.Time when Kinesis accepted the record, to the millisecond
+//	Attempt         int       1 on a first delivery; on a counted copy its
+//	                          x-ruststream-retry-count + 1; in long-running mode
+//	                          one more for every in-process redelivery
+//
+// and its methods Header(name) (a header's value, "" when absent) and
+// Reply(ctx, Reply) (publish a record in answer; see Reply).
+//
+// A Message is owned by the runner and handed to exactly one HandleRecord
+// call; the handler may read it freely during the call but must not keep
+// Payload or Headers after it returns (copy what it needs): the runner may
+// reuse their storage.
 type Message = message.Message
 
-// Headers is the ordered header list of a Message. See envelope.Headers.
+// Headers is the ordered header list of a Message: Get(name), Lookup(name),
+// Set, Del, All and Clone, names compared without regard to ASCII case. See
+// envelope.Headers.
 type Headers = envelope.Headers
 
-// Outcome is what a handler decided about one record. Build it with Ack,
-// Drop, Retry or RetryAfter; see the package documentation for what each
-// does in each mode.
+// Outcome is what a handler decided about one record: Ack, Drop, Retry or
+// RetryAfter. Outcome.Kind, Err and Delay read it back. The zero Outcome is
+// invalid: the adapter treats it as Retry and logs it as a handler bug. See
+// the package documentation for what each does in each mode.
 type Outcome = message.Outcome
 
 // Handler handles one record at a time. HandleRecord is called from many
 // goroutines at once for records with different partition keys, and one
-// after another, in stream order, for records with the same key.
+// after another, in stream order, for records with the same key. ctx is
+// cancelled when the adapter stops waiting for the record (the invocation's
+// deadline minus the margin, or a long-running shutdown past its timeout);
+// a handler should return promptly then, and what it returns after that
+// changes nothing.
 type Handler = message.Handler
 
 // HandlerFunc adapts a function to the Handler interface.
 type HandlerFunc = message.HandlerFunc
 
-// Reply is a record a handler publishes with Message.Reply. See
-// message.Reply.
+// Reply is a record a handler publishes with Message.Reply: Stream (name or
+// ARN; "" means WithReplyStream), PartitionKey ("" means its partition-key
+// header, then WithReplyPartitionKey, then a generated key that spreads
+// replies over the shards), Headers and Payload. The record being handled
+// settles only if every reply written while handling it succeeded; Reply
+// must be called before HandleRecord returns.
 type Reply = message.Reply
+
+// Errors users match with errors.Is.
+var (
+	// ErrPanic is wrapped by the error of the Retry a recovered handler
+	// panic stands for (both modes).
+	ErrPanic = engine.ErrPanic
+	// ErrZeroOutcome is the error of the Retry the zero Outcome stands for.
+	ErrZeroOutcome = engine.ErrZeroOutcome
+	// ErrBatchShort is the error of the Retry that stands for an element a
+	// BatchHandler returned no Outcome for.
+	ErrBatchShort = engine.ErrBatchShort
+	// ErrNoReplier is returned by Message.Reply on a message no adapter
+	// handed over (one built by hand in a test).
+	ErrNoReplier = message.ErrNoReplier
+	// ErrReplyAfterReturn is returned by Message.Reply after the handler
+	// returned.
+	ErrReplyAfterReturn = message.ErrReplyAfterReturn
+	// ErrNoReplyStream is returned by Message.Reply when neither the reply
+	// nor the adapter names a stream (WithReplyStream).
+	ErrNoReplyStream = message.ErrNoReplyStream
+	// ErrStreamNotFound is matched by the error Adapter.Run returns when the
+	// stream does not exist (long-running mode).
+	ErrStreamNotFound = consumer.ErrStreamNotFound
+	// ErrTableNotFound is matched by the error Adapter.Run returns when the
+	// lease table does not exist (long-running mode); the message names the
+	// command that creates it.
+	ErrTableNotFound = lease.ErrTableNotFound
+)
 
 // Ack reports the record handled: the checkpoint may pass it.
 func Ack() Outcome { return message.Ack() }
@@ -54,75 +123,113 @@ func Drop(err error) Outcome { return message.Drop(err) }
 
 // Retry reports that the record must come again, with err as the logged
 // reason. Without WithMaxAttempts or a dead-letter target the record stays
-// unsettled: it and every later record of its shard are reported back to
-// Lambda, which delivers them again starting from it. With either, it
+// unsettled: in Lambda mode it and every later record of its shard are
+// reported back to Lambda, which delivers them again starting from it; in
+// long-running mode it is delivered again in process after a backoff,
+// while later records of its partition key wait for it. With either, it
 // becomes a counted copy written to its stream (the original settles once
 // the copy is written) until the cap sends it to the dead-letter target.
 func Retry(err error) Outcome { return message.Retry(err) }
 
 // RetryAfter reports that the record must come again after d, with err as
 // the logged reason: a counted copy is written to its stream after d. A d up
-// to WithMaxInProcessDelay (default 5s) that ends before the invocation's
-// deadline minus the margin is waited out in the invocation; a longer one
-// goes through the delay queue (WithDelayQueue), or without one behaves as
-// Retry and logs a warning. The cap applies as for Retry.
+// to WithMaxInProcessDelay (default 5s) — that ends before the invocation's
+// deadline minus the margin, in Lambda mode — is waited out in process; a
+// longer one goes through the delay queue (WithDelayQueue), or without one
+// behaves as Retry and logs a warning. The cap applies as for Retry.
 func RetryAfter(d time.Duration, err error) Outcome { return message.RetryAfter(d, err) }
 
 // Option configures an Adapter. Options are applied in order; New
-// validates the result once.
+// validates the result once. An option that belongs to one mode only (see
+// each one's documentation) is an error in the other; wrap such options in
+// OnlyIn to share one option list between modes.
 type Option func(*config)
 
+// config is what the options set; New turns it into an Adapter.
 type config struct {
-	runner          lambda.Config
-	kinesis         publish.KinesisAPI
-	sqs             publish.SQSAPI
+	mode            Mode
+	concurrency     int
+	concurrencySet  bool
+	margin          time.Duration
+	logger          *slog.Logger
 	maxAttempts     int
 	maxAttemptsSet  bool
 	inProcessDelay  time.Duration
 	delaySet        bool
+	deadLetterDrops bool
+	deadLetterQueue string
+	deadLetterStrm  string
+	delayQueue      string
+	replyStream     string
 	replyKey        string
+	kinesis         publish.KinesisAPI
+	sqs             publish.SQSAPI
 	maxMessageBytes int
 	ecs             ecsConfig
+	used            []modeUse     // mode-specific options given
+	onlyIn          []modeOptions // options for one mode (OnlyIn)
+	errs            []error
 }
 
-// WithConcurrency sets how many partition keys are handled at once
-// (default 16). Records with the same partition key are always handled one
-// after another, in stream order. n must be at least 1.
-func WithConcurrency(n int) Option {
+// modeUse records a mode-specific option given to New.
+type modeUse struct {
+	name string
+	mode Mode
+}
+
+// only records that the option name belongs to mode m.
+func (c *config) only(m Mode, name string) { c.used = append(c.used, modeUse{name, m}) }
+
+// OnlyIn applies opts only when the adapter runs in mode m, and ignores
+// them otherwise: one program can then carry the options of both modes and
+// choose its mode at start (WithMode).
+func OnlyIn(m Mode, opts ...Option) Option {
 	return func(c *config) {
-		if n == 0 {
-			n = -1 // zero is not "default" when given explicitly
-		}
-		c.runner.Concurrency = n
+		c.onlyIn = append(c.onlyIn, modeOptions{m, opts})
 	}
 }
 
-// WithDeadlineMargin sets how long before the invocation deadline the
-// adapter stops starting records, cancels the context of running handlers
-// and writes what must be written (copies, dead letters) before answering
-// (default 500ms). d must be positive.
+// modeOptions are options OnlyIn applies in one mode.
+type modeOptions struct {
+	mode Mode
+	opts []Option
+}
+
+// WithConcurrency sets how many partition keys are handled at once
+// (default 16), in either mode. Records with the same partition key are
+// always handled one after another, in stream order. n must be at least 1.
+func WithConcurrency(n int) Option {
+	return func(c *config) { c.concurrency, c.concurrencySet = n, true }
+}
+
+// WithDeadlineMargin (Lambda mode only) sets how long before the invocation
+// deadline the adapter stops starting records, cancels the context of
+// running handlers and writes what must be written (copies, dead letters)
+// before answering (default 500ms). d must be positive.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) {
-		if d == 0 {
-			d = -1
+		c.only(ModeLambda, "WithDeadlineMargin")
+		if d <= 0 {
+			c.errs = append(c.errs, errors.New("deadline margin must be positive"))
 		}
-		c.runner.DeadlineMargin = d
+		c.margin = d
 	}
 }
 
 // WithLogger sets the logger for drops, retries, copies, dead letters,
-// panics and deadline warnings (default: discard). Attribute keys are
-// stable: shard_id, sequence_number, partition_key, outcome, attempt, error,
-// stack.
+// panics and deadline warnings, and in long-running mode for leases and
+// shards (default: discard). Attribute keys are stable and the same in
+// both modes: mode, shard_id, sequence_number, partition_key, outcome,
+// attempt, error, stack, retry_in.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.runner.Logger = l }
+	return func(c *config) { c.logger = l }
 }
 
 // WithMaxAttempts caps how many times a record is handled, counting the
 // first delivery (n ≥ 1). It turns Retry into counted copies: the record is
-// written again to its stream with x-ruststream-retry-count incremented and
-// settles; when the n-th attempt fails, the record goes to the dead-letter
-// target, or is retired (logged, like Drop) without one.
+// written again to its stream with x-ruststream-retry-count set to the
+// attempts made and settles; when the n-th attempt fails, the record goes to
+// the dead-letter target, or is retired (logged, like Drop) without one.
 func WithMaxAttempts(n int) Option {
 	return func(c *config) { c.maxAttempts, c.maxAttemptsSet = n, true }
 }
@@ -133,35 +240,35 @@ func WithMaxAttempts(n int) Option {
 // -sequence-number, -attempts and -first-arrival. Without WithMaxAttempts the
 // cap is 3 attempts.
 func WithDeadLetterStream(nameOrARN string) Option {
-	return func(c *config) { c.runner.DeadLetterStream = nameOrARN }
+	return func(c *config) { c.deadLetterStrm = nameOrARN }
 }
 
 // WithDeadLetterQueue sends records that reached the cap to the SQS queue
 // url, one JSON message per record (see the publish package for the body).
 // Without WithMaxAttempts the cap is 3 attempts.
 func WithDeadLetterQueue(url string) Option {
-	return func(c *config) { c.runner.DeadLetterQueue = url }
+	return func(c *config) { c.deadLetterQueue = url }
 }
 
 // WithDeadLetterDrops sends Drop outcomes to the dead-letter target too, so
 // poison records are kept, not only logged.
 func WithDeadLetterDrops() Option {
-	return func(c *config) { c.runner.Policy.DeadLetterDrops = true }
+	return func(c *config) { c.deadLetterDrops = true }
 }
 
-// WithDelayQueue makes RetryAfter delays longer than can be waited in the
-// invocation durable: the record goes to the SQS queue url with
-// DelaySeconds (chained past 15 minutes) and settles; when Lambda delivers
-// the message from that queue to this same function, the adapter writes the
-// copy to the stream. Map the queue to the function with
-// ReportBatchItemFailures.
+// WithDelayQueue makes RetryAfter delays longer than can be waited in
+// process durable: the record goes to the SQS queue url with DelaySeconds
+// (chained past 15 minutes) and settles; the message is forwarded to the
+// stream as the counted copy once due — in Lambda mode when Lambda delivers
+// it from that queue to this same function (map the queue to the function
+// with ReportBatchItemFailures), in long-running mode by the service itself.
 func WithDelayQueue(url string) Option {
-	return func(c *config) { c.runner.DelayQueue = url }
+	return func(c *config) { c.delayQueue = url }
 }
 
-// WithMaxInProcessDelay sets the longest RetryAfter delay waited out inside
-// the invocation before the copy is written (default 5s); longer delays use
-// the delay queue. d must be positive.
+// WithMaxInProcessDelay sets the longest RetryAfter delay waited out in
+// process before the copy is written (default 5s); longer delays use the
+// delay queue. d must be positive.
 func WithMaxInProcessDelay(d time.Duration) Option {
 	return func(c *config) { c.inProcessDelay, c.delaySet = d, true }
 }
@@ -169,7 +276,7 @@ func WithMaxInProcessDelay(d time.Duration) Option {
 // WithReplyStream sets the stream (name or ARN) Message.Reply writes to
 // when the reply names none.
 func WithReplyStream(nameOrARN string) Option {
-	return func(c *config) { c.runner.ReplyStream = nameOrARN }
+	return func(c *config) { c.replyStream = nameOrARN }
 }
 
 // WithReplyPartitionKey sets the partition key of replies that carry none
@@ -180,8 +287,9 @@ func WithReplyPartitionKey(key string) Option {
 }
 
 // WithKinesisClient sets the Kinesis client used for copies, dead letters
-// and replies, typically a *kinesis.Client. Without it the adapter builds
-// one from the default AWS configuration (the function's role).
+// and replies (and, in long-running mode, for reading the stream),
+// typically a *kinesis.Client. Without it the adapter builds one from the
+// default AWS configuration (the function's or task's role).
 func WithKinesisClient(k publish.KinesisAPI) Option {
 	return func(c *config) { c.kinesis = k }
 }
@@ -200,10 +308,12 @@ func WithMaxMessageSize(n int) Option {
 	return func(c *config) { c.maxMessageBytes = n }
 }
 
-// Adapter runs a Handler over Kinesis invocations. It is safe for concurrent
-// use and holds no per-invocation state between calls.
+// Adapter runs a Handler over Kinesis records, in Lambda mode (Invoke,
+// HandleEvent, Handle) or long-running mode (Run). It is safe for
+// concurrent use and holds no per-invocation state between calls.
 type Adapter struct {
 	mode     Mode
+	engine   *engine.Engine
 	runner   *lambda.Runner
 	consumer *consumer.Consumer
 	store    lease.Store
@@ -211,7 +321,7 @@ type Adapter struct {
 
 // New returns an Adapter for h, validating the options once. It panics if h
 // is nil (a programmer error) and returns an error for contradictory or
-// out-of-range options.
+// out-of-range options, and for an option of the other mode.
 func New(h Handler, opts ...Option) (*Adapter, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
@@ -219,35 +329,36 @@ func New(h Handler, opts ...Option) (*Adapter, error) {
 	return newAdapter(h, nil, opts...)
 }
 
+// apply applies opts, then those OnlyIn gave for the resulting mode.
+func (c *config) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	scoped := c.onlyIn
+	c.onlyIn = nil
+	for _, s := range scoped {
+		if s.mode == c.mode {
+			c.apply(s.opts)
+		}
+	}
+}
+
 func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 	var c config
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		o(&c)
+	c.apply(opts)
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("lambdaadapter: %w", err)
 	}
-	switch {
-	case c.runner.Concurrency < 0:
-		return nil, errors.New("lambdaadapter: concurrency must be at least 1")
-	case c.runner.DeadlineMargin < 0:
-		return nil, errors.New("lambdaadapter: deadline margin must be positive")
-	case c.maxAttemptsSet && c.maxAttempts < 1:
-		return nil, fmt.Errorf("lambdaadapter: max attempts must be at least 1, got %d", c.maxAttempts)
-	case c.delaySet && c.inProcessDelay <= 0:
-		return nil, errors.New("lambdaadapter: max in-process delay must be positive")
-	case c.runner.DeadLetterStream != "" && c.runner.DeadLetterQueue != "":
-		return nil, errors.New("lambdaadapter: set WithDeadLetterStream or WithDeadLetterQueue, not both")
-	case c.runner.Policy.DeadLetterDrops && c.runner.DeadLetterStream == "" && c.runner.DeadLetterQueue == "":
-		return nil, errors.New("lambdaadapter: WithDeadLetterDrops needs a dead-letter target (WithDeadLetterStream or WithDeadLetterQueue)")
+	if bh != nil && c.mode != ModeECS {
+		return nil, errors.New("lambdaadapter: batch handlers run in long-running mode only")
 	}
-	c.runner.Policy.MaxAttempts = c.maxAttempts
-	c.runner.Policy.MaxInProcessDelay = c.inProcessDelay
-	logger := c.runner.Logger
+	logger := c.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	needSQS := c.runner.DeadLetterQueue != "" || c.runner.DelayQueue != ""
+	needSQS := c.deadLetterQueue != "" || c.delayQueue != ""
 	if c.kinesis == nil || (needSQS && c.sqs == nil) {
 		awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
 		if err != nil {
@@ -268,20 +379,32 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lambdaadapter: %w", err)
 	}
-	c.runner.Publisher = pub
+	var queue *publish.Queue
 	if c.sqs != nil {
 		qopts := []publish.QueueOption{publish.WithQueueLogger(logger)}
 		if c.maxMessageBytes != 0 {
 			qopts = append(qopts, publish.WithMaxMessageSize(c.maxMessageBytes))
 		}
-		q, err := publish.NewQueue(c.sqs, qopts...)
-		if err != nil {
+		if queue, err = publish.NewQueue(c.sqs, qopts...); err != nil {
 			return nil, fmt.Errorf("lambdaadapter: %w", err)
 		}
-		c.runner.Queue = q
 	}
-	if c.ecs.mode == ModeECS {
-		cc, err := c.consumerConfig(h, bh)
+	e, err := engine.New(engine.Config{
+		Handler:      h,
+		BatchHandler: bh,
+		Policy: retry.Policy{
+			MaxAttempts: c.maxAttempts, DeadLetterDrops: c.deadLetterDrops, MaxInProcessDelay: c.inProcessDelay,
+		},
+		Publisher: pub, Queue: queue,
+		DeadLetterStream: c.deadLetterStrm, DeadLetterQueue: c.deadLetterQueue, DelayQueue: c.delayQueue,
+		ReplyStream: c.replyStream,
+		Logger:      logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.mode == ModeECS {
+		cc, err := c.consumerConfig(e)
 		if err != nil {
 			return nil, err
 		}
@@ -289,16 +412,47 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lambdaadapter: %w", err)
 		}
-		return &Adapter{mode: ModeECS, consumer: cons, store: cc.Store}, nil
+		return &Adapter{mode: ModeECS, engine: e, consumer: cons, store: cc.Store}, nil
 	}
-	if h == nil {
-		return nil, errors.New("lambdaadapter: batch handlers run in long-running mode only")
-	}
-	r, err := lambda.NewRunner(h, c.runner)
+	r, err := lambda.NewRunner(lambda.Config{Engine: e, Concurrency: c.concurrency, DeadlineMargin: c.margin})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lambdaadapter: %w", err)
 	}
-	return &Adapter{runner: r}, nil
+	return &Adapter{mode: ModeLambda, engine: e, runner: r}, nil
+}
+
+// validate checks the options once.
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	var wrong []string
+	for _, u := range c.used {
+		if u.mode != c.mode && !slices.Contains(wrong, u.name) {
+			wrong = append(wrong, u.name)
+		}
+	}
+	if len(wrong) > 0 {
+		other := "long-running mode (WithMode(ModeECS))"
+		if c.mode == ModeECS {
+			other = "Lambda mode"
+		}
+		return fmt.Errorf("%s belongs to %s, but this adapter runs in %s mode (wrap options of the other mode in OnlyIn)",
+			strings.Join(wrong, ", "), other, c.mode)
+	}
+	switch {
+	case c.concurrencySet && c.concurrency < 1:
+		return errors.New("concurrency must be at least 1")
+	case c.maxAttemptsSet && c.maxAttempts < 1:
+		return fmt.Errorf("max attempts must be at least 1, got %d", c.maxAttempts)
+	case c.delaySet && c.inProcessDelay <= 0:
+		return errors.New("max in-process delay must be positive")
+	case c.deadLetterStrm != "" && c.deadLetterQueue != "":
+		return errors.New("set WithDeadLetterStream or WithDeadLetterQueue, not both")
+	case c.deadLetterDrops && c.deadLetterStrm == "" && c.deadLetterQueue == "":
+		return errors.New("WithDeadLetterDrops needs a dead-letter target (WithDeadLetterStream or WithDeadLetterQueue)")
+	}
+	return nil
 }
 
 // errLambdaOnly is returned by the Lambda entry points of a long-running

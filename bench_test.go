@@ -107,9 +107,10 @@ func BenchmarkLanes(b *testing.B) {
 	}
 }
 
-// BenchmarkCopies hands 1,000 retries from one invocation to the adapter
-// with WithMaxAttempts: every record becomes a counted copy. It reports the
-// Kinesis API calls per invocation (PutRecords batches of ≤ 500).
+// BenchmarkCopies hands 1,000 retries from one invocation (one shard, as
+// Lambda sends) to the adapter with WithMaxAttempts: every record becomes a
+// counted copy, written in shard order, one after another. It reports the
+// Kinesis API calls per invocation.
 func BenchmarkCopies(b *testing.B) {
 	batch := lambdaadaptertest.NewBatch("copies")
 	for i := range 1000 {

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -63,7 +65,6 @@ func TrimHorizon() Position { return consumer.TrimHorizon() }
 func AtTimestamp(t time.Time) Position { return consumer.AtTimestamp(t) }
 
 type ecsConfig struct {
-	mode               Mode
 	stream, streamARN  string
 	table              string
 	dynamo             lease.DynamoDBAPI
@@ -76,76 +77,122 @@ type ecsConfig struct {
 	shutdownTimeout    time.Duration
 	listInterval       time.Duration
 	batchSize          int
+	retryBackoff       time.Duration
+	maxRetryBackoff    time.Duration
 }
 
 // WithMode selects Lambda mode (default) or long-running mode (ModeECS).
-func WithMode(m Mode) Option { return func(c *config) { c.ecs.mode = m } }
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 
-// WithStream names the stream a long-running consumer reads (required in
-// ModeECS). Lease keys use the name.
-func WithStream(name string) Option { return func(c *config) { c.ecs.stream = name } }
+// WithStream (long-running mode only) names the stream to read (required
+// in ModeECS). Lease keys use the name.
+func WithStream(name string) Option {
+	return func(c *config) { c.only(ModeECS, "WithStream"); c.ecs.stream = name }
+}
 
-// WithStreamARN sets the stream's ARN for a long-running consumer: API calls
+// WithStreamARN (long-running mode only) sets the stream's ARN: API calls
 // and copies then use it.
-func WithStreamARN(arn string) Option { return func(c *config) { c.ecs.streamARN = arn } }
+func WithStreamARN(arn string) Option {
+	return func(c *config) { c.only(ModeECS, "WithStreamARN"); c.ecs.streamARN = arn }
+}
 
-// WithLeaseTable stores leases in the DynamoDB table (see package lease for
-// its schema; create it with `bootstrap leases init -table NAME`), so many
-// instances share the stream. Without it, leases live in memory and one
-// instance reads every shard.
-func WithLeaseTable(table string) Option { return func(c *config) { c.ecs.table = table } }
+// WithLeaseTable (long-running mode only) stores leases in the DynamoDB
+// table (see package lease for its schema; create it with `bootstrap leases
+// init -table NAME`), so many instances share the stream. Without it,
+// leases live in memory and one instance reads every shard.
+func WithLeaseTable(table string) Option {
+	return func(c *config) { c.only(ModeECS, "WithLeaseTable"); c.ecs.table = table }
+}
 
-// WithDynamoDBClient sets the DynamoDB client of the lease table, typically
-// a *dynamodb.Client; without it one is built from the default AWS
-// configuration.
-func WithDynamoDBClient(d lease.DynamoDBAPI) Option { return func(c *config) { c.ecs.dynamo = d } }
+// WithDynamoDBClient (long-running mode only) sets the DynamoDB client of
+// the lease table, typically a *dynamodb.Client; without it one is built
+// from the default AWS configuration.
+func WithDynamoDBClient(d lease.DynamoDBAPI) Option {
+	return func(c *config) { c.only(ModeECS, "WithDynamoDBClient"); c.ecs.dynamo = d }
+}
 
-// WithLeaseStore sets the lease store directly (tests, custom stores).
-func WithLeaseStore(s lease.Store) Option { return func(c *config) { c.ecs.store = s } }
+// WithLeaseStore (long-running mode only) sets the lease store directly
+// (tests, custom stores).
+func WithLeaseStore(s lease.Store) Option {
+	return func(c *config) { c.only(ModeECS, "WithLeaseStore"); c.ecs.store = s }
+}
 
-// WithOwnerID sets this instance's lease owner id; it must be unique per
-// process (default: the ECS task id or host name plus random digits).
-func WithOwnerID(id string) Option { return func(c *config) { c.ecs.owner = id } }
+// WithOwnerID (long-running mode only) sets this instance's lease owner
+// id; it must be unique per process (default: the host name plus random
+// digits; cmd/bootstrap adds the ECS task id when it runs in ECS).
+func WithOwnerID(id string) Option {
+	return func(c *config) { c.only(ModeECS, "WithOwnerID"); c.ecs.owner = id }
+}
 
-// WithStartPosition sets where a shard without a checkpoint starts
-// (default Latest).
-func WithStartPosition(p Position) Option { return func(c *config) { c.ecs.start = p } }
+// WithStartPosition (long-running mode only) sets where a shard without a
+// checkpoint starts (default Latest).
+func WithStartPosition(p Position) Option {
+	return func(c *config) { c.only(ModeECS, "WithStartPosition"); c.ecs.start = p }
+}
 
-// WithGetRecordsLimit sets the GetRecords limit (default 1,000, at most
-// 10,000).
-func WithGetRecordsLimit(n int) Option { return func(c *config) { c.ecs.limit = n } }
+// WithGetRecordsLimit (long-running mode only) sets the GetRecords limit
+// (default 1,000, at most 10,000).
+func WithGetRecordsLimit(n int) Option {
+	return func(c *config) { c.only(ModeECS, "WithGetRecordsLimit"); c.ecs.limit = n }
+}
 
-// WithLeaseDuration sets how long a lease whose counter does not change is
-// taken to be alive (default 10s); leases renew every third of it.
-func WithLeaseDuration(d time.Duration) Option { return func(c *config) { c.ecs.leaseDuration = d } }
+// WithLeaseDuration (long-running mode only) sets how long a lease whose
+// counter does not change is taken to be alive (default 10s); leases renew
+// every third of it.
+func WithLeaseDuration(d time.Duration) Option {
+	return func(c *config) { c.only(ModeECS, "WithLeaseDuration"); c.ecs.leaseDuration = d }
+}
 
-// WithCheckpointInterval bounds checkpoint writes to one per shard per
-// interval (default 1s).
+// WithCheckpointInterval (long-running mode only) bounds checkpoint writes
+// to one per shard per interval (default 1s).
 func WithCheckpointInterval(d time.Duration) Option {
-	return func(c *config) { c.ecs.checkpointInterval = d }
+	return func(c *config) { c.only(ModeECS, "WithCheckpointInterval"); c.ecs.checkpointInterval = d }
 }
 
-// WithShutdownTimeout bounds how long a graceful stop waits for records in
-// flight (default 10s).
+// WithShutdownTimeout (long-running mode only) bounds how long a graceful
+// stop, or the hand-over of one lease to another instance, waits for
+// records in flight (default 10s).
 func WithShutdownTimeout(d time.Duration) Option {
-	return func(c *config) { c.ecs.shutdownTimeout = d }
+	return func(c *config) { c.only(ModeECS, "WithShutdownTimeout"); c.ecs.shutdownTimeout = d }
 }
 
-// WithListInterval sets how often shards are listed again (default 30s).
-func WithListInterval(d time.Duration) Option { return func(c *config) { c.ecs.listInterval = d } }
+// WithListInterval (long-running mode only) sets how often shards are
+// listed again (default 30s).
+func WithListInterval(d time.Duration) Option {
+	return func(c *config) { c.only(ModeECS, "WithListInterval"); c.ecs.listInterval = d }
+}
 
-// WithBatchSize sets the largest batch a BatchHandler gets (default 100, at
-// most 10,000); a batch closes at that size or 50 ms after its first
-// record.
-func WithBatchSize(n int) Option { return func(c *config) { c.ecs.batchSize = n } }
+// WithBatchSize (long-running mode only) sets the largest batch a
+// BatchHandler gets (default 100, at most 10,000); a batch closes at that
+// size or 50 ms after its first record.
+func WithBatchSize(n int) Option {
+	return func(c *config) { c.only(ModeECS, "WithBatchSize"); c.ecs.batchSize = n }
+}
 
-// BatchHandler handles up to WithBatchSize records at once in long-running
-// mode and returns one Outcome per record, in order; every element settles
-// on its own. See consumer.BatchHandler.
-type BatchHandler = consumer.BatchHandler
+// WithRetryBackoff (long-running mode only) spaces the in-process
+// redeliveries of a record that stays unsettled: the n-th waits base ×
+// 2^(n-1), at most max, drawn from the upper half of that (defaults 500ms
+// and 30s). Both must be positive.
+func WithRetryBackoff(base, max time.Duration) Option {
+	return func(c *config) {
+		c.only(ModeECS, "WithRetryBackoff")
+		if base <= 0 || max <= 0 {
+			c.errs = append(c.errs, errors.New("retry backoff must be positive"))
+		}
+		c.ecs.retryBackoff, c.ecs.maxRetryBackoff = base, max
+	}
+}
+
+// BatchHandler handles several records at once in long-running mode and
+// returns one Outcome per record, in order; every element settles on its
+// own, exactly as the Outcome of a Handler would, and an element left
+// unsettled is delivered again in a later batch after a backoff. Batches are
+// handed over one at a time; records of one partition key appear in stream
+// order.
+type BatchHandler = message.BatchHandler
 
 // BatchHandlerFunc adapts a function to BatchHandler.
-type BatchHandlerFunc = consumer.BatchHandlerFunc
+type BatchHandlerFunc = message.BatchHandlerFunc
 
 // NewBatch returns a long-running Adapter (WithMode(ModeECS) is implied)
 // that hands records to bh in batches. It panics if bh is nil.
@@ -153,38 +200,38 @@ func NewBatch(bh BatchHandler, opts ...Option) (*Adapter, error) {
 	if bh == nil {
 		panic("lambdaadapter: nil batch handler")
 	}
-	return newAdapter(nil, bh, append(opts, WithMode(ModeECS))...)
+	return newAdapter(nil, bh, append([]Option{WithMode(ModeECS)}, opts...)...)
 }
 
 // consumerConfig builds the long-running consumer's configuration.
-func (c *config) consumerConfig(h Handler, bh BatchHandler) (consumer.Config, error) {
-	e := &c.ecs
-	if e.stream == "" {
+func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
+	x := &c.ecs
+	if x.stream == "" {
 		return consumer.Config{}, errors.New("lambdaadapter: long-running mode needs WithStream")
 	}
 	k, ok := c.kinesis.(consumer.KinesisAPI)
 	if !ok {
 		return consumer.Config{}, errors.New("lambdaadapter: long-running mode needs a Kinesis client with ListShards, GetShardIterator and GetRecords")
 	}
-	store := e.store
-	if store == nil && e.table != "" {
-		if e.dynamo == nil {
+	store := x.store
+	if store == nil && x.table != "" {
+		if x.dynamo == nil {
 			awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
 			if err != nil {
 				return consumer.Config{}, fmt.Errorf("lambdaadapter: load the default AWS configuration: %w", err)
 			}
-			e.dynamo = dynamodb.NewFromConfig(awsCfg)
+			x.dynamo = dynamodb.NewFromConfig(awsCfg)
 		}
-		store = lease.NewDynamoDB(e.dynamo, e.table)
+		store = lease.NewDynamoDB(x.dynamo, x.table)
 	}
 	// The SQS client forwards the delay queue too when it can receive.
 	receiver, _ := c.sqs.(consumer.DelayQueueAPI)
 	return consumer.Config{
-		Stream: e.stream, StreamARN: e.streamARN, Kinesis: k, Store: store, Owner: e.owner, Handler: h,
-		BatchHandler: bh, BatchSize: e.batchSize,
-		Concurrency: c.runner.Concurrency, Start: e.start, Limit: e.limit, LeaseDuration: e.leaseDuration,
-		ListInterval: e.listInterval, CheckpointInterval: e.checkpointInterval, ShutdownTimeout: e.shutdownTimeout,
-		Settings: c.runner.Settings, ReplyStream: c.runner.ReplyStream, DelayReceiver: receiver, Logger: c.runner.Logger,
+		Stream: x.stream, StreamARN: x.streamARN, Kinesis: k, Store: store, Owner: x.owner, Engine: e,
+		BatchSize: x.batchSize, Concurrency: c.concurrency, Start: x.start, Limit: x.limit,
+		LeaseDuration: x.leaseDuration, ListInterval: x.listInterval, CheckpointInterval: x.checkpointInterval,
+		ShutdownTimeout: x.shutdownTimeout, RetryBackoff: x.retryBackoff, MaxRetryBackoff: x.maxRetryBackoff,
+		DelayReceiver: receiver,
 	}, nil
 }
 

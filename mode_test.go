@@ -7,8 +7,12 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
+
+// writeOnly hides every call of a Kinesis client but PutRecord(s).
+type writeOnly struct{ publish.KinesisAPI }
 
 func TestModeWiring(t *testing.T) {
 	h := lambdaadapter.HandlerFunc(noop)
@@ -16,8 +20,8 @@ func TestModeWiring(t *testing.T) {
 	if _, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithKinesisClient(k)); err == nil || !strings.Contains(err.Error(), "WithStream") {
 		t.Errorf("ECS without a stream: %v", err)
 	}
-	// The test kit's fake only writes; reading needs the consumer's calls.
-	if _, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(k)); err == nil || !strings.Contains(err.Error(), "GetRecords") {
+	// A client that only writes cannot read the stream.
+	if _, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(writeOnly{k})); err == nil || !strings.Contains(err.Error(), "GetRecords") {
 		t.Errorf("ECS with a write-only client: %v", err)
 	}
 	ecs, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("s"))

@@ -62,10 +62,10 @@ func TestRetryBecomesCountedCopy(t *testing.T) {
 	if len(w) != 2 {
 		t.Fatalf("%d records written, want 2 copies: %+v", len(w), w)
 	}
-	// Lanes finish in any order: compare the copies in key order.
-	slices.SortFunc(w, func(a, b lambdaadaptertest.Written) int { return strings.Compare(a.PartitionKey, b.PartitionKey) })
-	if res.Kinesis.Calls("PutRecords") != 1 || res.Kinesis.Calls("PutRecord") != 0 {
-		t.Errorf("copies must go out in one PutRecords: %d PutRecords, %d PutRecord", res.Kinesis.Calls("PutRecords"), res.Kinesis.Calls("PutRecord"))
+	// A shard's copies go out in its order, one after another: a copy
+	// that fails stops the later ones (no record is copied twice).
+	if res.Kinesis.Calls("PutRecords") != 2 || res.Kinesis.Calls("PutRecord") != 0 {
+		t.Errorf("copies must go out with PutRecords, one per call in shard order: %d PutRecords, %d PutRecord", res.Kinesis.Calls("PutRecords"), res.Kinesis.Calls("PutRecord"))
 	}
 	for i, want := range []struct {
 		key, payload, count string
@@ -221,7 +221,10 @@ func TestDropsToDeadLetter(t *testing.T) {
 }
 
 // TestFailedWriteLeavesRecordUnsettled: a copy or dead letter that cannot be
-// written keeps its record in the response, so nothing is lost.
+// written keeps its record in the response, so nothing is lost; and no later
+// record of its shard gets a copy or dead letter, because Lambda delivers
+// them again: one record never has two copy chains (fault: a partial
+// PutRecords failure started a second chain).
 func TestFailedWriteLeavesRecordUnsettled(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -250,8 +253,25 @@ func TestFailedWriteLeavesRecordUnsettled(t *testing.T) {
 				if diff := cmp.Diff([]string{bad}, res.Failures); diff != "" {
 					t.Errorf("failures (-want +got):\n%s", diff)
 				}
-				if len(fake.Written()) != 1 || fake.Written()[0].PartitionKey != "c" {
-					t.Errorf("written %+v", fake.Written())
+				if w := fake.Written(); len(w) != 0 {
+					t.Errorf("written %+v: the record after the failed write must get nothing (Lambda delivers it again)", w)
+				}
+				// Lambda delivers b and c again; this time b's write works.
+				fake.Fail = nil
+				again := lambdaadaptertest.NewBatch("orders")
+				again.Add("b", []byte("retry"))
+				again.Add("c", []byte("retry too"))
+				res = lambdaadaptertest.RunContext(t.Context(), t, lambdaadapter.HandlerFunc(outcomeByPayload), again,
+					append(tt.opts, lambdaadapter.WithKinesisClient(fake))...)
+				if !res.AllSettled() {
+					t.Errorf("redelivery: %s", res.Raw)
+				}
+				var keys []string
+				for _, w := range fake.Written() {
+					keys = append(keys, w.PartitionKey)
+				}
+				if want := []string{"b", "c"}; !slices.Equal(keys, want) {
+					t.Errorf("written for keys %v over both deliveries, want %v: one write per record", keys, want)
 				}
 			})
 		})
@@ -450,19 +470,30 @@ func TestEnhancedFanOutSource(t *testing.T) {
 	}
 }
 
-// TestThousandCopiesFewCalls: 1,000 copies from one invocation take at most
-// 3 PutRecords calls.
-func TestThousandCopiesFewCalls(t *testing.T) {
+// TestThousandCopies: 1,000 copies from one invocation are all written, in
+// shard order; copies of different shards share PutRecords calls.
+func TestThousandCopies(t *testing.T) {
 	b := lambdaadaptertest.NewBatch("orders")
 	for i := range 1000 {
+		if i%250 == 0 {
+			b.OnShard(fmt.Sprintf("shardId-%012d", i/250))
+		}
 		b.Add("k"+strconv.Itoa(i%50), []byte("retry "+strconv.Itoa(i)))
 	}
 	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b, lambdaadapter.WithMaxAttempts(3))
 	if !res.AllSettled() || len(res.Kinesis.Written()) != 1000 {
 		t.Fatalf("response %s, %d written", res.Raw, len(res.Kinesis.Written()))
 	}
-	if n := res.Kinesis.Calls("PutRecords"); n > 3 {
-		t.Errorf("%d PutRecords calls for 1,000 copies", n)
+	last := map[int]int{} // shard → last record number copied
+	for _, w := range res.Kinesis.Written() {
+		n, _ := strconv.Atoi(strings.TrimPrefix(string(w.Payload), "retry "))
+		if prev, ok := last[n/250]; ok && n < prev {
+			t.Fatalf("copy of record %d written after the copy of record %d of its shard", n, prev)
+		}
+		last[n/250] = n
+	}
+	if n := res.Kinesis.Calls("PutRecords"); n > 300 {
+		t.Errorf("%d PutRecords calls for 4 shards × 250 copies, want about 250 (a copy of each shard per call)", n)
 	}
 }
 
@@ -482,19 +513,21 @@ func TestNewValidatesRetryOptions(t *testing.T) {
 }
 
 // TestOversizeDeadLetterLosesNothing: a dead letter too large for the SQS
-// limit is not sent; its record stays unsettled (reported), and a record
-// that fits still goes.
+// limit is not sent; its record stays unsettled (reported), a record before
+// it still goes, and a record after it waits for Lambda's redelivery (its
+// shard's writes stop at the one that failed).
 func TestOversizeDeadLetterLosesNothing(t *testing.T) {
 	b := lambdaadaptertest.NewBatch("orders")
-	big := b.Add("a", []byte("retry"+strings.Repeat("x", 3000)))
-	b.Add("b", []byte("retry small"))
+	b.Add("a", []byte("retry small"))
+	big := b.Add("b", []byte("retry"+strings.Repeat("x", 3000)))
+	b.Add("c", []byte("retry small after"))
 	res := lambdaadaptertest.Run(t, lambdaadapter.HandlerFunc(outcomeByPayload), b,
 		lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterQueue("http://sqs.local/000000000000/dlq"), lambdaadapter.WithMaxMessageSize(2048))
 	if diff := cmp.Diff([]string{big}, res.Failures); diff != "" {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
-	if sent := res.SQS.Sent(); len(sent) != 1 || !strings.Contains(sent[0].Body, `"partition_key":"b"`) {
-		t.Errorf("sent %+v", sent)
+	if sent := res.SQS.Sent(); len(sent) != 1 || !strings.Contains(sent[0].Body, `"partition_key":"a"`) {
+		t.Errorf("sent %+v, want only the dead letter of the record before the oversize one", sent)
 	}
 }
 

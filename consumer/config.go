@@ -9,9 +9,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/message"
-	"github.com/shardsettle/lambdaadapter/retry"
 )
 
 // KinesisAPI is the part of *kinesis.Client the consumer reads with.
@@ -21,21 +21,12 @@ type KinesisAPI interface {
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
 }
 
-// BatchHandler handles up to Config.BatchSize records at once. It returns
-// one Outcome per message, in order; every element settles on its own. A
-// shorter result leaves the missing elements to Retry. Batches are handed
-// over one at a time, records in stream order per shard.
-type BatchHandler interface {
-	HandleBatch(ctx context.Context, ms []*message.Message) []message.Outcome
-}
+// BatchHandler handles several records at once. See message.BatchHandler;
+// the module root exports it as lambdaadapter.BatchHandler.
+type BatchHandler = message.BatchHandler
 
 // BatchHandlerFunc adapts a function to BatchHandler.
-type BatchHandlerFunc func(ctx context.Context, ms []*message.Message) []message.Outcome
-
-// HandleBatch calls f(ctx, ms).
-func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ms []*message.Message) []message.Outcome {
-	return f(ctx, ms)
-}
+type BatchHandlerFunc = message.BatchHandlerFunc
 
 // Defaults of Config.
 const (
@@ -47,6 +38,11 @@ const (
 	DefaultCheckpointInterval = time.Second
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultBatchWindow        = 50 * time.Millisecond
+	DefaultRetryBackoff       = engine.DefaultBackoffBase
+	DefaultMaxRetryBackoff    = engine.DefaultBackoffMax
+	// DefaultMaxWaiting is how many records may wait for a lane (behind a
+	// busy or retrying partition key) before the readers pause.
+	DefaultMaxWaiting = 10000
 	// ChannelSize is the capacity of the one channel all readers feed: a
 	// reader waits while it is full, so the handlers set the pace.
 	ChannelSize = 64
@@ -58,8 +54,8 @@ const (
 	idleWait = time.Second
 )
 
-// Config configures a Consumer. Stream, Kinesis and one of Handler or
-// BatchHandler are required; every other zero field takes its default.
+// Config configures a Consumer. Stream, Kinesis and Engine are required;
+// every other zero field takes its default.
 type Config struct {
 	// Stream is the stream's name. Lease keys use it ("stream:shardId").
 	Stream string
@@ -74,14 +70,13 @@ type Config struct {
 	// Store holds the leases; nil means an in-memory store (one instance).
 	Store lease.Store
 	// Owner is this worker's owner id; "" means lease.NewOwnerID of the
-	// host name.
+	// host name (unique per process: the host name plus random digits).
 	Owner string
-	// Handler handles one record at a time (lanes per partition key).
-	Handler message.Handler
-	// BatchHandler handles batches of up to BatchSize records, closed
-	// BatchWindow after their first record. Set Handler or BatchHandler.
-	BatchHandler BatchHandler
-	// BatchSize is the largest batch (default 100, at most MaxLimit).
+	// Engine runs the handler (or batch handler) and settles the records:
+	// the same engine, with the same semantics, as Lambda mode.
+	Engine *engine.Engine
+	// BatchSize is the largest batch of a batch handler (default 100, at
+	// most MaxLimit).
 	BatchSize int
 	// BatchWindow closes a batch this long after its first record (default
 	// 50ms).
@@ -101,23 +96,28 @@ type Config struct {
 	// CheckpointInterval bounds checkpoint writes to one per shard per
 	// interval (default 1s); a kill -9 re-delivers about that much.
 	CheckpointInterval time.Duration
-	// ShutdownTimeout bounds how long a graceful stop waits for records in
-	// flight to settle (default 10s).
+	// ShutdownTimeout bounds how long a graceful stop, or the hand-over of
+	// one lease to another worker, waits for records in flight to settle
+	// (default 10s).
 	ShutdownTimeout time.Duration
-
-	// Settings are the retry policy and targets, shared with Lambda mode;
-	// New derives the Policy's DeadLetter and DelayQueue from the targets.
-	retry.Settings
-	// ReplyStream is the default stream of Message.Reply (the Publisher
-	// writes replies).
-	ReplyStream string
-	// DelayReceiver receives from DelayQueue: Run forwards each durable
-	// delay message to its stream once it is due, and deletes it after the
-	// write (a *sqs.Client does). Without it another process must forward
-	// the delay queue (a Lambda function running this adapter subscribed
-	// to it).
+	// RetryBackoff and MaxRetryBackoff space the in-process redeliveries of
+	// a record that stays unsettled: the n-th waits RetryBackoff × 2^(n-1),
+	// at most MaxRetryBackoff, drawn from the upper half of that (defaults
+	// 500ms and 30s).
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// MaxWaiting is how many read records may wait for a lane before the
+	// readers pause (default DefaultMaxWaiting). Records of a key whose
+	// record is being retried wait behind it.
+	MaxWaiting int
+	// DelayReceiver receives from the engine's delay queue: Run forwards
+	// each durable delay message to its stream once it is due, and deletes
+	// it after the write (a *sqs.Client does). Without it another process
+	// must forward the delay queue (a Lambda function running this adapter
+	// subscribed to it).
 	DelayReceiver DelayQueueAPI
-	// Logger receives the consumer's logs; nil discards them.
+	// Logger receives the consumer's logs (leases, shards, reading); nil
+	// means the engine's logger.
 	Logger *slog.Logger
 }
 
@@ -127,17 +127,15 @@ func (c *Config) defaults() error {
 		return errors.New("consumer: no stream")
 	case c.Kinesis == nil:
 		return errors.New("consumer: no Kinesis client")
-	case (c.Handler == nil) == (c.BatchHandler == nil):
-		return errors.New("consumer: set exactly one of Handler and BatchHandler")
+	case c.Engine == nil:
+		return errors.New("consumer: no engine (handler)")
 	case c.Limit < 0 || c.Limit > MaxLimit:
 		return fmt.Errorf("consumer: limit %d out of range 1..%d", c.Limit, MaxLimit)
 	case c.BatchSize < 0 || c.BatchSize > MaxLimit:
 		return fmt.Errorf("consumer: batch size %d out of range 1..%d", c.BatchSize, MaxLimit)
-	case c.Concurrency < 0 || c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 || c.BatchWindow < 0:
+	case c.Concurrency < 0 || c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 ||
+		c.BatchWindow < 0 || c.RetryBackoff < 0 || c.MaxRetryBackoff < 0 || c.MaxWaiting < 0:
 		return errors.New("consumer: negative setting")
-	}
-	if err := c.Settings.Validate(); err != nil {
-		return fmt.Errorf("consumer: %w", err)
 	}
 	if c.Store == nil {
 		c.Store = lease.NewMemory()
@@ -150,7 +148,7 @@ func (c *Config) defaults() error {
 	}
 	if c.Limit == 0 {
 		c.Limit = DefaultLimit
-		if c.BatchHandler != nil {
+		if c.Engine.Batch() {
 			// A batch can be filled by one read.
 			c.Limit = min(max(DefaultLimit, c.BatchSize), MaxLimit)
 		}
@@ -170,10 +168,19 @@ func (c *Config) defaults() error {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = DefaultRetryBackoff
 	}
-	c.Complete()
+	if c.MaxRetryBackoff == 0 {
+		c.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	c.MaxRetryBackoff = max(c.MaxRetryBackoff, c.RetryBackoff)
+	if c.MaxWaiting == 0 {
+		c.MaxWaiting = DefaultMaxWaiting
+	}
+	if c.Logger == nil {
+		c.Logger = c.Engine.Logger()
+	}
 	return nil
 }
 

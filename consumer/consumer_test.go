@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,169 +17,129 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/message"
 )
-
-// recorder is a handler that records what it handled, per shard, and can
-// be told what to return.
-type recorder struct {
-	mu      sync.Mutex
-	handled map[string][]string // shard -> payloads in handling order
-	order   []string            // shard/payload, global order
-	outcome func(m *message.Message) message.Outcome
-}
-
-func newRecorder() *recorder { return &recorder{handled: map[string][]string{}} }
-
-func (r *recorder) HandleRecord(_ context.Context, m *message.Message) message.Outcome {
-	r.mu.Lock()
-	r.handled[m.ShardID] = append(r.handled[m.ShardID], string(m.Payload))
-	r.order = append(r.order, m.ShardID+"/"+string(m.Payload))
-	r.mu.Unlock()
-	if r.outcome != nil {
-		return r.outcome(m)
-	}
-	return message.Ack()
-}
-
-func (r *recorder) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.order)
-}
-
-// waitFor advances the fake clock until cond holds or a minute passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 600 {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
-func fill(f *fakeStream, perShard int) map[string]string {
-	last := map[string]string{}
-	for _, s := range f.shards {
-		for i := range perShard {
-			last[s.id] = f.put(s.id, fmt.Sprintf("key-%d", i%7), fmt.Sprintf("%s-%d", s.id, i))
-		}
-	}
-	return last
-}
-
-func run(t *testing.T, cfg Config) (*Consumer, func()) {
-	t.Helper()
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	return c, func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}
-}
 
 func TestOneWorkerFourShards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(4)
-		last := fill(f, 250)
+		f := newStream(4)
+		last := f.fill(4, 250)
 		store := lease.NewMemory()
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Limit: 100, Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Limit: 100, Owner: "w1"}, handler(h))
 		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
 		if got := c.Owned(); len(got) != 4 {
 			t.Errorf("owned %v", got)
 		}
 		time.Sleep(2 * time.Second) // a checkpoint interval
-		ls, _ := store.List(t.Context(), "s")
+		ls, _ := store.List(t.Context(), testStream)
 		for _, l := range ls {
 			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "w1" {
 				t.Errorf("%s: checkpoint %s owner %q, want %s (written within the interval)", l.Key.ShardID, l.Checkpoint, l.Owner, last[l.Key.ShardID])
 			}
 		}
 		stop()
-		ls, _ = store.List(context.Background(), "s")
+		ls, _ = store.List(context.Background(), testStream)
 		for _, l := range ls {
 			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "" {
 				t.Errorf("after stop %s: checkpoint %s owner %q", l.Key.ShardID, l.Checkpoint, l.Owner)
 			}
 		}
-		for _, s := range f.shards {
+		for s := range 4 {
+			id := shardID(s)
 			want := make([]string, 250)
 			for i := range want {
-				want[i] = fmt.Sprintf("%s-%d", s.id, i)
+				want[i] = fmt.Sprintf("%s-%d", id, i)
 			}
-			got := h.handled[s.id]
-			slices.SortFunc(got, func(a, b string) int { return cmpIndex(a, b) })
+			got := slices.Clone(h.handled[id])
+			slices.SortFunc(got, cmpIndex)
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", s.id, diff)
+				t.Errorf("%s (-want +got):\n%s", id, diff)
 			}
 		}
 	})
 }
 
 func cmpIndex(a, b string) int {
-	var x, y int
-	fmt.Sscanf(a[len("shardId-000000000000-"):], "%d", &x)
-	fmt.Sscanf(b[len("shardId-000000000000-"):], "%d", &y)
+	x, _ := strconv.Atoi(a[strings.LastIndex(a, "-")+1:])
+	y, _ := strconv.Atoi(b[strings.LastIndex(b, "-")+1:])
 	return x - y
 }
 
-// TestRetryHoldsCheckpoint: an unsettled record holds the checkpoint while
-// the reader goes on; a restart reads again from it.
-func TestRetryHoldsCheckpoint(t *testing.T) {
+// TestRetryDeliveredAgainInProcess: an unsettled record (uncounted Retry)
+// is delivered again in process after a backoff, with Attempt counted up;
+// it holds the checkpoint meanwhile; later records of its key wait for it,
+// other keys go on; once it settles, the checkpoint passes everything.
+func TestRetryDeliveredAgainInProcess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		var seqs []string
 		for i := range 10 {
-			seqs = append(seqs, f.put(id, "k"+fmt.Sprint(i), fmt.Sprint(i)))
+			key := "k" + strconv.Itoa(i)
+			if i == 6 {
+				key = "k4" // waits for record 4
+			}
+			seqs = append(seqs, f.put(id, key, strconv.Itoa(i)))
 		}
 		store := lease.NewMemory()
 		h := newRecorder()
+		var heal sync.Once
+		healed := make(chan struct{})
 		h.outcome = func(m *message.Message) message.Outcome {
 			if string(m.Payload) == "4" {
-				return message.Retry(errors.New("not now"))
+				select {
+				case <-healed:
+				default:
+					return message.Retry(errors.New("not now"))
+				}
 			}
 			return message.Ack()
 		}
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1"})
-		waitFor(t, "10 records", func() bool { return h.count() == 10 })
-		stop()
-		l, _ := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: id})
-		if l.Checkpoint != seqs[3] {
-			t.Fatalf("checkpoint %s, want %s (just before the retried record)", l.Checkpoint, seqs[3])
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", RetryBackoff: time.Second, MaxRetryBackoff: 4 * time.Second}, handler(h))
+		waitFor(t, "three attempts of record 4", func() bool { return len(h.attempts("4")) >= 3 })
+		if got := h.attempts("6"); len(got) != 0 {
+			t.Errorf("record 6 (same key as 4) handled %v before 4 settled", got)
 		}
-		// The next owner reads again from the retried record.
-		h2 := newRecorder()
-		_, stop2 := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h2, Start: TrimHorizon(), Owner: "w2"})
-		waitFor(t, "redelivery", func() bool { return h2.count() == 6 })
-		stop2()
-		got := h2.handled[id]
-		slices.Sort(got)
-		if diff := cmp.Diff([]string{"4", "5", "6", "7", "8", "9"}, got); diff != "" {
-			t.Errorf("redelivered (-want +got):\n%s", diff)
+		for _, p := range []string{"5", "7", "8", "9"} {
+			if len(h.attempts(p)) != 1 {
+				t.Errorf("record %s (another key) handled %v times, want once: other keys go on", p, h.attempts(p))
+			}
+		}
+		time.Sleep(2 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seqs[3] {
+			t.Errorf("checkpoint %s, want %s (just before the unsettled record)", cp, seqs[3])
+		}
+		heal.Do(func() { close(healed) })
+		waitFor(t, "record 6", func() bool { return len(h.attempts("6")) == 1 })
+		got := h.attempts("4")
+		for i, a := range got {
+			if a != i+1 {
+				t.Fatalf("record 4 handled with attempts %v, want 1, 2, 3, ...", got)
+			}
+		}
+		time.Sleep(2 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seqs[9] {
+			t.Errorf("checkpoint %s, want %s once the record settled", cp, seqs[9])
+		}
+		stop()
+		for p, n := range h.times() {
+			if p != "4" && n != 1 {
+				t.Errorf("record %s handled %d times, want once (nothing settled is delivered again)", p, n)
+			}
 		}
 	})
 }
 
 func TestWorkersShareShards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(6)
+		f := newStream(6)
 		store := lease.NewMemory()
 		var cs []*Consumer
 		var stops []func()
 		for i := range 3 {
-			c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Owner: fmt.Sprintf("w%d", i), LeaseDuration: 3 * time.Second})
+			c, stop := run(t, Config{Kinesis: f, Store: store, Owner: fmt.Sprintf("w%d", i), LeaseDuration: 3 * time.Second}, handler(newRecorder()))
 			cs = append(cs, c)
 			stops = append(stops, stop)
 		}
@@ -190,7 +151,7 @@ func TestWorkersShareShards(t *testing.T) {
 			}
 			return true
 		})
-		c4, stop4 := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Owner: "w3", LeaseDuration: 3 * time.Second})
+		c4, stop4 := run(t, Config{Kinesis: f, Store: store, Owner: "w3", LeaseDuration: 3 * time.Second}, handler(newRecorder()))
 		cs = append(cs, c4)
 		stops = append(stops, stop4)
 		waitFor(t, "2/2/1/1", func() bool {
@@ -228,12 +189,12 @@ func TestWorkersShareShards(t *testing.T) {
 // its parent settled and the parent is SHARD_END.
 func TestSplitParentsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		parent := f.shards[0].id
+		f := newStream(1)
+		parent := shardID(0)
 		for i := range 50 {
-			f.put(parent, "k"+fmt.Sprint(i%5), fmt.Sprintf("p%d", i))
+			f.put(parent, "k"+strconv.Itoa(i%5), fmt.Sprintf("p%d", i))
 		}
-		a, b := f.split(parent)
+		a, b := f.Split(testStream, parent)
 		for i := range 20 {
 			f.put(a, "k", fmt.Sprintf("a%d", i))
 			f.put(b, "k", fmt.Sprintf("b%d", i))
@@ -249,23 +210,40 @@ func TestSplitParentsFirst(t *testing.T) {
 			}
 			return message.Ack()
 		}
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", Concurrency: 1, ListInterval: 2 * time.Second})
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", Concurrency: 1, ListInterval: 2 * time.Second}, handler(h))
 		waitFor(t, "90 records", func() bool { return h.count() == 90 })
 		stop()
-		l, _ := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: parent})
-		if l.Checkpoint != lease.ShardEnd {
-			t.Errorf("parent checkpoint %q, want SHARD_END", l.Checkpoint)
+		if cp := checkpointOf(t, store, parent); cp != lease.ShardEnd {
+			t.Errorf("parent checkpoint %q, want SHARD_END", cp)
 		}
 	})
 }
 
+// expiringStream answers every third GetRecords with
+// ExpiredIteratorException.
+type expiringStream struct {
+	*stream
+	n int
+	mu sync.Mutex
+}
+
+func (e *expiringStream) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	e.mu.Lock()
+	e.n++
+	expire := e.n%3 == 0
+	e.mu.Unlock()
+	if expire {
+		return nil, &kinesistypes.ExpiredIteratorException{Message: aws.String("expired")}
+	}
+	return e.stream.GetRecords(ctx, in, opts...)
+}
+
 func TestExpiredIteratorNeverRewinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(2)
-		fill(f, 300)
-		f.expireEvery = 3
+		f := newStream(2)
+		f.fill(2, 300)
 		h := newRecorder()
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Limit: 50, Owner: "w1"})
+		_, stop := run(t, Config{Kinesis: &expiringStream{stream: f}, Start: TrimHorizon(), Limit: 50, Owner: "w1"}, handler(h))
 		waitFor(t, "600 records", func() bool { return h.count() == 600 })
 		time.Sleep(5 * time.Second)
 		stop()
@@ -277,10 +255,10 @@ func TestExpiredIteratorNeverRewinds(t *testing.T) {
 
 func TestSeekHorizon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		fill(f, 20)
+		f := newStream(1)
+		f.fill(1, 20)
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1"}, handler(h))
 		waitFor(t, "20", func() bool { return h.count() == 20 })
 		if err := c.Seek(t.Context(), TrimHorizon()); err != nil {
 			t.Fatal(err)
@@ -292,8 +270,8 @@ func TestSeekHorizon(t *testing.T) {
 
 func TestBatchHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(2)
-		fill(f, 120)
+		f := newStream(2)
+		f.fill(2, 120)
 		var mu sync.Mutex
 		var sizes []int
 		n := 0
@@ -309,7 +287,7 @@ func TestBatchHandler(t *testing.T) {
 			return outs
 		})
 		store := lease.NewMemory()
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, BatchHandler: bh, BatchSize: 50, Start: TrimHorizon(), Owner: "w1"})
+		_, stop := run(t, Config{Kinesis: f, Store: store, BatchSize: 50, Start: TrimHorizon(), Owner: "w1"}, engineConfig{BatchHandler: bh})
 		waitFor(t, "240", func() bool { mu.Lock(); defer mu.Unlock(); return n == 240 })
 		stop()
 		for _, s := range sizes {
@@ -321,16 +299,18 @@ func TestBatchHandler(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	f := newFakeStream(1)
+	f := newStream(1)
 	h := newRecorder()
+	e := newConsumer(t, Config{Kinesis: f}, handler(h)).cfg.Engine
 	for name, cfg := range map[string]Config{
-		"no stream":  {Kinesis: f, Handler: h},
-		"no client":  {Stream: "s", Handler: h},
-		"no handler": {Stream: "s", Kinesis: f},
-		"limit":      {Stream: "s", Kinesis: f, Handler: h, Limit: 10001},
+		"no stream": {Kinesis: f, Engine: e},
+		"no client": {Stream: "s", Engine: e},
+		"no engine": {Stream: "s", Kinesis: f},
+		"limit":     {Stream: "s", Kinesis: f, Engine: e, Limit: 10001},
+		"negative":  {Stream: "s", Kinesis: f, Engine: e, RetryBackoff: -1},
 	} {
-		if _, err := New(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
+		if _, err := New(cfg); err == nil || !strings.HasPrefix(err.Error(), "consumer: ") {
+			t.Errorf("%s: err = %v", name, err)
 		}
 	}
 }
@@ -340,15 +320,15 @@ func TestNewValidates(t *testing.T) {
 // again.
 func TestLostLeaseCannotCheckpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
-		fill(f, 10)
+		f := newStream(1)
+		id := shardID(0)
+		f.fill(1, 10)
 		store := lease.NewMemory()
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", LeaseDuration: 3 * time.Second})
+		c, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", LeaseDuration: 3 * time.Second}, handler(h))
 		waitFor(t, "10", func() bool { return h.count() == 10 })
 		time.Sleep(2 * time.Second)
-		k := lease.Key{Stream: "s", ShardID: id}
+		k := lease.Key{Stream: testStream, ShardID: id}
 		l, _ := store.Get(t.Context(), k)
 		stolen, err := store.Take(t.Context(), l, "thief")
 		if err != nil {
@@ -394,16 +374,16 @@ func TestLostLeaseCannotCheckpoint(t *testing.T) {
 // child record is lost.
 func TestSplitWithLatest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		parent := f.shards[0].id
+		f := newStream(1)
+		parent := shardID(0)
 		h := newRecorder()
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Owner: "w1", ListInterval: 2 * time.Second})
+		_, stop := run(t, Config{Kinesis: f, Owner: "w1", ListInterval: 2 * time.Second}, handler(h))
 		time.Sleep(3 * time.Second) // the reader sits at LATEST
 		for i := range 10 {
 			f.put(parent, "k", fmt.Sprintf("p%d", i))
 		}
 		waitFor(t, "parent records", func() bool { return h.count() == 10 })
-		a, b := f.split(parent)
+		a, b := f.Split(testStream, parent)
 		for i := range 10 {
 			f.put(a, "k", fmt.Sprintf("a%d", i))
 			f.put(b, "k", fmt.Sprintf("b%d", i))
@@ -418,15 +398,15 @@ func TestSplitWithLatest(t *testing.T) {
 // records of the children, only what arrives later.
 func TestLatestOnAResharedStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		parent := f.shards[0].id
+		f := newStream(1)
+		parent := shardID(0)
 		f.put(parent, "k", "old-parent")
-		a, b := f.split(parent)
+		a, b := f.Split(testStream, parent)
 		f.put(a, "k", "old-a")
 		f.put(b, "k", "old-b")
 		store := lease.NewMemory()
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Store: store, Owner: "w1"}, handler(h))
 		waitFor(t, "both children owned", func() bool { return len(c.Owned()) == 2 })
 		time.Sleep(2 * time.Second)
 		f.put(a, "k", "new-a")
@@ -438,8 +418,44 @@ func TestLatestOnAResharedStream(t *testing.T) {
 		if diff := cmp.Diff([]string{a + "/new-a", b + "/new-b"}, got); diff != "" {
 			t.Errorf("handled (-want +got):\n%s", diff)
 		}
-		if _, err := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: parent}); !errors.Is(err, lease.ErrNotFound) {
+		if _, err := store.Get(context.Background(), lease.Key{Stream: testStream, ShardID: parent}); !errors.Is(err, lease.ErrNotFound) {
 			t.Errorf("the old parent got a lease row: %v", err)
+		}
+	})
+}
+
+// TestStartAtTimestampReadsClosedParent (fault: start at a timestamp
+// skipped a closed parent): a fresh consumer at AtTimestamp(T) on a stream
+// split after T reads the parent's records from T to the split, then the
+// children's.
+func TestStartAtTimestampReadsClosedParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		parent := shardID(0)
+		for i := range 3 {
+			f.put(parent, "k", fmt.Sprintf("before-%d", i))
+		}
+		time.Sleep(time.Second)
+		at := time.Now()
+		for i := range 3 {
+			f.put(parent, "k", fmt.Sprintf("after-%d", i))
+		}
+		time.Sleep(time.Second)
+		a, b := f.Split(testStream, parent)
+		f.put(a, "k", "child-a")
+		f.put(b, "k", "child-b")
+		time.Sleep(time.Second)
+		store := lease.NewMemory()
+		h := newRecorder()
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: AtTimestamp(at), Owner: "w1", ListInterval: 2 * time.Second}, handler(h))
+		waitFor(t, "5 records", func() bool { return h.count() >= 5 })
+		time.Sleep(5 * time.Second)
+		stop()
+		got := slices.Sorted(slices.Values(h.order))
+		want := []string{a + "/child-a", parent + "/after-0", parent + "/after-1", parent + "/after-2", b + "/child-b"}
+		slices.Sort(want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("handled (-want +got):\n%s", diff)
 		}
 	})
 }
@@ -448,15 +464,15 @@ func TestLatestOnAResharedStream(t *testing.T) {
 // only, redelivering from exactly that record; the other shard is untouched.
 func TestSeekSequenceOneShard(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(2)
-		s0, s1 := f.shards[0].id, f.shards[1].id
+		f := newStream(2)
+		s0, s1 := shardID(0), shardID(1)
 		var seqs []string
 		for i := range 10 {
-			seqs = append(seqs, f.put(s0, "k", fmt.Sprint(i)))
-			f.put(s1, "k", fmt.Sprint(i))
+			seqs = append(seqs, f.put(s0, "k", strconv.Itoa(i)))
+			f.put(s1, "k", strconv.Itoa(i))
 		}
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1"}, handler(h))
 		waitFor(t, "20", func() bool { return h.count() == 20 })
 		if err := c.Seek(t.Context(), AtSequence(s0, seqs[6])); err != nil {
 			t.Fatal(err)
@@ -476,13 +492,100 @@ func TestSeekSequenceOneShard(t *testing.T) {
 	})
 }
 
+// TestConcurrentSeeks (fault: two concurrent Seeks leaked a reader and froze
+// the shard): many seeks at once leave one reader per shard, the shard's
+// records in flight drain, and records written afterwards are read once
+// per seek at most.
+func TestConcurrentSeeks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
+		f.putNumbered(id, 200, true)
+		h := newRecorder()
+		c, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1", Limit: 10}, handler(h))
+		waitFor(t, "the first records", func() bool { return h.count() >= 20 })
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				if err := c.Seek(context.Background(), AtSequence(id, f.Records(testStream)[i].SequenceNumber)); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		before := h.count()
+		f.put(id, "late", "late")
+		waitFor(t, "the late record", func() bool { return h.times()["late"] >= 1 })
+		time.Sleep(5 * time.Second)
+		if n := h.times()["late"]; n != 1 {
+			t.Errorf("the late record was handled %d times, want once: one reader per shard", n)
+		}
+		c.mu.Lock()
+		s := c.shards[id]
+		c.mu.Unlock()
+		if s == nil {
+			t.Fatal("shard not held")
+		}
+		if n := s.es.Inflight(); n != 0 {
+			t.Errorf("%d records in flight after the seeks settled, want 0 (the shard froze)", n)
+		}
+		if p := s.es.Watermark().Pending(); p != 0 {
+			t.Errorf("watermark pending %d, want 0", p)
+		}
+		stop()
+		if h.count() <= before {
+			t.Error("nothing handled after the seeks")
+		}
+	})
+}
+
+// TestSeekOnEndedShard (fault: a seek on an ended shard could write
+// SHARD_END while a record was unsettled): the reader reaches the end of a
+// closed shard while a record runs; a seek then starts a new epoch; the
+// shard is checkpointed SHARD_END only once the new epoch's records all
+// settled.
+func TestSeekOnEndedShard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
+		f.putNumbered(id, 5, true)
+		f.Split(testStream, id)
+		store := lease.NewMemory()
+		release := make(chan struct{})
+		h := newRecorder()
+		var blocked sync.Once
+		h.outcome = func(m *message.Message) message.Outcome {
+			if string(m.Payload) == "r2" {
+				first := false
+				blocked.Do(func() { first = true })
+				if first {
+					<-release
+				}
+			}
+			return message.Ack()
+		}
+		c, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"}, handler(h))
+		waitFor(t, "the other records", func() bool { return h.count() == 5 })
+		synctest.Wait() // the reader has read to the end
+		if err := c.Seek(t.Context(), TrimHorizon()); err != nil {
+			t.Fatal(err)
+		}
+		close(release) // the first r2 settles now: stale
+		synctest.Wait()
+		l, _ := store.Get(t.Context(), lease.Key{Stream: testStream, ShardID: id})
+		if l.Checkpoint == lease.ShardEnd && h.count() < 10 {
+			t.Fatalf("SHARD_END written with only %d of 10 deliveries handled", h.count())
+		}
+		waitFor(t, "the second pass", func() bool { return h.count() == 10 })
+		waitFor(t, "SHARD_END", func() bool { return checkpointOf(t, store, id) == lease.ShardEnd })
+		stop()
+	})
+}
+
 func TestBatchSizeRaisesLimit(t *testing.T) {
 	bh := BatchHandlerFunc(func(context.Context, []*message.Message) []message.Outcome { return nil })
 	for _, tt := range []struct{ size, limit, want int }{{0, 0, 1000}, {5000, 0, 5000}, {10000, 0, 10000}, {5000, 300, 300}} {
-		c, err := New(Config{Stream: "s", Kinesis: newFakeStream(1), BatchHandler: bh, BatchSize: tt.size, Limit: tt.limit})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := newConsumer(t, Config{Kinesis: newStream(1), BatchSize: tt.size, Limit: tt.limit}, engineConfig{BatchHandler: bh})
 		if c.cfg.Limit != tt.want {
 			t.Errorf("batch size %d, limit %d: GetRecords limit %d, want %d", tt.size, tt.limit, c.cfg.Limit, tt.want)
 		}
@@ -495,21 +598,19 @@ func TestBatchSizeRaisesLimit(t *testing.T) {
 func TestReadAheadOneBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const limit = 100
-		f := newFakeStream(1)
-		fill(f, 1000)
+		f := newStream(1)
+		f.fill(1, 1000)
 		release := make(chan struct{})
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome {
 			<-release
 			return message.Ack()
 		}
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: lease.NewMemory(), Handler: h, Start: TrimHorizon(), Limit: limit, Concurrency: 1, Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Store: lease.NewMemory(), Start: TrimHorizon(), Limit: limit, Concurrency: 1, MaxWaiting: 1, Owner: "w1"}, handler(h))
 		time.Sleep(5 * time.Second) // far more than the reads need
 		synctest.Wait()
-		f.mu.Lock()
-		read, calls := f.read, f.calls["GetRecords"]
-		f.mu.Unlock()
-		handedOff := int(c.inflight.Load())
+		read := int(f.read.Load())
+		handedOff := c.shards[shardID(0)].es.Inflight()
 		if len(c.ch) != ChannelSize {
 			t.Fatalf("channel holds %d deliveries, want it full (%d)", len(c.ch), ChannelSize)
 		}
@@ -517,7 +618,7 @@ func TestReadAheadOneBatch(t *testing.T) {
 		// by the shard: the rest of the batch being handed off plus the
 		// batch read ahead.
 		if held := read - handedOff; held <= limit || held > 2*limit {
-			t.Errorf("read %d records in %d calls, %d handed off: the shard holds %d, want one batch read ahead (%d < held ≤ %d)", read, calls, handedOff, held, limit, 2*limit)
+			t.Errorf("read %d records, %d handed off: the shard holds %d, want one batch read ahead (%d < held ≤ %d)", read, handedOff, held, limit, 2*limit)
 		}
 		close(release)
 		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
@@ -533,9 +634,9 @@ type orderStore struct {
 	mu      sync.Mutex
 	now     int
 	maxBusy map[string]int
-	lists   int
-	// listsAtTake is the number of listings before the first Take.
-	listsAtTake int
+	scans   int
+	// scansAtTake is the number of scans before the first Take.
+	scansAtTake int
 }
 
 func (o *orderStore) enter(op string) func() {
@@ -563,17 +664,17 @@ func (o *orderStore) Ensure(ctx context.Context, k lease.Key, parents []string) 
 	return o.Store.Ensure(ctx, k, parents)
 }
 
-func (o *orderStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+func (o *orderStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
 	o.mu.Lock()
-	o.lists++
+	o.scans++
 	o.mu.Unlock()
-	return o.Store.List(ctx, stream)
+	return o.Store.Snapshot(ctx, stream)
 }
 
 func (o *orderStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
 	o.mu.Lock()
-	if o.listsAtTake == 0 {
-		o.listsAtTake = o.lists
+	if o.scansAtTake == 0 {
+		o.scansAtTake = o.scans
 	}
 	o.mu.Unlock()
 	defer o.enter("Take")()
@@ -584,20 +685,20 @@ func (o *orderStore) Take(ctx context.Context, held lease.Lease, owner string) (
 // concurrently but parents first, and free leases are taken concurrently.
 func TestStartUpConcurrentParentsFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(6)
-		a, _ := f.split(f.shards[0].id)
-		f.split(a)
+		f := newStream(6)
+		a, _ := f.Split(testStream, shardID(0))
+		f.Split(testStream, a)
 		store := &orderStore{Store: lease.NewMemory(), t: t, maxBusy: map[string]int{}}
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1"})
+		c, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"}, handler(h))
 		waitFor(t, "leases of the open shards", func() bool { return len(c.Owned()) >= 6 })
 		store.mu.Lock()
-		if store.listsAtTake != 1 {
-			t.Errorf("%d lease listings before the first take, want 1 (balance uses the rows discover read and wrote)", store.listsAtTake)
+		if store.scansAtTake != 1 {
+			t.Errorf("%d lease-table scans before the first take, want 1 (balance uses the rows discover read and wrote)", store.scansAtTake)
 		}
 		store.mu.Unlock()
 		stop()
-		ls, _ := store.List(context.Background(), "s")
+		ls, _ := store.List(context.Background(), testStream)
 		if len(ls) != 10 {
 			t.Errorf("%d lease rows, want 10", len(ls))
 		}
@@ -609,23 +710,13 @@ func TestStartUpConcurrentParentsFirst(t *testing.T) {
 	})
 }
 
-// missingStream is a Kinesis without the stream.
-type missingStream struct{ *fakeStream }
-
-func (missingStream) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	return nil, &kinesistypes.ResourceNotFoundException{Message: aws.String("Stream s under account 000000000000 not found.")}
-}
-
 // TestMissingStreamAtStart: Run returns at once with an error naming the
 // stream when it does not exist, instead of retrying forever.
 func TestMissingStreamAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := New(Config{Stream: "s", Kinesis: missingStream{newFakeStream(1)}, Handler: newRecorder(), Owner: "w1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Run(t.Context())
-		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), `s (ListShards: Stream s under account`) {
+		c := newConsumer(t, Config{Stream: "nope", Kinesis: newStream(1), Owner: "w1"}, handler(newRecorder()))
+		err := c.Run(t.Context())
+		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "nope (ListShards:") {
 			t.Errorf("Run = %v, want ErrStreamNotFound naming the stream", err)
 		}
 	})
@@ -636,32 +727,43 @@ func TestMissingStreamAtStart(t *testing.T) {
 // the same iterator, without a new one; every record arrives once.
 func TestThrottledReadBacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		fill(f, 30)
-		f.throttle = 3
+		f := newStream(1)
+		f.fill(1, 30)
+		var mu sync.Mutex
+		var calls []time.Time
+		throttle := 3
+		f.ReadFail = func(api, _ string) error {
+			if api != "GetRecords" {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Now())
+			if throttle > 0 {
+				throttle--
+				return &kinesistypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+			}
+			return nil
+		}
 		h := newRecorder()
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Handler: h, Start: TrimHorizon(), Owner: "w1", Limit: 10})
+		_, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1", Limit: 10}, handler(h))
 		waitFor(t, "30 records", func() bool { return h.count() == 30 })
 		stop()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if n := f.calls["GetShardIterator"]; n != 1 {
+		if n := f.Calls("GetShardIterator"); n != 1 {
 			t.Errorf("%d GetShardIterator calls, want 1: a throttled read keeps its iterator", n)
 		}
-		calls := f.getRecords
+		mu.Lock()
+		defer mu.Unlock()
 		if len(calls) < 4 {
 			t.Fatalf("%d GetRecords calls, want at least 4", len(calls))
 		}
 		for i := 1; i <= 3; i++ {
-			if calls[i].iter != calls[0].iter {
-				t.Errorf("call %d used iterator %s after a throttled call with %s", i, calls[i].iter, calls[0].iter)
-			}
 			want := minCallInterval << i // 400 ms, 800 ms, 1.6 s
-			if gap := calls[i].at.Sub(calls[i-1].at); gap < want {
+			if gap := calls[i].Sub(calls[i-1]); gap < want {
 				t.Errorf("call %d came %v after a throttled one, want at least %v", i, gap, want)
 			}
 		}
-		if got := len(h.handled[f.shards[0].id]); got != 30 {
+		if got := len(h.handled[shardID(0)]); got != 30 {
 			t.Errorf("handled %d records, want 30 once each", got)
 		}
 	})
@@ -672,8 +774,8 @@ func TestThrottledReadBacksOff(t *testing.T) {
 // its own timer: another worker never finds it expired.
 func TestBlockedReaderKeepsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		fill(f, 200)
+		f := newStream(1)
+		f.fill(1, 200)
 		store := lease.NewMemory()
 		release := make(chan struct{})
 		h := newRecorder()
@@ -681,9 +783,9 @@ func TestBlockedReaderKeepsLease(t *testing.T) {
 			<-release
 			return message.Ack()
 		}
-		a, stopA := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "a", LeaseDuration: 3 * time.Second, Limit: 100})
+		a, stopA := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "a", LeaseDuration: 3 * time.Second, Limit: 100}, handler(h))
 		waitFor(t, "a's lease", func() bool { return len(a.Owned()) == 1 })
-		b, stopB := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: newRecorder(), Start: TrimHorizon(), Owner: "b", LeaseDuration: 3 * time.Second})
+		b, stopB := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "b", LeaseDuration: 3 * time.Second}, handler(newRecorder()))
 		time.Sleep(30 * time.Second) // ten lease durations with a blocked reader
 		if len(b.Owned()) != 0 || len(a.Owned()) != 1 {
 			t.Errorf("after 30 s blocked: a owns %v, b owns %v; want the lease kept by a", a.Owned(), b.Owned())
@@ -701,11 +803,11 @@ func TestBlockedReaderKeepsLease(t *testing.T) {
 // the dead owner's checkpoint.
 func TestExpiredLeaseTaken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		seqs := f.putNumbered(id, 10, false)
 		store := lease.NewMemory()
-		k := lease.Key{Stream: "s", ShardID: id}
+		k := lease.Key{Stream: testStream, ShardID: id}
 		l, err := store.Ensure(t.Context(), k, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -717,7 +819,7 @@ func TestExpiredLeaseTaken(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := newRecorder()
-		c, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "live", LeaseDuration: 4 * time.Second})
+		c, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "live", LeaseDuration: 4 * time.Second}, handler(h))
 		time.Sleep(3 * time.Second)
 		if len(c.Owned()) != 0 {
 			t.Errorf("lease taken after 3 s, before the 4 s lease duration passed")

@@ -31,6 +31,9 @@ const (
 	delayVisibility = 60
 	// delayBatch is the most messages one ReceiveMessage call returns.
 	delayBatch = 10
+	// writeTimeout bounds one forward: its writes and deletes, retries
+	// included.
+	writeTimeout = 30 * time.Second
 )
 
 // forwardDelays is the delay-queue forwarder of the long-running mode: it
@@ -46,9 +49,10 @@ const (
 // shutdown timeout.
 func (c *Consumer) forwardDelays(ctx, writeCtx context.Context) {
 	backoff := time.Second
+	queue := c.cfg.Engine.Config().DelayQueue
 	for ctx.Err() == nil {
 		out, err := c.cfg.DelayReceiver.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(c.cfg.DelayQueue), MaxNumberOfMessages: delayBatch,
+			QueueUrl: aws.String(queue), MaxNumberOfMessages: delayBatch,
 			WaitTimeSeconds: delayWait, VisibilityTimeout: delayVisibility,
 		})
 		if err != nil {
@@ -56,7 +60,7 @@ func (c *Consumer) forwardDelays(ctx, writeCtx context.Context) {
 				return
 			}
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: receiving from the delay queue failed; will retry",
-				slog.String("queue", c.cfg.DelayQueue), slog.String(attrError, err.Error()))
+				slog.String("queue", queue), slog.String(attrError, err.Error()))
 			if !sleep(ctx, backoff) {
 				return
 			}
@@ -80,7 +84,8 @@ func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 		bodies[i] = aws.ToString(m.Body)
 	}
 	var done []sqstypes.Message // forwarded or sent round again: delete
-	for i, err := range publish.ForwardDelayed(ctx, c.cfg.Publisher, c.cfg.Queue, c.cfg.DelayQueue, bodies, time.Now()) {
+	cfg := c.cfg.Engine.Config()
+	for i, err := range publish.ForwardDelayed(ctx, cfg.Publisher, cfg.Queue, cfg.DelayQueue, bodies, time.Now()) {
 		if err != nil {
 			c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot forward a delay-queue message; it comes again (a foreign one is left for the queue's redrive policy)",
 				slog.String("message_id", aws.ToString(msgs[i].MessageId)), slog.String(attrError, err.Error()))
@@ -95,7 +100,7 @@ func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 	for i, m := range done {
 		entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle}
 	}
-	out, err := c.cfg.DelayReceiver.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(c.cfg.DelayQueue), Entries: entries})
+	out, err := c.cfg.DelayReceiver.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(cfg.DelayQueue), Entries: entries})
 	switch {
 	case err != nil:
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: deleting forwarded delay messages failed; they come again and are forwarded twice",
@@ -104,4 +109,33 @@ func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: some forwarded delay messages were not deleted; they come again and are forwarded twice",
 			slog.Int("messages", len(out.Failed)), slog.String(attrError, aws.ToString(out.Failed[0].Message)))
 	}
+}
+
+// forwarder runs the delay-queue forwarder while ctx lives, when the
+// engine has a delay queue: receiving stops with ctx; a forward under way
+// then gets at most ShutdownTimeout to finish (what it did not delete comes
+// again).
+func (c *Consumer) forwarder(ctx context.Context) {
+	queue := c.cfg.Engine.Config().DelayQueue
+	if queue == "" {
+		return
+	}
+	if c.cfg.DelayReceiver == nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: this process does not forward the delay queue (no DelayReceiver); subscribe a function running this adapter to it, or its delayed records stay there",
+			slog.String("queue", queue))
+		return
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stopAfter := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(c.cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-fctx.Done():
+		}
+	})
+	defer stopAfter()
+	c.forwardDelays(ctx, fctx)
 }

@@ -2,203 +2,248 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/publish"
 )
 
-// fakeStream is an in-memory Kinesis stream: shards with records, closed
-// shards with children, iterators of the form "shard/index".
-type fakeStream struct {
-	mu     sync.Mutex
-	shards []*fakeShard
-	seq    int
-	calls  map[string]int
-	read   int // records returned by GetRecords
-	// expireEvery makes every n-th GetRecords answer ExpiredIteratorException.
-	expireEvery int
-	// throttle makes the next n GetRecords calls answer
-	// ProvisionedThroughputExceededException.
-	throttle int
-	// getRecords logs every GetRecords call: its iterator and time.
-	getRecords []fakeCall
+// stream is the test stream "s" in an in-memory Kinesis: the consumer
+// reads it, and copies written back to it come round again.
+type stream struct {
+	*awsfake.Kinesis
+	arn string
+	// read counts the records GetRecords returned.
+	read atomic.Int64
 }
 
-type fakeCall struct {
-	iter string
-	at   time.Time
-	err  bool
+const testStream = "s"
+
+func newStream(shards int) *stream {
+	k := awsfake.NewKinesis()
+	return &stream{Kinesis: k, arn: k.CreateStream(testStream, shards)}
 }
 
-type fakeShard struct {
-	id      string
-	parents []string
-	records []kinesistypes.Record
-	closed  bool
-}
-
-func newFakeStream(shards int) *fakeStream {
-	f := &fakeStream{calls: map[string]int{}}
-	for i := range shards {
-		f.shards = append(f.shards, &fakeShard{id: fmt.Sprintf("shardId-%012d", i)})
+// GetRecords counts the records it returns.
+func (f *stream) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	out, err := f.Kinesis.GetRecords(ctx, in, opts...)
+	if err == nil {
+		f.read.Add(int64(len(out.Records)))
 	}
-	return f
+	return out, err
 }
 
-func (f *fakeStream) shard(id string) *fakeShard {
-	for _, s := range f.shards {
-		if s.id == id {
-			return s
-		}
-	}
-	return nil
-}
+// shardID is the id of the i-th shard.
+func shardID(i int) string { return fmt.Sprintf("shardId-%012d", i) }
 
 // put appends a record to a shard and returns its sequence number.
-func (f *fakeStream) put(shardID, key, data string) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := f.shard(shardID)
-	if s.closed {
-		panic("put to a closed shard")
-	}
-	f.seq++
-	seq := fmt.Sprintf("4959%052d", f.seq)
-	s.records = append(s.records, kinesistypes.Record{
-		Data: []byte(data), PartitionKey: aws.String(key), SequenceNumber: aws.String(seq),
-		ApproximateArrivalTimestamp: aws.Time(time.Now()),
-	})
-	return seq
+func (f *stream) put(shard, key, data string) string {
+	return f.PutTo(testStream, shard, key, []byte(data))
 }
 
 // putNumbered appends n records with payloads r0, r1, ... to a shard, all
 // with key "k" or, with distinctKeys, keys k0, k1, ...; it returns their
 // sequence numbers.
-func (f *fakeStream) putNumbered(shardID string, n int, distinctKeys bool) []string {
+func (f *stream) putNumbered(shard string, n int, distinctKeys bool) []string {
 	seqs := make([]string, n)
 	for i := range n {
 		key := "k"
 		if distinctKeys {
 			key = fmt.Sprintf("k%d", i)
 		}
-		seqs[i] = f.put(shardID, key, fmt.Sprintf("r%d", i))
+		seqs[i] = f.put(shard, key, fmt.Sprintf("r%d", i))
 	}
 	return seqs
 }
 
-// split closes parent and adds two children.
-func (f *fakeStream) split(parent string) (string, string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.shard(parent).closed = true
-	n := len(f.shards)
-	a := &fakeShard{id: fmt.Sprintf("shardId-%012d", n), parents: []string{parent}}
-	b := &fakeShard{id: fmt.Sprintf("shardId-%012d", n+1), parents: []string{parent}}
-	f.shards = append(f.shards, a, b)
-	return a.id, b.id
+// fill puts perShard records into each of the first shards shards, keys
+// key-0..key-6, payloads "<shard>-<i>"; it returns each shard's last
+// sequence number.
+func (f *stream) fill(shards, perShard int) map[string]string {
+	last := map[string]string{}
+	for s := range shards {
+		id := shardID(s)
+		for i := range perShard {
+			last[id] = f.put(id, fmt.Sprintf("key-%d", i%7), fmt.Sprintf("%s-%d", id, i))
+		}
+	}
+	return last
 }
 
-func (f *fakeStream) ListShards(_ context.Context, in *kinesis.ListShardsInput, _ ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls["ListShards"]++
-	// Two pages, to exercise pagination.
-	start := 0
-	if in.NextToken != nil {
-		start, _ = strconv.Atoi(*in.NextToken)
-	}
-	end := min(start+2, len(f.shards))
-	out := &kinesis.ListShardsOutput{}
-	for _, s := range f.shards[start:end] {
-		sh := kinesistypes.Shard{ShardId: aws.String(s.id), SequenceNumberRange: &kinesistypes.SequenceNumberRange{StartingSequenceNumber: aws.String("0")}}
-		if s.closed {
-			sh.SequenceNumberRange.EndingSequenceNumber = aws.String("9")
-		}
-		if len(s.parents) > 0 {
-			sh.ParentShardId = aws.String(s.parents[0])
-		}
-		if len(s.parents) > 1 {
-			sh.AdjacentParentShardId = aws.String(s.parents[1])
-		}
-		out.Shards = append(out.Shards, sh)
-	}
-	if end < len(f.shards) {
-		out.NextToken = aws.String(strconv.Itoa(end))
-	}
-	return out, nil
+// recorder is a handler that records what it handled, per shard, and can
+// be told what to return.
+type recorder struct {
+	mu      sync.Mutex
+	handled map[string][]string // shard -> payloads in handling order
+	order   []string            // shard/payload, global order
+	calls   []call
+	outcome func(m *message.Message) message.Outcome
 }
 
-func (f *fakeStream) GetShardIterator(_ context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls["GetShardIterator"]++
-	s := f.shard(aws.ToString(in.ShardId))
-	idx := 0
-	switch in.ShardIteratorType {
-	case kinesistypes.ShardIteratorTypeTrimHorizon:
-	case kinesistypes.ShardIteratorTypeLatest:
-		idx = len(s.records)
-	case kinesistypes.ShardIteratorTypeAfterSequenceNumber, kinesistypes.ShardIteratorTypeAtSequenceNumber:
-		want := aws.ToString(in.StartingSequenceNumber)
-		idx = len(s.records)
-		for i, r := range s.records {
-			if aws.ToString(r.SequenceNumber) == want {
-				idx = i
-				if in.ShardIteratorType == kinesistypes.ShardIteratorTypeAfterSequenceNumber {
-					idx++
-				}
-				break
-			}
-		}
-	case kinesistypes.ShardIteratorTypeAtTimestamp:
-		idx = len(s.records)
-		for i, r := range s.records {
-			if !r.ApproximateArrivalTimestamp.Before(*in.Timestamp) {
-				idx = i
-				break
-			}
-		}
-	}
-	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String(s.id + "/" + strconv.Itoa(idx))}, nil
+// call is one handler call.
+type call struct {
+	shard, payload string
+	attempt        int
+	at             time.Time
 }
 
-func (f *fakeStream) GetRecords(_ context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls["GetRecords"]++
-	call := fakeCall{iter: aws.ToString(in.ShardIterator), at: time.Now()}
-	if f.throttle > 0 {
-		f.throttle--
-		call.err = true
-		f.getRecords = append(f.getRecords, call)
-		return nil, &kinesistypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+func newRecorder() *recorder { return &recorder{handled: map[string][]string{}} }
+
+func (r *recorder) HandleRecord(_ context.Context, m *message.Message) message.Outcome {
+	r.mu.Lock()
+	r.handled[m.ShardID] = append(r.handled[m.ShardID], string(m.Payload))
+	r.order = append(r.order, m.ShardID+"/"+string(m.Payload))
+	r.calls = append(r.calls, call{m.ShardID, string(m.Payload), m.Attempt, time.Now()})
+	out := r.outcome
+	r.mu.Unlock()
+	if out != nil {
+		return out(m)
 	}
-	f.getRecords = append(f.getRecords, call)
-	if f.expireEvery > 0 && f.calls["GetRecords"]%f.expireEvery == 0 {
-		return nil, &kinesistypes.ExpiredIteratorException{Message: aws.String("expired")}
+	return message.Ack()
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.order)
+}
+
+// on returns how many records of shard were handled.
+func (r *recorder) on(shard string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.handled[shard])
+}
+
+// times returns how often each payload was handled.
+func (r *recorder) times() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := map[string]int{}
+	for _, c := range r.calls {
+		n[c.payload]++
 	}
-	id, idxs, _ := strings.Cut(aws.ToString(in.ShardIterator), "/")
-	idx, _ := strconv.Atoi(idxs)
-	s := f.shard(id)
-	end := min(idx+int(aws.ToInt32(in.Limit)), len(s.records))
-	out := &kinesis.GetRecordsOutput{Records: append([]kinesistypes.Record(nil), s.records[idx:end]...), MillisBehindLatest: aws.Int64(0)}
-	f.read += end - idx
-	if !(s.closed && end == len(s.records)) {
-		out.NextShardIterator = aws.String(s.id + "/" + strconv.Itoa(end))
-	} else {
-		for _, c := range f.shards {
-			for _, p := range c.parents {
-				if p == s.id {
-					out.ChildShards = append(out.ChildShards, kinesistypes.ChildShard{ShardId: aws.String(c.id)})
-				}
-			}
+	return n
+}
+
+// attempts returns the attempts payload was handled with, in order.
+func (r *recorder) attempts(payload string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, c := range r.calls {
+		if c.payload == payload {
+			out = append(out, c.attempt)
 		}
 	}
-	return out, nil
+	return out
 }
+
+// waitFor advances the fake clock until cond holds or ten minutes pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 6000 {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// engineConfig is what tests give the engine: a handler (or batch handler)
+// and the retry settings.
+type engineConfig = engine.Config
+
+// handler returns an engine configuration with h.
+func handler(h message.Handler) engineConfig { return engineConfig{Handler: h} }
+
+// run starts a consumer with cfg (the test stream's name filled in) and an
+// engine of ec, and returns it with a function that stops it and checks
+// Run's result.
+func run(t *testing.T, cfg Config, ec engineConfig) (*Consumer, func()) {
+	t.Helper()
+	c := newConsumer(t, cfg, ec)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	return c, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+func newConsumer(t *testing.T, cfg Config, ec engineConfig) *Consumer {
+	t.Helper()
+	e, err := engine.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = testStream
+	}
+	cfg.Engine = e
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newPublisher(t *testing.T, k publish.KinesisAPI) *publish.Publisher {
+	t.Helper()
+	p, err := publish.NewPublisher(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func checkpointOf(t *testing.T, store lease.Store, shard string) string {
+	t.Helper()
+	l, err := store.Get(context.Background(), lease.Key{Stream: testStream, ShardID: shard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Checkpoint
+}
+
+// hangingStore is a lease store whose Checkpoint calls hang until their
+// context ends (a DynamoDB call that never answers), while hang is set.
+type hangingStore struct {
+	lease.Store
+	hang   atomic.Bool
+	hung   atomic.Int64
+	renews atomic.Int64
+}
+
+func (h *hangingStore) Checkpoint(ctx context.Context, held lease.Lease, seq string) (lease.Lease, error) {
+	if h.hang.Load() {
+		h.hung.Add(1)
+		<-ctx.Done()
+		return lease.Lease{}, ctx.Err()
+	}
+	return h.Store.Checkpoint(ctx, held, seq)
+}
+
+func (h *hangingStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	h.renews.Add(1)
+	return h.Store.Renew(ctx, held)
+}
+
+var errTest = errors.New("test")
+
+var _ = aws.String

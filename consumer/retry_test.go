@@ -11,29 +11,16 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
-	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/retry"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
-
-const testStreamARN = "arn:aws:kinesis:us-east-1:000000000000:stream/s"
-
-func newPublisher(t *testing.T, k publish.KinesisAPI) *publish.Publisher {
-	t.Helper()
-	p, err := publish.NewPublisher(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // failPayload adapts a failure rule on the record's payload (its RSK1
 // envelope opened) to awsfake.Kinesis.Fail.
@@ -44,32 +31,23 @@ func failPayload(f func(p []byte) string) func(stream, key string, data []byte) 
 	}
 }
 
-func checkpointOf(t *testing.T, store lease.Store, shard string) string {
-	t.Helper()
-	l, err := store.Get(context.Background(), lease.Key{Stream: "s", ShardID: shard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Checkpoint
-}
-
 // TestCopiesBatched: 1,000 retries with a cap become 1,000 counted copies
 // written with a few PutRecords calls (not 1,000 PutRecord), and every
 // record settles once its copy is written.
 func TestCopiesBatched(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		last := fill(f, 1000)
-		k := awsfake.NewKinesis()
-		k.Delay = 20 * time.Millisecond // writes queue up behind a call in flight
+		f := newStream(1)
+		last := f.fill(1, 1000)
+		k := awsfake.NewKinesis() // copies go here, not back to f
+		k.Delay = 20 * time.Millisecond
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("not yet")) }
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
 		waitFor(t, "1,000 copies", func() bool { return len(k.Written()) == 1000 })
 		time.Sleep(2 * time.Second) // a checkpoint interval
-		if cp, want := checkpointOf(t, store, f.shards[0].id), last[f.shards[0].id]; cp != want {
+		if cp, want := checkpointOf(t, store, shardID(0)), last[shardID(0)]; cp != want {
 			t.Errorf("checkpoint %s, want the last record %s: every record settles once copied", cp, want)
 		}
 		stop()
@@ -81,7 +59,7 @@ func TestCopiesBatched(t *testing.T) {
 		}
 		seen := map[string]bool{}
 		for _, w := range k.Written() {
-			if w.Stream != testStreamARN || w.Headers.Get(envelope.RetryCountHeader) != "1" || w.Headers.Get(publish.FirstArrivalHeader) == "" {
+			if w.Stream != f.arn || w.Headers.Get(envelope.RetryCountHeader) != "1" || w.Headers.Get(publish.FirstArrivalHeader) == "" {
 				t.Fatalf("copy to %s with headers %v, want the source stream, %s 1 and a first arrival", w.Stream, w.Headers, envelope.RetryCountHeader)
 			}
 			seen[string(w.Payload)] = true
@@ -92,18 +70,43 @@ func TestCopiesBatched(t *testing.T) {
 	})
 }
 
-// TestCopyFailureHoldsCheckpoint: a copy that cannot be written leaves its
-// record unsettled: the checkpoint stops just before it, and no record is
-// lost.
-func TestCopyFailureHoldsCheckpoint(t *testing.T) {
+// TestCopiesComeRound: counted copies written back to the stream are read
+// again with their attempt, until the cap retires them.
+func TestCopiesComeRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		f.put(shardID(0), "k", "again")
+		h := newRecorder()
+		h.outcome = func(*message.Message) message.Outcome { return message.Retry(nil) }
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, f)})
+		waitFor(t, "three attempts", func() bool { return len(h.attempts("again")) == 3 })
+		time.Sleep(10 * time.Second)
+		stop()
+		if got := h.attempts("again"); !slices.Equal(got, []int{1, 2, 3}) {
+			t.Errorf("attempts %v, want 1, 2, 3 (then retired at the cap)", got)
+		}
+		if n := len(f.Written()); n != 2 {
+			t.Errorf("%d copies written, want 2", n)
+		}
+	})
+}
+
+// TestCopyFailureDeliveredAgain (fault: a copy that could not be written
+// stalled its shard until the lease moved): the record is delivered again
+// in process, holding the checkpoint meanwhile, and once a copy is written
+// it settles.
+func TestCopyFailureDeliveredAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
 		seqs := f.putNumbered(id, 20, true)
 		k := awsfake.NewKinesis()
+		var failing atomic.Bool
+		failing.Store(true)
 		k.Fail = failPayload(func(p []byte) string {
-			if string(p) == "r10" {
-				return "InternalFailure"
+			if string(p) == "r10" && failing.Load() {
+				return "InvalidArgumentException" // not retried by the publisher
 			}
 			return ""
 		})
@@ -115,19 +118,53 @@ func TestCopyFailureHoldsCheckpoint(t *testing.T) {
 			}
 			return message.Ack()
 		}
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
-		waitFor(t, "20 records", func() bool { return h.count() == 20 })
-		time.Sleep(time.Minute) // the write gives up after writeTimeout
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", RetryBackoff: time.Second, MaxRetryBackoff: 2 * time.Second},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 10}, Publisher: newPublisher(t, k)})
+		waitFor(t, "r10 delivered again", func() bool { return len(h.attempts("r10")) >= 3 })
+		time.Sleep(2 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != seqs[9] {
 			t.Errorf("checkpoint %s, want %s (just before the record whose copy failed)", cp, seqs[9])
 		}
-		stop()
-		if cp := checkpointOf(t, store, id); cp != seqs[9] {
-			t.Errorf("after stop: checkpoint %s, want %s", cp, seqs[9])
+		failing.Store(false)
+		waitFor(t, "the copy", func() bool { return len(k.Written()) == 1 })
+		time.Sleep(2 * time.Second)
+		if cp := checkpointOf(t, store, id); cp != seqs[19] {
+			t.Errorf("checkpoint %s, want %s once the copy was written", cp, seqs[19])
 		}
-		if len(k.Written()) != 0 {
-			t.Errorf("written %d records, want none", len(k.Written()))
+		stop()
+		if w := k.Written()[0]; w.Headers.Get(envelope.RetryCountHeader) != fmt.Sprint(len(h.attempts("r10"))) {
+			t.Errorf("copy count %s after %d attempts", w.Headers.Get(envelope.RetryCountHeader), len(h.attempts("r10")))
+		}
+	})
+}
+
+// TestRetryOnClosedParentHeals (fault: an uncounted Retry on a closed
+// parent stalled its children for ever): the record is delivered again in
+// process, and once it settles the parent ends and the children are read.
+func TestRetryOnClosedParentHeals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		parent := shardID(0)
+		f.putNumbered(parent, 5, true)
+		a, b := f.Split(testStream, parent)
+		f.put(a, "k", "child-a")
+		f.put(b, "k", "child-b")
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			if string(m.Payload) == "r2" && m.Attempt < 4 {
+				return message.Retry(errors.New("transient"))
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", ListInterval: 2 * time.Second, RetryBackoff: time.Second}, handler(h))
+		waitFor(t, "the children", func() bool { return h.on(a) == 1 && h.on(b) == 1 })
+		stop()
+		if got := h.attempts("r2"); !slices.Equal(got, []int{1, 2, 3, 4}) {
+			t.Errorf("r2 attempts %v, want 1..4", got)
+		}
+		if cp := checkpointOf(t, store, parent); cp != lease.ShardEnd {
+			t.Errorf("parent checkpoint %q, want SHARD_END", cp)
 		}
 	})
 }
@@ -136,8 +173,8 @@ func TestCopyFailureHoldsCheckpoint(t *testing.T) {
 // stream with its payload and headers, and settles.
 func TestDeadLetterAtCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		h0 := envelope.Headers{}
 		h0.Set(envelope.RetryCountHeader, "2")
 		h0.Set("tenant", "acme")
@@ -150,9 +187,10 @@ func TestDeadLetterAtCap(t *testing.T) {
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("still broken")) }
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), DeadLetterStream: "dl"}})
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), DeadLetterStream: "dl"})
 		waitFor(t, "the dead letter", func() bool { return len(k.Written()) == 1 })
+		time.Sleep(2 * time.Second)
 		stop()
 		w := k.Written()[0]
 		if w.Stream != "dl" || string(w.Payload) != "poison" || w.Headers.Get("tenant") != "acme" ||
@@ -170,15 +208,15 @@ func TestDeadLetterAtCap(t *testing.T) {
 // message is sent.
 func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		seq := f.put(id, "k", "later")
 		k := awsfake.NewKinesis()
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(10*time.Second, nil) }
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3, MaxInProcessDelay: time.Minute}, Publisher: newPublisher(t, k)}})
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3, MaxInProcessDelay: time.Minute}, Publisher: newPublisher(t, k)})
 		waitFor(t, "the record", func() bool { return h.count() == 1 })
 		time.Sleep(5 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != "" || len(k.Written()) != 0 {
@@ -191,10 +229,10 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		stop()
 	})
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		seq := f.put(id, "k", "much later")
-		q := awsfake.NewSQS()
+		q := &fakeQueue{}
 		queue, err := publish.NewQueue(q)
 		if err != nil {
 			t.Fatal(err)
@@ -202,16 +240,16 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.RetryAfter(time.Hour, nil) }
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
-				Publisher: newPublisher(t, awsfake.NewKinesis())}})
-		waitFor(t, "the delay message", func() bool { return len(q.Sent()) == 1 })
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Queue: queue, DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays",
+				Publisher: newPublisher(t, awsfake.NewKinesis())})
+		waitFor(t, "the delay message", func() bool { return len(q.snapshot()) == 1 })
 		time.Sleep(2 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != seq {
 			t.Errorf("checkpoint %q, want %s once the delay message is sent", cp, seq)
 		}
 		stop()
-		if d, ok, err := publish.ParseDelayed([]byte(q.Sent()[0].Body)); err != nil || !ok || string(d.Payload) != "much later" || d.Headers.Get(envelope.RetryCountHeader) != "1" {
+		if d, ok, err := publish.ParseDelayed([]byte(q.snapshot()[0].body)); err != nil || !ok || string(d.Payload) != "much later" || d.Headers.Get(envelope.RetryCountHeader) != "1" {
 			t.Errorf("delay message %+v, %v, %v", d, ok, err)
 		}
 	})
@@ -222,12 +260,12 @@ func TestRetryAfterSettlesOnceCopied(t *testing.T) {
 // checkpoint (it comes again).
 func TestShutdownWithCopiesQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(2)
-		fill(f, 500)
+		f := newStream(2)
+		f.fill(2, 500)
 		k := awsfake.NewKinesis()
 		k.Delay = 700 * time.Millisecond
 		k.Fail = failPayload(func(p []byte) string { // one copy of the early ones fails
-			if string(p) == f.shards[0].id+"-3" {
+			if string(p) == shardID(0)+"-3" {
 				return "InternalFailure"
 			}
 			return ""
@@ -235,9 +273,9 @@ func TestShutdownWithCopiesQueued(t *testing.T) {
 		store := lease.NewMemory()
 		h := newRecorder()
 		h.outcome = func(*message.Message) message.Outcome { return message.Retry(errors.New("again")) }
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(),
-			Owner: "w1", Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}, ShutdownTimeout: 200 * time.Millisecond})
-		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", ShutdownTimeout: 200 * time.Millisecond},
+			engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
+		waitFor(t, "1,000 records", func() bool { return h.count() >= 1000 })
 		waitFor(t, "the first copies", func() bool { return len(k.Written()) > 0 })
 		stop()
 		copied := map[string]bool{}
@@ -247,25 +285,16 @@ func TestShutdownWithCopiesQueued(t *testing.T) {
 		if len(copied) == 1000 || len(copied) == 0 {
 			t.Fatalf("%d copies written before the stop; the test needs some but not all", len(copied))
 		}
-		for _, s := range f.shards {
-			cp := checkpointOf(t, store, s.id)
-			for _, r := range s.records {
-				seq := *r.SequenceNumber
-				if !copied[string(r.Data)] && cp != "" && settle.CompareSequence(seq, cp) <= 0 {
-					t.Fatalf("%s: record %s neither copied nor after the checkpoint %s: lost", s.id, seq, cp)
+		for s := range 2 {
+			id := shardID(s)
+			cp := checkpointOf(t, store, id)
+			for _, r := range f.Records(testStream) {
+				if r.ShardID == id && !copied[string(r.Payload)] && cp != "" && settle.CompareSequence(r.SequenceNumber, cp) <= 0 {
+					t.Fatalf("%s: record %s neither copied nor after the checkpoint %s: lost", id, r.SequenceNumber, cp)
 				}
 			}
 		}
 	})
-}
-
-// describingStream is the fake stream with DescribeStreamSummary.
-type describingStream struct{ *fakeStream }
-
-func (d describingStream) DescribeStreamSummary(_ context.Context, in *kinesis.DescribeStreamSummaryInput, _ ...func(*kinesis.Options)) (*kinesis.DescribeStreamSummaryOutput, error) {
-	return &kinesis.DescribeStreamSummaryOutput{StreamDescriptionSummary: &kinesistypes.StreamDescriptionSummary{
-		StreamName: in.StreamName, StreamARN: aws.String(testStreamARN),
-	}}, nil
 }
 
 // TestCopiesFindTheStream: configured with the stream's name only, the
@@ -275,33 +304,48 @@ func TestCopiesFindTheStream(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		describe bool
-		want     string
-	}{{"described", true, testStreamARN}, {"by name", false, "s"}} {
+	}{{"described", true}, {"by name", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newFakeStream(1)
-				f.put(f.shards[0].id, "k", "again")
+				f := newStream(1)
+				f.put(shardID(0), "k", "again")
 				var kin KinesisAPI = f
-				if tc.describe {
-					kin = describingStream{f}
+				want := f.arn
+				if !tc.describe {
+					kin = readOnly{f}
+					want = testStream
 				}
 				k := awsfake.NewKinesis()
 				h := newRecorder()
-				var arn string
+				var arn atomic.Value
 				h.outcome = func(m *message.Message) message.Outcome {
-					arn = m.StreamARN
+					arn.Store(m.StreamARN)
 					return message.Retry(nil)
 				}
-				_, stop := run(t, Config{Stream: "s", Kinesis: kin, Handler: h, Start: TrimHorizon(), Owner: "w1",
-					Settings: retry.Settings{Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}})
+				_, stop := run(t, Config{Kinesis: kin, Start: TrimHorizon(), Owner: "w1"},
+					engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)})
 				waitFor(t, "the copy", func() bool { return len(k.Written()) == 1 })
 				stop()
-				if got := k.Written()[0].Stream; got != tc.want || arn != tc.want {
-					t.Errorf("copy written to %q, Message.StreamARN %q; want %q", got, arn, tc.want)
+				if got := k.Written()[0].Stream; got != want || arn.Load() != want {
+					t.Errorf("copy written to %q, Message.StreamARN %q; want %q", got, arn.Load(), want)
 				}
 			})
 		})
 	}
+}
+
+// readOnly offers only the read calls of KinesisAPI (no
+// DescribeStreamSummary).
+type readOnly struct{ k KinesisAPI }
+
+func (r readOnly) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	return r.k.ListShards(ctx, in, o...)
+}
+func (r readOnly) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	return r.k.GetShardIterator(ctx, in, o...)
+}
+func (r readOnly) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, o ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	return r.k.GetRecords(ctx, in, o...)
 }
 
 // TestForwardDelays: the long-running mode forwards its own delay queue: a
@@ -312,8 +356,9 @@ func TestCopiesFindTheStream(t *testing.T) {
 func TestForwardDelays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const url = "https://sqs.us-east-1.amazonaws.com/000000000000/delays"
+		f := newStream(1)
 		body := func(payload string, notBefore time.Time) string {
-			b, err := publish.Delayed{StreamARN: testStreamARN, PartitionKey: "k", Payload: []byte(payload), NotBefore: notBefore}.Body()
+			b, err := publish.Delayed{StreamARN: f.arn, PartitionKey: "k", Payload: []byte(payload), NotBefore: notBefore}.Body()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,11 +382,10 @@ func TestForwardDelays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := newFakeStream(1)
-		_, stop := run(t, Config{Stream: "s", StreamARN: testStreamARN, Kinesis: f, Handler: newRecorder(), Owner: "w1",
-			Settings: retry.Settings{Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url}, DelayReceiver: q})
+		_, stop := run(t, Config{StreamARN: f.arn, Kinesis: f, Owner: "w1", DelayReceiver: q},
+			engineConfig{Handler: newRecorder(), Publisher: newPublisher(t, k), Queue: queue, DelayQueue: url})
 		waitFor(t, "the due record", func() bool { return len(k.Written()) == 1 })
-		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != testStreamARN || w.PartitionKey != "k" {
+		if w := k.Written()[0]; string(w.Payload) != "due" || w.Stream != f.arn || w.PartitionKey != "k" {
 			t.Errorf("forwarded %q to %s with key %s", w.Payload, w.Stream, w.PartitionKey)
 		}
 		time.Sleep(5 * time.Second) // "flaky" was due and failed
@@ -370,12 +414,12 @@ func TestForwardDelays(t *testing.T) {
 // TestReplies: in long-running mode a handler replies like in Lambda mode:
 // to the default reply stream or a named one, with the publisher's key
 // rules; a failed reply leaves its record unsettled (the checkpoint stops
-// before it); a reply after the handler returned fails; a batch handler's
-// elements reply on their own.
+// before it, and it is delivered again); a reply after the handler returned
+// fails; a batch handler's elements reply on their own.
 func TestReplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		seqs := f.putNumbered(id, 6, false)
 		k := awsfake.NewKinesis()
 		k.Fail = failPayload(func(p []byte) string {
@@ -400,13 +444,39 @@ func TestReplies(t *testing.T) {
 			}
 			return message.Ack()
 		}
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, Handler: h, Start: TrimHorizon(), Owner: "w1", Concurrency: 1,
-			Settings: retry.Settings{Publisher: newPublisher(t, k)}, ReplyStream: "replies"})
-		waitFor(t, "6 records", func() bool { return h.count() == 6 })
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", Concurrency: 1},
+			engineConfig{Handler: h, Publisher: newPublisher(t, k), ReplyStream: "replies"})
+		waitFor(t, "r3 delivered again", func() bool { return len(h.attempts("r3")) >= 2 })
 		time.Sleep(2 * time.Second)
 		if cp := checkpointOf(t, store, id); cp != seqs[2] {
 			t.Errorf("checkpoint %s, want %s: the record whose reply failed holds it", cp, seqs[2])
 		}
+		if n := len(h.attempts("r4")) + len(h.attempts("r5")); n != 0 || late.Load() != nil {
+			t.Errorf("r4/r5 handled %d times: records of r3's key must wait for it", n)
+		}
+		stop()
+	})
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
+		f.putNumbered(id, 6, true)
+		k := awsfake.NewKinesis()
+		var late atomic.Pointer[message.Message]
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			r := message.Reply{Payload: []byte("answer to " + string(m.Payload)), PartitionKey: "pk"}
+			if string(m.Payload) == "r1" {
+				r.Stream = "elsewhere"
+			}
+			late.Store(m)
+			if err := m.Reply(t.Context(), r); err != nil {
+				t.Errorf("reply for %s: %v", m.Payload, err)
+			}
+			return message.Ack()
+		}
+		_, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1", Concurrency: 1},
+			engineConfig{Handler: h, Publisher: newPublisher(t, k), ReplyStream: "replies"})
+		waitFor(t, "6 records", func() bool { return h.count() == 6 })
 		if err := late.Load().Reply(context.Background(), message.Reply{Payload: []byte("too late")}); !errors.Is(err, message.ErrReplyAfterReturn) {
 			t.Errorf("reply after return: %v, want ErrReplyAfterReturn", err)
 		}
@@ -415,14 +485,14 @@ func TestReplies(t *testing.T) {
 		for _, w := range k.Written() {
 			got = append(got, w.Stream+" "+w.PartitionKey+" "+string(w.Payload))
 		}
-		want := []string{"replies pk answer to r0", "elsewhere pk answer to r1", "replies pk answer to r2", "replies pk answer to r4", "replies pk answer to r5"}
+		want := []string{"replies pk answer to r0", "elsewhere pk answer to r1", "replies pk answer to r2", "replies pk answer to r3", "replies pk answer to r4", "replies pk answer to r5"}
 		if !slices.Equal(got, want) {
 			t.Errorf("replies written %q, want %q", got, want)
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeStream(1)
-		id := f.shards[0].id
+		f := newStream(1)
+		id := shardID(0)
 		seq := ""
 		for i := range 3 {
 			seq = f.put(id, "k", fmt.Sprintf("b%d", i))
@@ -439,9 +509,10 @@ func TestReplies(t *testing.T) {
 			}
 			return outs
 		})
-		_, stop := run(t, Config{Stream: "s", Kinesis: f, Store: store, BatchHandler: bh, Start: TrimHorizon(), Owner: "w1",
-			Settings: retry.Settings{Publisher: newPublisher(t, k)}, ReplyStream: "replies"})
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1"},
+			engineConfig{BatchHandler: bh, Publisher: newPublisher(t, k), ReplyStream: "replies"})
 		waitFor(t, "3 replies", func() bool { return len(k.Written()) == 3 })
+		time.Sleep(2 * time.Second)
 		stop()
 		if cp := checkpointOf(t, store, id); cp != seq {
 			t.Errorf("checkpoint %s, want %s", cp, seq)

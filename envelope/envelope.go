@@ -31,6 +31,16 @@ const SequenceNumberHeader = "kinesis-sequence-number"
 // skipped by Append, so a caller writing a copy removes it first.
 const ShardIDHeader = "kinesis-shard-id"
 
+// IsDeliveryHeader reports whether name (compared without regard to ASCII
+// case, as Headers compares names) is one of the delivery headers a
+// receiver sets from the record itself — PartitionKeyHeader,
+// SequenceNumberHeader and ShardIDHeader — which a copy of a delivered
+// record must not carry.
+func IsDeliveryHeader(name string) bool {
+	return equalFoldASCII(name, PartitionKeyHeader) || equalFoldASCII(name, SequenceNumberHeader) ||
+		equalFoldASCII(name, ShardIDHeader)
+}
+
 // RetryCountHeader is the header in which ruststream counts the copies of a
 // delivery it has republished for a retry, as a decimal number. A record
 // without it (or with a malformed value) has been republished zero times.

@@ -115,7 +115,16 @@ func TestLeaseDynamoDBCheckMissingTable(t *testing.T) {
 	check("List", err)
 	_, err = d.Take(ctx, lease.Lease{Key: k}, "w1")
 	check("Take", err)
-	check("Delete", d.Delete(ctx, k))
+	_, err = d.Transfer(ctx, lease.Lease{Key: k, Owner: "w1"}, "w2")
+	check("Transfer", err)
+	_, err = d.RequestHandoff(ctx, lease.Lease{Key: k, Owner: "w1"}, "w2")
+	check("RequestHandoff", err)
+	check("Delete", d.Delete(ctx, lease.Lease{Key: k}))
+	_, err = d.Heartbeat(ctx, "orders", "w1")
+	check("Heartbeat", err)
+	check("RemoveWorker", d.RemoveWorker(ctx, lease.Worker{Stream: "orders", Owner: "w1", Counter: 1}))
+	_, err = d.Snapshot(ctx, "orders")
+	check("Snapshot", err)
 	t.Logf("Check on a missing table: %v", d.Check(ctx))
 }
 
@@ -221,6 +230,32 @@ func TestLeaseDynamoDBListPages(t *testing.T) {
 		t.Fatalf("List made %d Scan call(s) over ~2.8 MB of rows, want several pages", n)
 	}
 	t.Logf("List made %d Scan calls", client.scans.Load())
+
+	// Snapshot reads the same pages once, and the workers with them.
+	for _, owner := range []string{"w3", "w1", "w2"} {
+		for _, stream := range []string{"orders", "payments"} {
+			if _, err := d.Heartbeat(ctx, stream, owner); err != nil {
+				t.Fatalf("Heartbeat: %v", err)
+			}
+		}
+	}
+	scans := client.scans.Load()
+	client.scans.Store(0)
+	snap, err := d.Snapshot(ctx, "orders")
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if len(snap.Leases) != shards || len(snap.Workers) != 3 {
+		t.Fatalf("Snapshot returned %d leases and %d workers, want %d and 3", len(snap.Leases), len(snap.Workers), shards)
+	}
+	for i, w := range snap.Workers {
+		if want := fmt.Sprintf("w%d", i+1); w.Owner != want || w.Stream != "orders" || w.Counter != 1 {
+			t.Fatalf("worker %d = %+v, want %s of orders at counter 1", i, w, want)
+		}
+	}
+	if n := client.scans.Load(); n != scans {
+		t.Fatalf("Snapshot made %d Scan calls, List %d: want one scan of the table", n, scans)
+	}
 }
 
 // TestLeaseDynamoDBTwoWorkers plays two workers with their own clients on
@@ -271,5 +306,158 @@ func TestLeaseDynamoDBTwoWorkers(t *testing.T) {
 	}
 	if got.Owner != "w2" || got.Checkpoint != "100" || got.Counter != w2.Counter || got.OwnerSwitches != 2 {
 		t.Fatalf("lease after the steal = %+v, want owner w2, checkpoint 100, counter %d, 2 owner switches", got, w2.Counter)
+	}
+}
+
+// TestLeaseDynamoDBOldRows checks the table format across versions: a lease
+// row written by a version without handoffs (no handoff attribute) reads and
+// takes part in handoffs, and worker rows stay out of the filtered scan an
+// older version's List makes.
+func TestLeaseDynamoDBOldRows(t *testing.T) {
+	env := standin.Require(t)
+	d, table := newLeaseTable(t, env.DynamoDB, env.DynamoDB)
+	ctx := t.Context()
+	k := lease.Key{Stream: "orders", ShardID: "shardId-000000000000"}
+	_, err := env.DynamoDB.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(table),
+		Item: map[string]types.AttributeValue{
+			"leaseKey":      &types.AttributeValueMemberS{Value: k.String()},
+			"stream":        &types.AttributeValueMemberS{Value: "orders"},
+			"leaseOwner":    &types.AttributeValueMemberS{Value: "old-worker"},
+			"leaseCounter":  &types.AttributeValueMemberN{Value: "41"},
+			"ownerSwitches": &types.AttributeValueMemberN{Value: "3"},
+			"checkpoint":    &types.AttributeValueMemberS{Value: "100"},
+			"renewedAt":     &types.AttributeValueMemberS{Value: "2026-12-02T10:11:12.345Z"},
+		},
+	})
+	if err != nil {
+		t.Fatalf("PutItem of an old row: %v", err)
+	}
+	old, err := d.Get(ctx, k)
+	if err != nil {
+		t.Fatalf("Get of an old row: %v", err)
+	}
+	if old.Owner != "old-worker" || old.Counter != 41 || old.Handoff != "" || old.Checkpoint != "100" {
+		t.Fatalf("old row = %+v", old)
+	}
+	asked, err := d.RequestHandoff(ctx, old, "new-worker")
+	if err != nil || asked.Handoff != "new-worker" || asked.Counter != 41 {
+		t.Fatalf("RequestHandoff of an old row = %+v, %v", asked, err)
+	}
+	// The old version renews without knowing of handoffs; the request stays.
+	if _, err := env.DynamoDB.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: k.String()}},
+		UpdateExpression:          aws.String("SET #c = :next"),
+		ConditionExpression:       aws.String("#c = :c AND #o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#c": "leaseCounter", "#o": "leaseOwner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberN{Value: "41"}, ":next": &types.AttributeValueMemberN{Value: "42"}, ":o": &types.AttributeValueMemberS{Value: "old-worker"}},
+	}); err != nil {
+		t.Fatalf("renewal as an old version makes it: %v", err)
+	}
+	if got, err := d.Get(ctx, k); err != nil || got.Counter != 42 || got.Handoff != "new-worker" {
+		t.Fatalf("after the old renewal: %+v, %v", got, err)
+	}
+
+	if _, err := d.Heartbeat(ctx, "orders", "new-worker"); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	// The scan an older List makes: filter on stream only, every row
+	// decoded as a lease.
+	out, err := env.DynamoDB.Scan(ctx, &dynamodb.ScanInput{
+		TableName:                 aws.String(table),
+		ConsistentRead:            aws.Bool(true),
+		FilterExpression:          aws.String("#s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "stream"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: "orders"}},
+	})
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	if len(out.Items) != 1 {
+		t.Fatalf("an older List would see %d rows, want only the lease: %v", len(out.Items), out.Items)
+	}
+	raw, err := env.DynamoDB.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{"leaseKey": &types.AttributeValueMemberS{Value: "orders:@worker:new-worker"}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil || len(raw.Item) == 0 {
+		t.Fatalf("GetItem of the worker row = %v, %v", raw, err)
+	}
+	if _, ok := raw.Item["stream"]; ok {
+		t.Error("the worker row has a stream attribute")
+	}
+	if kind, ok := raw.Item["kind"].(*types.AttributeValueMemberS); !ok || kind.Value != "worker" {
+		t.Errorf("the worker row's kind = %#v, want S worker", raw.Item["kind"])
+	}
+}
+
+// TestLeaseDynamoDBHandoff plays a planned move between two workers with
+// their own clients on one table: the request, the owner's renewals that
+// show it, the transfer, and the previous owner fenced off.
+func TestLeaseDynamoDBHandoff(t *testing.T) {
+	env := standin.Require(t)
+	a, table := newLeaseTable(t, env.DynamoDB, env.DynamoDB)
+	b := lease.NewDynamoDB(dynamodb.NewFromConfig(env.Config, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(env.DynamoDBEndpoint)
+	}), table)
+	ctx := t.Context()
+	k := lease.Key{Stream: "orders", ShardID: "shardId-000000000000"}
+	free, err := a.Ensure(ctx, k, nil)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	w1, err := a.Take(ctx, free, "w1")
+	if err != nil {
+		t.Fatalf("Take by w1: %v", err)
+	}
+	if _, err := a.Heartbeat(ctx, "orders", "w1"); err != nil {
+		t.Fatalf("Heartbeat by w1: %v", err)
+	}
+	if _, err := b.Heartbeat(ctx, "orders", "w2"); err != nil {
+		t.Fatalf("Heartbeat by w2: %v", err)
+	}
+	snap, err := b.Snapshot(ctx, "orders")
+	if err != nil || len(snap.Leases) != 1 || len(snap.Workers) != 2 {
+		t.Fatalf("Snapshot by w2 = %+v, %v", snap, err)
+	}
+	if _, err := b.RequestHandoff(ctx, snap.Leases[0], "w2"); err != nil {
+		t.Fatalf("RequestHandoff by w2: %v", err)
+	}
+	if w1, err = a.Renew(ctx, w1); err != nil || w1.Handoff != "w2" {
+		t.Fatalf("Renew by w1 after the request = %+v, %v; want Handoff w2", w1, err)
+	}
+	if w1, err = a.Checkpoint(ctx, w1, "100"); err != nil {
+		t.Fatalf("Checkpoint by w1: %v", err)
+	}
+	moved, err := a.Transfer(ctx, w1, w1.Handoff)
+	if err != nil {
+		t.Fatalf("Transfer: %v", err)
+	}
+	if _, err := a.Renew(ctx, w1); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Renew by w1 after the transfer: %v, want lease.ErrLeaseLost", err)
+	}
+	snap, err = b.Snapshot(ctx, "orders")
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	got := snap.Leases[0]
+	if got.Owner != "w2" || got.Handoff != "" || got.Checkpoint != "100" || got.Counter != moved.Counter || got.OwnerSwitches != 2 {
+		t.Fatalf("lease after the transfer = %+v, want owner w2, no handoff, checkpoint 100, counter %d, 2 owner switches", got, moved.Counter)
+	}
+	if _, err := b.Renew(ctx, got); err != nil {
+		t.Fatalf("Renew by w2: %v", err)
+	}
+	// w1 shuts down and removes its row; w2 then finds only itself.
+	for _, w := range snap.Workers {
+		if w.Owner == "w1" {
+			if err := a.RemoveWorker(ctx, w); err != nil {
+				t.Fatalf("RemoveWorker of its own row: %v", err)
+			}
+		}
+	}
+	if snap, err = b.Snapshot(ctx, "orders"); err != nil || len(snap.Workers) != 1 || snap.Workers[0].Owner != "w2" {
+		t.Fatalf("workers after w1 left = %+v, %v", snap.Workers, err)
 	}
 }

@@ -7,9 +7,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/shardsettle/lambdaadapter/batchresponse"
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/event"
-	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/event"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // Invoke handles one raw Lambda invocation: it decodes the Kinesis event
@@ -30,8 +32,11 @@ func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		}
 		return nil, err
 	}
-	msgs := Messages(ev.Records)
-	return r.RunJSON(ctx, make([]byte, 0, 128), msgs)
+	ids, err := r.run(ctx, deliveries(ev.Records))
+	if err != nil {
+		return nil, err
+	}
+	return batchresponse.AppendJSON(make([]byte, 0, 128), ids), nil
 }
 
 // HandleEvent handles one already-decoded Kinesis event and returns the
@@ -54,7 +59,7 @@ func (r *Runner) HandleEvent(ctx context.Context, ev events.KinesisEvent) (event
 			EventSource:    e.EventSource,
 		}
 	}
-	ids, err := r.Run(ctx, Messages(recs))
+	ids, err := r.run(ctx, deliveries(recs))
 	if err != nil {
 		return events.KinesisEventResponse{}, err
 	}
@@ -76,25 +81,24 @@ func roundMillis(t time.Time) time.Time {
 // record (partition-key, kinesis-sequence-number, kinesis-shard-id).
 const deliveryHeaders = 3
 
-// Messages turns decoded Kinesis records into messages: it opens the RSK1
-// envelope of each record's data, appends the delivery headers and derives
-// StreamARN and Attempt. Payloads alias the records' data; all headers share
-// one backing array, each message's slice capped so that appending to one
-// never overwrites another.
-func Messages(recs []event.KinesisRecord) []message.Message {
-	msgs := make([]message.Message, len(recs))
+// deliveries turns decoded Kinesis records into deliveries: it opens the
+// RSK1 envelope of each record's data, appends the delivery headers and
+// derives StreamARN and Attempt. Payloads alias the records' data; all
+// headers share one backing array, each message's slice capped so that
+// appending to one never overwrites another.
+func deliveries(recs []event.KinesisRecord) []engine.Delivery {
+	ds := make([]engine.Delivery, len(recs))
 	backing := make(envelope.Headers, 0, len(recs)*(deliveryHeaders+1))
 	for i := range recs {
 		rec := &recs[i]
 		start := len(backing)
 		var payload []byte
 		backing, payload = envelope.DecodeInto(backing, rec.Data)
-		user := backing[start:]
-		attempt := message.RetryCount(user) + 1
+		attempt := message.AttemptOf(backing[start:])
 		backing = setIn(backing, start, envelope.PartitionKeyHeader, rec.PartitionKey)
 		backing = setIn(backing, start, envelope.SequenceNumberHeader, rec.SequenceNumber)
 		backing = setIn(backing, start, envelope.ShardIDHeader, rec.ShardID)
-		msgs[i] = message.Message{
+		ds[i].Msg = message.Message{
 			Payload:        payload,
 			Headers:        backing[start:len(backing):len(backing)],
 			PartitionKey:   rec.PartitionKey,
@@ -106,7 +110,7 @@ func Messages(recs []event.KinesisRecord) []message.Message {
 			Attempt:        attempt,
 		}
 	}
-	return msgs
+	return ds
 }
 
 // setIn sets name to value within backing[start:], replacing a header of the

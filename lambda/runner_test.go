@@ -14,8 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambda"
-	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -45,9 +46,20 @@ func (s script) HandleRecord(ctx context.Context, m *message.Message) message.Ou
 	}
 }
 
-func newRunner(t *testing.T, h message.Handler, cfg lambda.Config) *lambda.Runner {
+// newRunner returns a Runner of h with cfg, its engine logging to logger
+// (nil: nowhere).
+func newRunner(t *testing.T, h message.Handler, cfg lambda.Config, logger ...*slog.Logger) *lambda.Runner {
 	t.Helper()
-	r, err := lambda.NewRunner(h, cfg)
+	ec := engine.Config{Handler: h}
+	if len(logger) > 0 {
+		ec.Logger = logger[0]
+	}
+	e, err := engine.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engine = e
+	r, err := lambda.NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +292,7 @@ func TestRunPanicIsolated(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	msgs := []message.Message{msg("s", "1", "a"), msg("s", "2", "b"), msg("s", "3", "c")}
-	got, err := newRunner(t, script{"2": "panic"}, lambda.Config{Logger: logger}).Run(t.Context(), msgs)
+	got, err := newRunner(t, script{"2": "panic"}, lambda.Config{}, logger).Run(t.Context(), msgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +300,7 @@ func TestRunPanicIsolated(t *testing.T) {
 		t.Errorf("failures (-want +got):\n%s", diff)
 	}
 	out := buf.String()
-	for _, want := range []string{`"msg":"lambda: handler panicked; record left unsettled"`, `"panic":"test panic"`, `"stack":"goroutine `, `runner_test.go`, `"sequence_number":"2"`} {
+	for _, want := range []string{`"msg":"lambdaadapter: handler panicked; treated as Retry"`, `"mode":"lambda"`, `"panic":"test panic"`, `"stack":"goroutine `, `runner_test.go`, `"sequence_number":"2"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %s:\n%s", want, out)
 		}
@@ -394,15 +406,17 @@ func TestRunDeadlineAlreadyPassed(t *testing.T) {
 }
 
 func TestNewRunnerValidates(t *testing.T) {
-	for _, cfg := range []lambda.Config{{Concurrency: -1}, {DeadlineMargin: -time.Second}} {
-		if _, err := lambda.NewRunner(script{}, cfg); err == nil {
-			t.Errorf("NewRunner(%+v) accepted", cfg)
+	e, err := engine.New(engine.Config{Handler: script{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := engine.New(engine.Config{BatchHandler: message.BatchHandlerFunc(func(context.Context, []*message.Message) []message.Outcome { return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []lambda.Config{{Engine: e, Concurrency: -1}, {Engine: e, DeadlineMargin: -time.Second}, {}, {Engine: batch}} {
+		if _, err := lambda.NewRunner(cfg); err == nil || !strings.HasPrefix(err.Error(), "lambda: ") {
+			t.Errorf("NewRunner(%+v) = %v, want an error", cfg, err)
 		}
 	}
-	defer func() {
-		if p := recover(); p == nil || !strings.HasPrefix(fmt.Sprint(p), "lambda: ") {
-			t.Errorf("nil handler: recover() = %v", p)
-		}
-	}()
-	_, _ = lambda.NewRunner(nil, lambda.Config{})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -44,9 +45,11 @@ func (r *Runner) InvokeSQS(ctx context.Context, payload []byte) ([]byte, error) 
 		bodies[i] = m.Body
 	}
 	var failed []string
-	for i, err := range publish.ForwardDelayed(flushCtx, r.cfg.Publisher, r.cfg.Queue, r.cfg.DelayQueue, bodies, time.Now()) {
+	cfg := r.e.Config()
+	for i, err := range publish.ForwardDelayed(flushCtx, cfg.Publisher, cfg.Queue, cfg.DelayQueue, bodies, time.Now()) {
 		if err != nil {
-			r.log.LogAttrs(ctx, slog.LevelError, "lambda: cannot forward SQS message; SQS delivers it again", slog.String("message_id", ev.Records[i].MessageId), errAttr(err))
+			r.log.LogAttrs(ctx, slog.LevelError, "lambda: cannot forward SQS message; SQS delivers it again",
+				slog.String("message_id", ev.Records[i].MessageId), slog.String(engine.AttrError, err.Error()))
 			failed = append(failed, ev.Records[i].MessageId)
 		}
 	}

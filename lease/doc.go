@@ -4,9 +4,10 @@
 // shard in a lease table. It is the Go equivalent of the Kinesis Client
 // Library's lease table, fenced on every write.
 //
-// A Store keeps the leases: Memory for a single instance (the default when
-// no table is configured), DynamoDB for many. A Tracker decides which
-// leases of other workers have expired. NewOwnerID names a worker.
+// A Store keeps the leases and the registered workers: Memory for a single
+// instance (the default when no table is configured), DynamoDB for many. A
+// Tracker decides which leases, and which workers, of others have expired.
+// NewOwnerID names a worker.
 //
 //	store := lease.NewDynamoDB(dynamodb.NewFromConfig(cfg), "leases")
 //	if err := store.Check(ctx); err != nil { ... } // names "bootstrap leases init" when missing
@@ -14,9 +15,11 @@
 //	tracker := lease.NewTracker(10 * time.Second)
 //
 //	for _, shard := range shards { store.Ensure(ctx, lease.Key{Stream: name, ShardID: shard.ID}, shard.Parents) }
-//	ls, _ := store.List(ctx, name)
-//	tracker.Observe(ls)
-//	for _, l := range ls {
+//	store.Heartbeat(ctx, name, owner)  // register; again at every renewal round
+//	snap, _ := store.Snapshot(ctx, name) // one read: leases and workers
+//	tracker.Observe(snap.Leases)
+//	tracker.ObserveWorkers(snap.Workers)
+//	for _, l := range snap.Leases {
 //		if l.Owner != owner && tracker.Expired(l) {
 //			held, err := store.Take(ctx, l, owner) // ErrLeaseLost: someone else was faster
 //			...
@@ -27,11 +30,45 @@
 //	held, err = store.Checkpoint(ctx, held, seq) // same
 //	held, err = store.Release(ctx, held)         // on graceful stop
 //
+// # Handoff
+//
+// Balancing moves leases between live workers without stealing them. A
+// worker with fewer leases than its share asks a busier one for a lease:
+// RequestHandoff sets the lease's Handoff to the requester, conditional on
+// the owner alone and without touching the counter, so the owner's fenced
+// writes go on as before. The owner sees the request in the lease its next
+// Renew or Checkpoint returns, stops reading the shard, settles and
+// checkpoints what it has in flight, and hands the lease over with Transfer
+// (fenced like any write). The requester finds itself the owner in a later
+// Snapshot and only then reads the shard, from that checkpoint: a planned
+// move need deliver no record twice. One request per lease stands at a time;
+// Take, Transfer and Release clear it. A lease whose owner died is not handed
+// over but expires and is taken, as before.
+//
+// # Workers
+//
+// Each worker registers itself for every stream it reads with Heartbeat, at
+// every renewal round: one row per worker and stream, whose counter every
+// heartbeat bumps. Workers count one another from Snapshot to share the
+// shards evenly. A Tracker watches worker counters as it watches lease
+// counters (ObserveWorkers, WorkerExpired); a worker whose counter stood
+// still for the lease duration is dead, and any worker may remove its row
+// with RemoveWorker, fenced by the counter observed. A worker removes its own
+// row at shutdown the same way.
+//
+// # Trimmed shards
+//
+// Once Kinesis no longer lists a shard (its retention passed), its lease row
+// is useless. Delete removes it, fenced by owner and counter like a write: a
+// worker deletes such a row while it is free, expired or its own, with the
+// lease as it read it, so a row that changed in between (renewed by a live
+// owner, say) is not deleted.
+//
 // # Fencing
 //
 // Every lease has a Counter that every write (take, renew, checkpoint,
-// release) bumps, and every such write is conditional on BOTH the owner and
-// the counter of the lease the writer holds. A worker writes only what it
+// transfer, release) bumps, and every such write is conditional on BOTH the
+// owner and the counter of the lease the writer holds; so is Delete. A worker writes only what it
 // read last: if anything changed in between — another worker stole the
 // lease, or the worker itself wrote from a stale copy — the condition fails,
 // the write changes nothing, and the error matches ErrLeaseLost.
@@ -78,25 +115,49 @@
 //	attribute        type     meaning
 //	leaseKey         S        hash key: "stream:shardId" (Key.String), the stream's NAME, never its ARN
 //	leaseOwner       S        owner id of the holder; absent when the lease is free
-//	leaseCounter     N        fencing token, bumped by every take, renew, checkpoint and release
+//	leaseCounter     N        fencing token, bumped by every take, renew, checkpoint, transfer and release
 //	checkpoint       S        last settled sequence number, or SHARD_END; absent when none
 //	parentShardIds   L of S   parents of a child shard (split or merge); absent when none
-//	ownerSwitches    N        takes that changed the owner (for operators)
+//	ownerSwitches    N        takes and transfers that changed the owner (for operators)
+//	handoff          S        owner id of the worker that asked for the lease (RequestHandoff); absent when none
 //	renewedAt        S        writer's wall clock at the last write, RFC 3339 UTC with milliseconds; display only
 //	stream           S        the stream's name (List filters on it)
 //
+// Rows written before handoff existed have no handoff attribute and read as
+// leases nobody asked for. Each registered worker has a row of its own in
+// the same table:
+//
+//	attribute        type     meaning
+//	leaseKey         S        hash key: "stream:@worker:ownerId"; never a lease's, as no shard id starts with '@'
+//	kind             S        "worker"; lease rows have no kind attribute
+//	workerStream     S        the stream's name (Snapshot filters on it)
+//	leaseOwner       S        the worker's owner id
+//	leaseCounter     N        bumped by every heartbeat; watched for expiry
+//	renewedAt        S        writer's wall clock at the last heartbeat, as for leases; display only
+//
+// A worker row has no stream attribute, so a List of this version or of an
+// older one (which filters on stream) never sees it: workers of different
+// versions may share a table during a rolling deployment.
+//
 // Reads are strongly consistent (GetItem and Scan with ConsistentRead); List
-// scans the table, page by page, with a filter on stream. Writes are single
-// conditional requests:
+// scans the table, page by page, with a filter on stream, and Snapshot with
+// a filter on stream or workerStream, telling the rows apart by kind. Writes
+// are single requests, all but Heartbeat conditional:
 //
-//	Ensure      PutItem     attribute_not_exists(leaseKey), then GetItem if the row exists
-//	Take        UpdateItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))
-//	Renew       UpdateItem  leaseCounter = :c AND leaseOwner = :o
-//	Checkpoint  UpdateItem  leaseCounter = :c AND leaseOwner = :o
-//	Release     UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE leaseOwner)
-//	Delete      DeleteItem  unconditional
+//	Ensure          PutItem     attribute_not_exists(leaseKey), then GetItem if the row exists
+//	Take            UpdateItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))  (REMOVE handoff)
+//	Renew           UpdateItem  leaseCounter = :c AND leaseOwner = :o
+//	Checkpoint      UpdateItem  leaseCounter = :c AND leaseOwner = :o
+//	Transfer        UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE handoff)
+//	Release         UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE leaseOwner, handoff)
+//	RequestHandoff  UpdateItem  leaseOwner = :o AND (attribute_not_exists(handoff) OR handoff = :h)  (SET handoff only)
+//	Delete          DeleteItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))
+//	Heartbeat       UpdateItem  none: SET kind, workerStream, leaseOwner, renewedAt ADD leaseCounter 1
+//	RemoveWorker    DeleteItem  leaseCounter = :c AND kind = "worker"
 //
-// UpdateItem returns the new row (ReturnValues ALL_NEW). A
+// Every attribute name in an expression goes through
+// ExpressionAttributeNames. UpdateItem returns the new row (ReturnValues
+// ALL_NEW). A
 // ConditionalCheckFailedException becomes ErrLeaseLost, a
 // ResourceNotFoundException ErrTableNotFound. No transactions and no
 // ReturnValuesOnConditionCheckFailure are used, so the package also runs

@@ -1,11 +1,9 @@
 package lease
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -36,7 +34,17 @@ const (
 	attrSwitches   = "ownerSwitches"
 	attrRenewedAt  = "renewedAt"
 	attrStream     = "stream"
+	attrHandoff    = "handoff"
+	// Worker rows only: they have no stream attribute, so that a List
+	// filtering on stream (of this version or an older one) never sees
+	// them.
+	attrKind         = "kind"
+	attrWorkerStream = "workerStream"
 )
+
+// kindWorker is the kind attribute of a worker row. Lease rows have no kind
+// attribute.
+const kindWorker = "worker"
 
 // renewedAtLayout is the format of renewedAt: RFC 3339 in UTC with
 // milliseconds.
@@ -54,8 +62,10 @@ const (
 // (bootstrap leases init); check it at start with Check.
 //
 // A DynamoDB is safe for concurrent use (as its client is). Every read is
-// strongly consistent; every write is one conditional request, so
-// concurrent writes to one lease have exactly one winner. A canceled context
+// strongly consistent; every write is one request, conditional but for
+// Heartbeat's upsert, so concurrent writes to one lease have exactly one
+// winner. Worker rows live in the same table under keys no lease can have
+// (see the package documentation). A canceled context
 // ends the pending request with the context's error. Errors are not retried
 // beyond what the client's own retryer does.
 type DynamoDB struct {
@@ -63,6 +73,8 @@ type DynamoDB struct {
 	table  string
 	now    func() time.Time // the writer's wall clock, for renewedAt
 }
+
+var _ Store = (*DynamoDB)(nil)
 
 // NewDynamoDB returns a Store in the table named table, using client. It
 // does no I/O; call Check to see that the table exists.
@@ -169,11 +181,32 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 }
 
 // List implements Store with a paginated, consistent Scan filtered by the
-// stream attribute.
+// stream attribute, which worker rows do not have.
 func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := checkStream(stream); err != nil {
 		return nil, &opError{op: opList, what: stream, cause: err}
 	}
+	snap, err := d.scan(ctx, opList, stream, false)
+	if err != nil {
+		return nil, err
+	}
+	return snap.Leases, nil
+}
+
+// Snapshot implements Store with one paginated, consistent Scan filtered by
+// the stream attribute of lease rows or the workerStream attribute of
+// worker rows; the rows are told apart by their kind attribute.
+func (d *DynamoDB) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
+	if err := checkStream(stream); err != nil {
+		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+	}
+	return d.scan(ctx, opSnapshot, stream, true)
+}
+
+// scan reads the rows of stream with a paginated, consistent Scan: the
+// leases, and the workers too when workers is true. Rows of a kind this
+// version does not know (written by a newer one) are skipped.
+func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (Snapshot, error) {
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(d.table),
 		ConsistentRead:            aws.Bool(true),
@@ -181,19 +214,41 @@ func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
 		ExpressionAttributeNames:  map[string]string{"#s": attrStream},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: stream}},
 	}
-	ls := []Lease{}
+	if workers {
+		in.FilterExpression = aws.String("#s = :s OR #ws = :s")
+		in.ExpressionAttributeNames["#ws"] = attrWorkerStream
+	}
+	snap := Snapshot{Leases: []Lease{}, Workers: []Worker{}}
 	for {
 		out, err := d.client.Scan(ctx, in)
 		if err != nil {
-			return nil, d.fail(opList, stream, err)
+			return Snapshot{}, d.fail(op, stream, err)
 		}
 		for _, item := range out.Items {
-			l, err := decode(item)
+			kind, err := stringAttr(item, attrKind, false)
 			if err != nil {
-				return nil, &opError{op: opList, what: stream, cause: err}
+				return Snapshot{}, &opError{op: op, what: stream, cause: fmt.Errorf("malformed row: %w", err)}
 			}
-			if l.Key.Stream == stream {
-				ls = append(ls, l)
+			switch kind {
+			case "":
+				l, err := decode(item)
+				if err != nil {
+					return Snapshot{}, &opError{op: op, what: stream, cause: err}
+				}
+				if l.Key.Stream == stream {
+					snap.Leases = append(snap.Leases, l)
+				}
+			case kindWorker:
+				if !workers {
+					continue
+				}
+				w, err := decodeWorker(item)
+				if err != nil {
+					return Snapshot{}, &opError{op: op, what: stream, cause: err}
+				}
+				if w.Stream == stream {
+					snap.Workers = append(snap.Workers, w)
+				}
 			}
 		}
 		if len(out.LastEvaluatedKey) == 0 {
@@ -201,12 +256,16 @@ func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
-	return ls, nil
+	sortLeases(snap.Leases)
+	sortWorkers(snap.Workers)
+	return snap, nil
 }
 
 // Get implements Store with a consistent GetItem.
 func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
+	if err := k.check(); err != nil {
+		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
 		Key:            keyItem(k),
@@ -241,40 +300,145 @@ func (d *DynamoDB) Checkpoint(ctx context.Context, held Lease, seq string) (Leas
 }
 
 // Release implements Store with a conditional UpdateItem that removes the
-// owner attribute.
+// owner and handoff attributes.
 func (d *DynamoDB) Release(ctx context.Context, held Lease) (Lease, error) {
 	return d.write(ctx, opRelease, held, "", "")
 }
 
-// Delete implements Store with an unconditional DeleteItem.
-func (d *DynamoDB) Delete(ctx context.Context, k Key) error {
-	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(d.table), Key: keyItem(k)})
+// Transfer implements Store with a conditional UpdateItem.
+func (d *DynamoDB) Transfer(ctx context.Context, held Lease, to string) (Lease, error) {
+	return d.write(ctx, opTransfer, held, to, "")
+}
+
+// RequestHandoff implements Store with an UpdateItem conditional on the
+// owner and the handoff attribute, which sets nothing but the handoff
+// attribute.
+func (d *DynamoDB) RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error) {
+	if err := checkWrite(opHandoff, held, requester, ""); err != nil {
+		return Lease{}, err
+	}
+	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(d.table),
+		Key:                      keyItem(held.Key),
+		UpdateExpression:         aws.String("SET #h = :h"),
+		ConditionExpression:      aws.String("#o = :o AND (attribute_not_exists(#h) OR #h = :h)"),
+		ExpressionAttributeNames: map[string]string{"#o": attrOwner, "#h": attrHandoff},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":o": &types.AttributeValueMemberS{Value: held.Owner},
+			":h": &types.AttributeValueMemberS{Value: requester},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
 	if err != nil {
-		return d.fail(opDelete, k.String(), err)
+		return Lease{}, d.fail(opHandoff, held.Key.String(), err)
+	}
+	l, err := decode(out.Attributes)
+	if err != nil {
+		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), cause: err}
+	}
+	return l, nil
+}
+
+// Delete implements Store with a DeleteItem conditional on owner and
+// counter.
+func (d *DynamoDB) Delete(ctx context.Context, held Lease) error {
+	if err := checkWrite(opDelete, held, "", ""); err != nil {
+		return err
+	}
+	cond, names, values := fenceCondition(held)
+	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       keyItem(held.Key),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	if err != nil {
+		return d.fail(opDelete, held.Key.String(), err)
 	}
 	return nil
 }
 
-// write performs the conditional write op of held (with owner for a take,
-// seq for a checkpoint) as one UpdateItem returning the new row.
+// Heartbeat implements Store with one unconditional UpdateItem that creates
+// the worker row or adds 1 to its counter.
+func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+	what := workerKey(stream, owner)
+	if err := checkWorker(stream, owner); err != nil {
+		return Worker{}, &opError{op: opHeartbeat, what: what, cause: err}
+	}
+	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        aws.String(d.table),
+		Key:              map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: what}},
+		UpdateExpression: aws.String("SET #kind = :kind, #ws = :s, #o = :o, #r = :now ADD #c :one"),
+		ExpressionAttributeNames: map[string]string{
+			"#kind": attrKind, "#ws": attrWorkerStream, "#o": attrOwner, "#r": attrRenewedAt, "#c": attrCounter,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":kind": &types.AttributeValueMemberS{Value: kindWorker},
+			":s":    &types.AttributeValueMemberS{Value: stream},
+			":o":    &types.AttributeValueMemberS{Value: owner},
+			":now":  &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)},
+			":one":  number(1),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err != nil {
+		return Worker{}, d.fail(opHeartbeat, what, err)
+	}
+	w, err := decodeWorker(out.Attributes)
+	if err != nil {
+		return Worker{}, &opError{op: opHeartbeat, what: what, cause: err}
+	}
+	return w, nil
+}
+
+// RemoveWorker implements Store with a DeleteItem conditional on the
+// worker's counter.
+func (d *DynamoDB) RemoveWorker(ctx context.Context, w Worker) error {
+	what := workerKey(w.Stream, w.Owner)
+	if err := checkWorker(w.Stream, w.Owner); err != nil {
+		return &opError{op: opRemove, what: what, cause: err}
+	}
+	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                 aws.String(d.table),
+		Key:                       map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: what}},
+		ConditionExpression:       aws.String("#c = :c AND #kind = :kind"),
+		ExpressionAttributeNames:  map[string]string{"#c": attrCounter, "#kind": attrKind},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": number(w.Counter), ":kind": &types.AttributeValueMemberS{Value: kindWorker}},
+	})
+	if err != nil {
+		return d.fail(opRemove, what, err)
+	}
+	return nil
+}
+
+// fenceCondition returns the condition that the row still has held's owner
+// (no owner attribute when held.Owner is "") and counter, with its names
+// and values.
+func fenceCondition(held Lease) (string, map[string]string, map[string]types.AttributeValue) {
+	names := map[string]string{"#c": attrCounter, "#o": attrOwner}
+	values := map[string]types.AttributeValue{":c": number(held.Counter)}
+	if held.Owner == "" {
+		return "#c = :c AND attribute_not_exists(#o)", names, values
+	}
+	values[":o"] = &types.AttributeValueMemberS{Value: held.Owner}
+	return "#c = :c AND #o = :o", names, values
+}
+
+// write performs the conditional write op of held (with owner for a take or
+// a transfer, seq for a checkpoint) as one UpdateItem returning the new
+// row.
 func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq string) (Lease, error) {
 	if err := checkWrite(op, held, owner, seq); err != nil {
 		return Lease{}, err
 	}
-	names := map[string]string{"#c": attrCounter, "#o": attrOwner, "#r": attrRenewedAt}
-	values := map[string]types.AttributeValue{
-		":c":    number(held.Counter),
-		":next": number(held.Counter + 1),
-		":now":  &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)},
-	}
-	cond := "#c = :c AND attribute_not_exists(#o)"
-	if held.Owner != "" {
-		cond = "#c = :c AND #o = :o"
-		values[":o"] = &types.AttributeValueMemberS{Value: held.Owner}
-	}
+	cond, names, values := fenceCondition(held)
+	names["#r"] = attrRenewedAt
+	values[":next"] = number(held.Counter + 1)
+	values[":now"] = &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)}
 	update := "SET #c = :next, #r = :now"
 	switch op {
-	case opTake:
+	case opTake, opTransfer:
 		update += ", #o = :owner"
 		values[":owner"] = &types.AttributeValueMemberS{Value: owner}
 		if owner != held.Owner {
@@ -282,12 +446,15 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 			names["#sw"] = attrSwitches
 			values[":zero"], values[":one"] = number(0), number(1)
 		}
+		update += " REMOVE #h"
+		names["#h"] = attrHandoff
 	case opCheckpoint:
 		update += ", #cp = :cp"
 		names["#cp"] = attrCheckpoint
 		values[":cp"] = &types.AttributeValueMemberS{Value: seq}
 	case opRelease:
-		update += " REMOVE #o"
+		update += " REMOVE #o, #h"
+		names["#h"] = attrHandoff
 	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(d.table),
@@ -347,6 +514,9 @@ func encode(l Lease) map[string]types.AttributeValue {
 	if l.Checkpoint != "" {
 		item[attrCheckpoint] = &types.AttributeValueMemberS{Value: l.Checkpoint}
 	}
+	if l.Handoff != "" {
+		item[attrHandoff] = &types.AttributeValueMemberS{Value: l.Handoff}
+	}
 	if len(l.ParentShardIDs) > 0 {
 		ps := make([]types.AttributeValue, len(l.ParentShardIDs))
 		for i, p := range l.ParentShardIDs {
@@ -361,7 +531,8 @@ func encode(l Lease) map[string]types.AttributeValue {
 }
 
 // decode returns the lease in a row, or an error naming the attribute that
-// is missing or malformed. Only leaseKey and leaseCounter are required.
+// is missing or malformed. Only leaseKey and leaseCounter are required; a
+// row of an older version, without handoff, decodes with Handoff "".
 func decode(item map[string]types.AttributeValue) (Lease, error) {
 	var l Lease
 	s, err := stringAttr(item, attrKey, true)
@@ -386,13 +557,11 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 	if l.Checkpoint, err = stringAttr(item, attrCheckpoint, false); err != nil {
 		return bad(err)
 	}
-	if r, err := stringAttr(item, attrRenewedAt, false); err != nil {
+	if l.Handoff, err = stringAttr(item, attrHandoff, false); err != nil {
 		return bad(err)
-	} else if r != "" {
-		if l.RenewedAt, err = time.Parse(time.RFC3339Nano, r); err != nil {
-			return bad(fmt.Errorf("attribute %s: %w", attrRenewedAt, err))
-		}
-		l.RenewedAt = l.RenewedAt.UTC()
+	}
+	if l.RenewedAt, err = timeAttr(item, attrRenewedAt); err != nil {
+		return bad(err)
 	}
 	switch v := item[attrParents].(type) {
 	case nil:
@@ -408,6 +577,56 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 		return bad(fmt.Errorf("attribute %s is %T, want L", attrParents, v))
 	}
 	return l, nil
+}
+
+// decodeWorker returns the worker in a worker row, or an error naming the
+// attribute that is missing or malformed. leaseKey, kind, workerStream,
+// leaseOwner and leaseCounter are required, and the key must be the
+// worker's.
+func decodeWorker(item map[string]types.AttributeValue) (Worker, error) {
+	key, err := stringAttr(item, attrKey, true)
+	if err != nil {
+		return Worker{}, fmt.Errorf("malformed worker row: %w", err)
+	}
+	bad := func(err error) (Worker, error) {
+		return Worker{}, fmt.Errorf("malformed worker row %q: %w", key, err)
+	}
+	var w Worker
+	if kind, err := stringAttr(item, attrKind, true); err != nil {
+		return bad(err)
+	} else if kind != kindWorker {
+		return bad(fmt.Errorf("attribute %s is %q, want %q", attrKind, kind, kindWorker))
+	}
+	if w.Stream, err = stringAttr(item, attrWorkerStream, true); err != nil {
+		return bad(err)
+	}
+	if w.Owner, err = stringAttr(item, attrOwner, true); err != nil {
+		return bad(err)
+	}
+	if want := workerKey(w.Stream, w.Owner); key != want {
+		return bad(fmt.Errorf("key does not match stream %q and owner %q", w.Stream, w.Owner))
+	}
+	if w.Counter, err = numberAttr(item, attrCounter, true); err != nil {
+		return bad(err)
+	}
+	if w.RenewedAt, err = timeAttr(item, attrRenewedAt); err != nil {
+		return bad(err)
+	}
+	return w, nil
+}
+
+// timeAttr returns the time in the S attribute name of item (RFC 3339), in
+// UTC; the zero time when it is absent.
+func timeAttr(item map[string]types.AttributeValue, name string) (time.Time, error) {
+	s, err := stringAttr(item, name, false)
+	if err != nil || s == "" {
+		return time.Time{}, err
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("attribute %s: %w", name, err)
+	}
+	return t.UTC(), nil
 }
 
 // stringAttr returns the S attribute name of item, "" when it is absent

@@ -3,9 +3,11 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -99,14 +101,29 @@ func (f *fakeDynamoDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInpu
 	if in.ReturnValues != types.ReturnValueAllNew {
 		f.t.Errorf("UpdateItem with ReturnValues %q, want ALL_NEW", in.ReturnValues)
 	}
-	if in.ConditionExpression == nil {
-		f.t.Error("UpdateItem without a condition")
+	// Every update but a heartbeat (an upsert of a worker row) is
+	// conditional.
+	if in.ConditionExpression == nil && !strings.Contains(keyOf(in.Key), ":@worker:") {
+		f.t.Error("UpdateItem of a lease without a condition")
 	}
 	return call(f, "UpdateItem", f.updateItem, in)
 }
 
 func (f *fakeDynamoDB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	f.checkExpressions(in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.ConditionExpression)
+	if in.ConditionExpression == nil {
+		f.t.Error("DeleteItem without a condition")
+	}
 	return call(f, "DeleteItem", f.deleteItem, in)
+}
+
+// keyOf returns the leaseKey of a request's key.
+func keyOf(key map[string]types.AttributeValue) string {
+	k, _ := key["leaseKey"].(*types.AttributeValueMemberS)
+	if k == nil {
+		return ""
+	}
+	return k.Value
 }
 
 func (f *fakeDynamoDB) Scan(_ context.Context, in *dynamodb.ScanInput, _ ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
@@ -136,6 +153,7 @@ func row() map[string]types.AttributeValue {
 		"leaseOwner":     s("w1"),
 		"leaseCounter":   n("7"),
 		"checkpoint":     s("100"),
+		"handoff":        s("w3"),
 		"ownerSwitches":  n("2"),
 		"renewedAt":      s("2026-12-02T10:11:12.345Z"),
 		"parentShardIds": &types.AttributeValueMemberL{Value: []types.AttributeValue{s("shardId-a"), s("shardId-b")}},
@@ -143,6 +161,20 @@ func row() map[string]types.AttributeValue {
 }
 
 var heldW1 = lease.Lease{Key: lease.Key{Stream: "orders", ShardID: "shardId-0"}, Owner: "w1", Counter: 7}
+
+// workerRow is a well-formed worker row: worker w1 of orders, counter 4.
+func workerRow() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"leaseKey":     s("orders:@worker:w1"),
+		"kind":         s("worker"),
+		"workerStream": s("orders"),
+		"leaseOwner":   s("w1"),
+		"leaseCounter": n("4"),
+		"renewedAt":    s("2026-12-02T10:11:12.345Z"),
+	}
+}
+
+var workerW1 = lease.Worker{Stream: "orders", Owner: "w1", Counter: 4}
 
 // goodTable is the description of an ACTIVE lease table.
 func goodTable(status types.TableStatus) *dynamodb.DescribeTableOutput {
@@ -154,19 +186,32 @@ func goodTable(status types.TableStatus) *dynamodb.DescribeTableOutput {
 	}}
 }
 
-// storeCalls runs every Store method once.
+// storeCalls runs every Store method once; conditional tells the calls whose
+// request has a condition.
 var storeCalls = []struct {
-	name string
-	do   func(ctx context.Context, st lease.Store) error
+	name        string
+	conditional bool
+	do          func(ctx context.Context, st lease.Store) error
 }{
-	{"Ensure", func(ctx context.Context, st lease.Store) error { _, err := st.Ensure(ctx, heldW1.Key, nil); return err }},
-	{"List", func(ctx context.Context, st lease.Store) error { _, err := st.List(ctx, "orders"); return err }},
-	{"Get", func(ctx context.Context, st lease.Store) error { _, err := st.Get(ctx, heldW1.Key); return err }},
-	{"Take", func(ctx context.Context, st lease.Store) error { _, err := st.Take(ctx, heldW1, "w2"); return err }},
-	{"Renew", func(ctx context.Context, st lease.Store) error { _, err := st.Renew(ctx, heldW1); return err }},
-	{"Checkpoint", func(ctx context.Context, st lease.Store) error { _, err := st.Checkpoint(ctx, heldW1, "1"); return err }},
-	{"Release", func(ctx context.Context, st lease.Store) error { _, err := st.Release(ctx, heldW1); return err }},
-	{"Delete", func(ctx context.Context, st lease.Store) error { return st.Delete(ctx, heldW1.Key) }},
+	{"Ensure", false, func(ctx context.Context, st lease.Store) error { _, err := st.Ensure(ctx, heldW1.Key, nil); return err }},
+	{"List", false, func(ctx context.Context, st lease.Store) error { _, err := st.List(ctx, "orders"); return err }},
+	{"Snapshot", false, func(ctx context.Context, st lease.Store) error { _, err := st.Snapshot(ctx, "orders"); return err }},
+	{"Get", false, func(ctx context.Context, st lease.Store) error { _, err := st.Get(ctx, heldW1.Key); return err }},
+	{"Take", true, func(ctx context.Context, st lease.Store) error { _, err := st.Take(ctx, heldW1, "w2"); return err }},
+	{"Renew", true, func(ctx context.Context, st lease.Store) error { _, err := st.Renew(ctx, heldW1); return err }},
+	{"Checkpoint", true, func(ctx context.Context, st lease.Store) error { _, err := st.Checkpoint(ctx, heldW1, "1"); return err }},
+	{"Release", true, func(ctx context.Context, st lease.Store) error { _, err := st.Release(ctx, heldW1); return err }},
+	{"Transfer", true, func(ctx context.Context, st lease.Store) error { _, err := st.Transfer(ctx, heldW1, "w2"); return err }},
+	{"RequestHandoff", true, func(ctx context.Context, st lease.Store) error {
+		_, err := st.RequestHandoff(ctx, heldW1, "w2")
+		return err
+	}},
+	{"Delete", true, func(ctx context.Context, st lease.Store) error { return st.Delete(ctx, heldW1) }},
+	{"Heartbeat", false, func(ctx context.Context, st lease.Store) error {
+		_, err := st.Heartbeat(ctx, "orders", "w1")
+		return err
+	}},
+	{"RemoveWorker", true, func(ctx context.Context, st lease.Store) error { return st.RemoveWorker(ctx, workerW1) }},
 }
 
 // failingFake returns a fake whose every call fails with err.
@@ -216,7 +261,10 @@ func TestDynamoDBTableNotFound(t *testing.T) {
 
 func TestDynamoDBConditionFailedIsLeaseLost(t *testing.T) {
 	ccf := &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
-	for _, c := range storeCalls[3:7] {
+	for _, c := range storeCalls {
+		if !c.conditional {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			err := c.do(t.Context(), lease.NewDynamoDB(failingFake(t, ccf), "leases"))
 			if !errors.Is(err, lease.ErrLeaseLost) {
@@ -399,7 +447,7 @@ func TestDynamoDBDecode(t *testing.T) {
 			t.Fatalf("Get: %v", err)
 		}
 		want := lease.Lease{Key: heldW1.Key, Owner: "w1", Counter: 7, Checkpoint: "100",
-			ParentShardIDs: []string{"shardId-a", "shardId-b"}, OwnerSwitches: 2}
+			ParentShardIDs: []string{"shardId-a", "shardId-b"}, OwnerSwitches: 2, Handoff: "w3"}
 		if diff := cmp.Diff(want, l, cmpopts.IgnoreFields(lease.Lease{}, "RenewedAt")); diff != "" {
 			t.Errorf("lease (-want +got):\n%s", diff)
 		}
@@ -407,6 +455,8 @@ func TestDynamoDBDecode(t *testing.T) {
 			t.Errorf("RenewedAt = %s, want %s", got, want)
 		}
 	})
+	// A row of an older version has no handoff attribute (the minimal row
+	// neither).
 	t.Run("minimal row", func(t *testing.T) {
 		l, err := get(t, map[string]types.AttributeValue{"leaseKey": s("orders:shardId-0"), "leaseCounter": n("0")})
 		if err != nil {
@@ -438,6 +488,7 @@ func TestDynamoDBDecode(t *testing.T) {
 			r["checkpoint"] = &types.AttributeValueMemberNULL{Value: true}
 		}, "attribute checkpoint is"},
 		{"bad time", func(r map[string]types.AttributeValue) { r["renewedAt"] = s("yesterday") }, "attribute renewedAt"},
+		{"number handoff", func(r map[string]types.AttributeValue) { r["handoff"] = n("1") }, "attribute handoff is *types.AttributeValueMemberN, want S"},
 		{"string set parents", func(r map[string]types.AttributeValue) {
 			r["parentShardIds"] = &types.AttributeValueMemberSS{Value: []string{"a"}}
 		}, "attribute parentShardIds is *types.AttributeValueMemberSS, want L"},
@@ -467,15 +518,23 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 	}{
 		{"take free", lease.Lease{Key: heldW1.Key, Counter: 3}, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one", "#c = :c AND attribute_not_exists(#o)",
+		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND attribute_not_exists(#o)",
 			map[string]string{":c": "3", ":next": "4", ":owner": "w2", ":zero": "0", ":one": "1"}},
 		{"steal", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1"}},
 		{"take own", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w1")
-		}, "SET #c = :next, #r = :now, #o = :owner", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
+			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w1"}},
+		{"transfer", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Transfer(ctx, held, "w2")
+		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
+			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1"}},
+		{"transfer to self", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Transfer(ctx, held, "w1")
+		}, "SET #c = :next, #r = :now, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w1"}},
 		{"renew", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Renew(ctx, held)
@@ -487,8 +546,12 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "SHARD_END"}},
 		{"release", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Release(ctx, held)
-		}, "SET #c = :next, #r = :now REMOVE #o", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now REMOVE #o, #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1"}},
+		{"request handoff", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.RequestHandoff(ctx, held, "w2")
+		}, "SET #h = :h", "#o = :o AND (attribute_not_exists(#h) OR #h = :h)",
+			map[string]string{":o": "w1", ":h": "w2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeDynamoDB{t: t, updateItem: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
@@ -507,7 +570,12 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 						values[k] = v.Value
 					}
 				}
-				if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(values[":now"]) {
+				if tc.name == "request handoff" {
+					// Neither the counter nor renewedAt changes.
+					if _, ok := values[":now"]; ok {
+						t.Error("RequestHandoff sets renewedAt")
+					}
+				} else if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(values[":now"]) {
 					t.Errorf(":now = %q, want RFC 3339 UTC with milliseconds", values[":now"])
 				}
 				delete(values, ":now")
@@ -559,4 +627,264 @@ func TestNewDynamoDBNilClientPanics(t *testing.T) {
 		}
 	}()
 	lease.NewDynamoDB(nil, "leases")
+}
+
+// values returns the S and N values of a request, by placeholder.
+func values(in map[string]types.AttributeValue) map[string]string {
+	out := map[string]string{}
+	for k, v := range in {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			out[k] = v.Value
+		case *types.AttributeValueMemberN:
+			out[k] = v.Value
+		}
+	}
+	return out
+}
+
+func TestDynamoDBDeleteRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		held       lease.Lease
+		wantCond   string
+		wantValues map[string]string
+	}{
+		{"owned", heldW1, "#c = :c AND #o = :o", map[string]string{":c": "7", ":o": "w1"}},
+		{"free", lease.Lease{Key: heldW1.Key, Counter: 3}, "#c = :c AND attribute_not_exists(#o)", map[string]string{":c": "3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeDynamoDB{t: t, deleteItem: func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+				if got := aws.ToString(in.ConditionExpression); got != tc.wantCond {
+					t.Errorf("ConditionExpression = %q, want %q", got, tc.wantCond)
+				}
+				if diff := cmp.Diff(tc.wantValues, values(in.ExpressionAttributeValues)); diff != "" {
+					t.Errorf("values (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(map[string]string{"#c": "leaseCounter", "#o": "leaseOwner"}, in.ExpressionAttributeNames); diff != "" {
+					t.Errorf("names (-want +got):\n%s", diff)
+				}
+				if got := keyOf(in.Key); got != "orders:shardId-0" {
+					t.Errorf("Key = %q", got)
+				}
+				return &dynamodb.DeleteItemOutput{}, nil
+			}}
+			if err := lease.NewDynamoDB(f, "leases").Delete(t.Context(), tc.held); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if diff := cmp.Diff([]string{"DeleteItem"}, f.calls); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDynamoDBHeartbeatRequest(t *testing.T) {
+	f := &fakeDynamoDB{t: t, updateItem: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		if got := keyOf(in.Key); got != "orders:@worker:w1" {
+			t.Errorf("Key = %q, want orders:@worker:w1", got)
+		}
+		if got, want := aws.ToString(in.UpdateExpression), "SET #kind = :kind, #ws = :s, #o = :o, #r = :now ADD #c :one"; got != want {
+			t.Errorf("UpdateExpression = %q, want %q", got, want)
+		}
+		if in.ConditionExpression != nil {
+			t.Errorf("ConditionExpression = %q, want none (an upsert)", aws.ToString(in.ConditionExpression))
+		}
+		wantNames := map[string]string{"#kind": "kind", "#ws": "workerStream", "#o": "leaseOwner", "#r": "renewedAt", "#c": "leaseCounter"}
+		if diff := cmp.Diff(wantNames, in.ExpressionAttributeNames); diff != "" {
+			t.Errorf("names (-want +got):\n%s", diff)
+		}
+		vs := values(in.ExpressionAttributeValues)
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(vs[":now"]) {
+			t.Errorf(":now = %q, want RFC 3339 UTC with milliseconds", vs[":now"])
+		}
+		delete(vs, ":now")
+		if diff := cmp.Diff(map[string]string{":kind": "worker", ":s": "orders", ":o": "w1", ":one": "1"}, vs); diff != "" {
+			t.Errorf("values (-want +got):\n%s", diff)
+		}
+		return &dynamodb.UpdateItemOutput{Attributes: workerRow()}, nil
+	}}
+	w, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "orders", "w1")
+	if err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	want := workerW1
+	want.RenewedAt = time.Date(2026, 12, 2, 10, 11, 12, 345e6, time.UTC)
+	if diff := cmp.Diff(want, w); diff != "" {
+		t.Errorf("worker (-want +got):\n%s", diff)
+	}
+}
+
+func TestDynamoDBRemoveWorkerRequest(t *testing.T) {
+	f := &fakeDynamoDB{t: t, deleteItem: func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
+		if got := keyOf(in.Key); got != "orders:@worker:w1" {
+			t.Errorf("Key = %q, want orders:@worker:w1", got)
+		}
+		if got, want := aws.ToString(in.ConditionExpression), "#c = :c AND #kind = :kind"; got != want {
+			t.Errorf("ConditionExpression = %q, want %q", got, want)
+		}
+		if diff := cmp.Diff(map[string]string{":c": "4", ":kind": "worker"}, values(in.ExpressionAttributeValues)); diff != "" {
+			t.Errorf("values (-want +got):\n%s", diff)
+		}
+		return &dynamodb.DeleteItemOutput{}, nil
+	}}
+	if err := lease.NewDynamoDB(f, "leases").RemoveWorker(t.Context(), workerW1); err != nil {
+		t.Fatalf("RemoveWorker: %v", err)
+	}
+}
+
+// TestDynamoDBInvalidWritesDoNoIO checks that the calls refused for their
+// arguments make no request.
+func TestDynamoDBInvalidWritesDoNoIO(t *testing.T) {
+	free := lease.Lease{Key: heldW1.Key, Counter: 3}
+	reserved := lease.Lease{Key: lease.Key{Stream: "orders", ShardID: "@worker:w1"}, Owner: "w1", Counter: 4}
+	for _, tc := range []struct {
+		name     string
+		do       func(ctx context.Context, d *lease.DynamoDB) error
+		wantLost bool
+	}{
+		{"transfer of a free lease", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Transfer(ctx, free, "w2"); return err }, true},
+		{"transfer to nobody", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Transfer(ctx, heldW1, ""); return err }, false},
+		{"handoff of a free lease", func(ctx context.Context, d *lease.DynamoDB) error {
+			_, err := d.RequestHandoff(ctx, free, "w2")
+			return err
+		}, true},
+		{"handoff to nobody", func(ctx context.Context, d *lease.DynamoDB) error {
+			_, err := d.RequestHandoff(ctx, heldW1, "")
+			return err
+		}, false},
+		{"handoff to the owner", func(ctx context.Context, d *lease.DynamoDB) error {
+			_, err := d.RequestHandoff(ctx, heldW1, "w1")
+			return err
+		}, false},
+		{"take of a worker row", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Take(ctx, reserved, "w2"); return err }, false},
+		{"delete of a worker row", func(ctx context.Context, d *lease.DynamoDB) error { return d.Delete(ctx, reserved) }, false},
+		{"get of a worker row", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Get(ctx, reserved.Key); return err }, false},
+		{"heartbeat without owner", func(ctx context.Context, d *lease.DynamoDB) error {
+			_, err := d.Heartbeat(ctx, "orders", "")
+			return err
+		}, false},
+		{"heartbeat of an ARN", func(ctx context.Context, d *lease.DynamoDB) error {
+			_, err := d.Heartbeat(ctx, "arn:aws:kinesis:us-east-1:1:stream/orders", "w1")
+			return err
+		}, false},
+		{"remove worker without owner", func(ctx context.Context, d *lease.DynamoDB) error {
+			return d.RemoveWorker(ctx, lease.Worker{Stream: "orders", Counter: 1})
+		}, false},
+		{"snapshot without stream", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Snapshot(ctx, ""); return err }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := failingFake(t, errUnexpected)
+			err := tc.do(t.Context(), lease.NewDynamoDB(f, "leases"))
+			if err == nil || errors.Is(err, lease.ErrLeaseLost) != tc.wantLost || !strings.HasPrefix(err.Error(), "lease: ") {
+				t.Fatalf("error = %v, want a \"lease: \" error that matches lease.ErrLeaseLost: %t", err, tc.wantLost)
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("calls = %q, want none", f.calls)
+			}
+		})
+	}
+}
+
+func TestDynamoDBSnapshot(t *testing.T) {
+	leaseRow := func(key string) map[string]types.AttributeValue {
+		r := row()
+		r["leaseKey"] = s(key)
+		return r
+	}
+	worker := func(owner string, counter string) map[string]types.AttributeValue {
+		r := workerRow()
+		r["leaseKey"], r["leaseOwner"], r["leaseCounter"] = s("orders:@worker:"+owner), s(owner), n(counter)
+		return r
+	}
+	future := map[string]types.AttributeValue{"leaseKey": s("orders:@shape:x"), "kind": s("shape"), "stream": s("orders")}
+	var scans int
+	f := &fakeDynamoDB{t: t, scan: func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		scans++
+		if got, want := aws.ToString(in.FilterExpression), "#s = :s OR #ws = :s"; got != want {
+			t.Errorf("FilterExpression = %q, want %q", got, want)
+		}
+		if diff := cmp.Diff(map[string]string{"#s": "stream", "#ws": "workerStream"}, in.ExpressionAttributeNames); diff != "" {
+			t.Errorf("names (-want +got):\n%s", diff)
+		}
+		if got := values(in.ExpressionAttributeValues)[":s"]; got != "orders" {
+			t.Errorf("Scan filtered by stream %q", got)
+		}
+		switch keyOf(in.ExclusiveStartKey) {
+		case "":
+			return &dynamodb.ScanOutput{
+				Items:            []map[string]types.AttributeValue{leaseRow("orders:shardId-2"), worker("w2", "9"), future},
+				LastEvaluatedKey: map[string]types.AttributeValue{"leaseKey": s("orders:@worker:w2")},
+			}, nil
+		case "orders:@worker:w2":
+			return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{worker("w1", "4"), leaseRow("orders:shardId-0")}}, nil
+		}
+		t.Fatalf("Scan from unexpected key %q", keyOf(in.ExclusiveStartKey))
+		return nil, nil
+	}}
+	snap, err := lease.NewDynamoDB(f, "leases").Snapshot(t.Context(), "orders")
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	var shards, owners []string
+	for _, l := range snap.Leases {
+		shards = append(shards, l.Key.ShardID)
+	}
+	for _, w := range snap.Workers {
+		owners = append(owners, fmt.Sprintf("%s@%d", w.Owner, w.Counter))
+	}
+	if diff := cmp.Diff([]string{"shardId-0", "shardId-2"}, shards); diff != "" {
+		t.Errorf("leases (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"w1@4", "w2@9"}, owners); diff != "" {
+		t.Errorf("workers, ordered by owner (-want +got):\n%s", diff)
+	}
+	if scans != 2 {
+		t.Errorf("%d scans, want 2 (one per page)", scans)
+	}
+}
+
+func TestDynamoDBListSkipsWorkerRows(t *testing.T) {
+	// List's filter (stream) never matches a worker row; should one come
+	// back anyway, it is not a lease.
+	f := &fakeDynamoDB{t: t, scan: func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		if got, want := aws.ToString(in.FilterExpression), "#s = :s"; got != want {
+			t.Errorf("FilterExpression = %q, want %q", got, want)
+		}
+		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{row(), workerRow()}}, nil
+	}}
+	ls, err := lease.NewDynamoDB(f, "leases").List(t.Context(), "orders")
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	if len(ls) != 1 || ls[0].Key != heldW1.Key {
+		t.Fatalf("List = %+v, want the one lease", ls)
+	}
+}
+
+func TestDynamoDBDecodeWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		change  func(map[string]types.AttributeValue)
+		wantErr string
+	}{
+		{"no owner", func(r map[string]types.AttributeValue) { delete(r, "leaseOwner") }, "no attribute leaseOwner"},
+		{"no stream", func(r map[string]types.AttributeValue) { delete(r, "workerStream") }, "no attribute workerStream"},
+		{"no counter", func(r map[string]types.AttributeValue) { delete(r, "leaseCounter") }, "no attribute leaseCounter"},
+		{"key of another worker", func(r map[string]types.AttributeValue) { r["leaseOwner"] = s("w2") }, `key does not match stream "orders" and owner "w2"`},
+		{"bad time", func(r map[string]types.AttributeValue) { r["renewedAt"] = s("now") }, "attribute renewedAt"},
+		{"number kind", func(r map[string]types.AttributeValue) { r["kind"] = n("1") }, "attribute kind is *types.AttributeValueMemberN, want S"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := workerRow()
+			tc.change(r)
+			f := &fakeDynamoDB{t: t, scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+				return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{r}}, nil
+			}}
+			snap, err := lease.NewDynamoDB(f, "leases").Snapshot(t.Context(), "orders")
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "malformed") {
+				t.Fatalf("Snapshot = %+v, %v; want a malformed row error containing %q", snap, err, tc.wantErr)
+			}
+		})
+	}
 }

@@ -59,6 +59,73 @@ func ExampleStore() {
 	// worker-2 100
 }
 
+// A worker with fewer leases than its share asks the owner of one to hand
+// it over; the owner finishes what it has in flight, checkpoints and
+// transfers the lease, so the shard moves without records read twice.
+func ExampleStore_handoff() {
+	ctx := context.Background()
+	var store lease.Store = lease.NewMemory()
+	k := lease.Key{Stream: "orders", ShardID: "shardId-000000000000"}
+	free, _ := store.Ensure(ctx, k, nil)
+	w1, _ := store.Take(ctx, free, "worker-1")
+
+	// worker-2 asks, with the lease it read. The counter does not move, so
+	// worker-1's next writes succeed and show the request.
+	seen, _ := store.Get(ctx, k)
+	asked, _ := store.RequestHandoff(ctx, seen, "worker-2")
+	fmt.Println(asked.Handoff, asked.Counter == w1.Counter)
+	w1, _ = store.Renew(ctx, w1)
+	fmt.Println(w1.Handoff)
+
+	// A third worker cannot ask for the same lease meanwhile.
+	_, err := store.RequestHandoff(ctx, seen, "worker-3")
+	fmt.Println(errors.Is(err, lease.ErrLeaseLost))
+
+	// worker-1 stops reading, checkpoints what settled and transfers.
+	w1, _ = store.Checkpoint(ctx, w1, "100")
+	w2, _ := store.Transfer(ctx, w1, w1.Handoff)
+	fmt.Printf("%s %q %s %d\n", w2.Owner, w2.Handoff, w2.Checkpoint, w2.OwnerSwitches)
+
+	// worker-1's copy is stale from then on.
+	_, err = store.Renew(ctx, w1)
+	fmt.Println(errors.Is(err, lease.ErrLeaseLost))
+	// Output:
+	// worker-2 true
+	// worker-2
+	// true
+	// worker-2 "" 100 2
+	// true
+}
+
+// Workers register with heartbeats; a worker whose heartbeat counter stands
+// still for the lease duration is dead, and its row is removed with the
+// counter observed.
+func ExampleStore_workers() {
+	ctx := context.Background()
+	var store lease.Store = lease.NewMemory()
+	store.Heartbeat(ctx, "orders", "worker-2")
+	store.Heartbeat(ctx, "orders", "worker-1")
+	store.Heartbeat(ctx, "orders", "worker-1")
+
+	snap, _ := store.Snapshot(ctx, "orders")
+	for _, w := range snap.Workers {
+		fmt.Println(w.Owner, w.Counter)
+	}
+	fmt.Println(len(snap.Leases))
+
+	// worker-2 stopped heartbeating (the Tracker says WorkerExpired); a
+	// heartbeat in between would have saved its row.
+	dead := snap.Workers[1]
+	fmt.Println(store.RemoveWorker(ctx, dead))
+	fmt.Println(errors.Is(store.RemoveWorker(ctx, dead), lease.ErrLeaseLost))
+	// Output:
+	// worker-1 2
+	// worker-2 1
+	// 0
+	// <nil>
+	// true
+}
+
 func ExampleTracker() {
 	t := lease.NewTracker(10 * time.Second)
 	k := lease.Key{Stream: "orders", ShardID: "shardId-000000000000"}

@@ -22,6 +22,10 @@ func TestParseKey(t *testing.T) {
 		{in: ":shardId-0", wantErr: "empty stream name"},
 		{in: "orders:", wantErr: "empty shard id"},
 		{in: ":", wantErr: "empty stream name"},
+		// The key of a worker row is never a lease's.
+		{in: "orders:@worker:w1", wantErr: `shard id starts with "@"`},
+		{in: "orders:@", wantErr: "reserved"},
+		{in: "orders:shard@1", want: lease.Key{Stream: "orders", ShardID: "shard@1"}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := lease.ParseKey(tc.in)
@@ -54,7 +58,7 @@ func TestKeyString(t *testing.T) {
 // FuzzParseKey checks that ParseKey never panics, that what it accepts
 // prints back to its input, and that every valid key survives a round trip.
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"orders:shardId-000000000000", "a:b:c", ":", "", "x:", ":y", "\x00:\xff", "arn:aws:kinesis:us-east-1:1:stream/s"} {
+	for _, s := range []string{"orders:shardId-000000000000", "orders:@worker:w1", "a:b:c", ":", "", "x:", ":y", "\x00:\xff", "arn:aws:kinesis:us-east-1:1:stream/s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -68,7 +72,7 @@ func FuzzParseKey(f *testing.F) {
 			}
 			return
 		}
-		if k.Stream == "" || k.ShardID == "" || strings.Contains(k.Stream, ":") {
+		if k.Stream == "" || k.ShardID == "" || strings.Contains(k.Stream, ":") || strings.HasPrefix(k.ShardID, "@") {
 			t.Fatalf("ParseKey(%q) accepted invalid key %#v", s, k)
 		}
 		if got := k.String(); got != s {

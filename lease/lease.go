@@ -24,7 +24,9 @@ const ShardEnd = "SHARD_END"
 type Key struct {
 	// Stream is the stream's name, not empty and without ':'.
 	Stream string
-	// ShardID is the shard's id, not empty.
+	// ShardID is the shard's id, not empty and not starting with '@': the
+	// lease table keeps its own rows (the workers') under keys of that form,
+	// and Kinesis shard ids never have it.
 	ShardID string
 }
 
@@ -37,7 +39,8 @@ func (k Key) String() string {
 // ParseKey parses the output of Key.String. It splits s at the FIRST ':' (a
 // stream name never contains one; a shard id may, in principle), so
 // ParseKey(k.String()) == k for every valid key. It returns an error when s
-// has no ':', or when the stream name or the shard id is empty.
+// has no ':', when the stream name or the shard id is empty, and when the
+// shard id starts with '@' (the key of a worker row, see Heartbeat).
 func ParseKey(s string) (Key, error) {
 	k, err := parseKey(s)
 	if err != nil {
@@ -60,7 +63,7 @@ func parseKey(s string) (Key, error) {
 }
 
 // check returns an error unless k is valid: a stream name without ':' and a
-// shard id, both not empty.
+// shard id that does not start with '@', both not empty.
 func (k Key) check() error {
 	switch {
 	case k.Stream == "":
@@ -69,6 +72,40 @@ func (k Key) check() error {
 		return errors.New("stream name contains ':' (use the stream's name, not its ARN)")
 	case k.ShardID == "":
 		return errors.New("empty shard id")
+	case k.ShardID[0] == reservedPrefix:
+		return fmt.Errorf("shard id starts with %q (reserved for the lease table's own rows)", string(reservedPrefix))
+	}
+	return nil
+}
+
+// reservedPrefix starts the part after "stream:" of the keys of rows that are
+// not leases (workerInfix). No shard id may start with it.
+const reservedPrefix = '@'
+
+// workerInfix joins the stream and the owner id in the key of a worker row:
+// "orders:@worker:ecs-task/abc-0123456789ab". Kinesis shard ids match
+// [a-zA-Z0-9_.-]+, and Key.check refuses shard ids starting with '@', so
+// such a key is never a lease's.
+const workerInfix = ":@worker:"
+
+// workerKey returns the key of the row of owner's worker in stream, as
+// stored in the lease table and named in errors.
+func workerKey(stream, owner string) string {
+	return stream + workerInfix + owner
+}
+
+// workerID identifies the worker owner of stream: the key of Memory's
+// worker rows and of Tracker's observations of workers.
+type workerID struct{ stream, owner string }
+
+// checkWorker returns an error unless stream is a valid stream name and
+// owner is not empty.
+func checkWorker(stream, owner string) error {
+	if err := checkStream(stream); err != nil {
+		return err
+	}
+	if owner == "" {
+		return errors.New("empty owner")
 	}
 	return nil
 }
@@ -88,10 +125,10 @@ type Lease struct {
 	// Owner is the owner id (see NewOwnerID) of the worker holding the
 	// lease, or "" when the lease is free.
 	Owner string
-	// Counter is bumped by every write (take, renew, checkpoint, release). It
-	// is the fencing token: every write is conditional on the counter the
-	// writer read, so a writer that missed a change cannot write. Expiry
-	// watches it too (see Tracker).
+	// Counter is bumped by every write (take, renew, checkpoint, transfer,
+	// release), not by RequestHandoff. It is the fencing token: every such
+	// write is conditional on the counter the writer read, so a writer that
+	// missed a change cannot write. Expiry watches it too (see Tracker).
 	Counter int64
 	// Checkpoint is the sequence number of the last settled record, ShardEnd,
 	// or "" when nothing settled yet.
@@ -99,14 +136,40 @@ type Lease struct {
 	// ParentShardIDs are the parents of a child shard (after a split or a
 	// merge), as ListShards reported them; nil for a shard without parents.
 	ParentShardIDs []string
-	// OwnerSwitches counts the takes that changed the owner, a take of a free
-	// lease included. It is for operators: a number that keeps growing means
-	// leases move between workers.
+	// OwnerSwitches counts the takes and transfers that changed the owner, a
+	// take of a free lease included. It is for operators: a number that keeps
+	// growing means leases move between workers.
 	OwnerSwitches int64
+	// Handoff is the owner id of a worker that asked the owner to hand the
+	// lease over (RequestHandoff), or "" when none did. Take, Transfer and
+	// Release clear it; Renew and Checkpoint keep it. The owner that sees it
+	// (in the lease its Renew returns, say) is expected to stop reading the
+	// shard, checkpoint what settled, and Transfer the lease to Handoff.
+	Handoff string
 	// RenewedAt is the writer's wall clock at the last write, in UTC and
 	// truncated to the millisecond. It is for display only and never used
 	// for expiry: the workers' clocks need not agree.
 	RenewedAt time.Time
+}
+
+// Worker is one consumer process registered in the lease table of a stream
+// (Heartbeat). Workers count one another through these rows to share the
+// shards evenly, and the row of a worker whose Counter stands still for the
+// lease duration (see Tracker.WorkerExpired) is that of a dead worker. A
+// Worker returned by a Store is a copy; it may be passed back to
+// RemoveWorker.
+type Worker struct {
+	Stream    string    // the stream's name
+	Owner     string    // the worker's owner id (see NewOwnerID)
+	Counter   int64     // bumped by every Heartbeat; expiry watches it as for leases (Tracker)
+	RenewedAt time.Time // the writer's wall clock at the last heartbeat, for display only
+}
+
+// Snapshot is every row of one stream: its leases (as List returns them) and
+// its registered workers (ordered by Owner), from one consistent read.
+type Snapshot struct {
+	Leases  []Lease
+	Workers []Worker
 }
 
 var (
@@ -115,8 +178,15 @@ var (
 	// held lease, or it no longer exists. Nothing was written. The caller
 	// must stop using the lease at once (stop reading and checkpointing the
 	// shard) and may only Get it again and compete for it anew. A write of a
-	// held lease that has no owner (Renew, Checkpoint or Release of a free
-	// lease) fails with it too, without any I/O.
+	// held lease that has no owner (Renew, Checkpoint, Transfer or Release of
+	// a free lease, RequestHandoff of one) fails with it too, without any
+	// I/O.
+	//
+	// The other conditional calls report their failed condition with it as
+	// well: Delete (the row changed since it was read, or is gone),
+	// RequestHandoff (the lease has another owner, or another worker asked
+	// first) and RemoveWorker (the worker heartbeat since, or its row is
+	// gone).
 	ErrLeaseLost = errors.New("lease: lease lost")
 	// ErrNotFound is matched by the error of Get for a key that has no row.
 	ErrNotFound = errors.New("lease: no such lease")
@@ -130,14 +200,21 @@ var (
 // Store keeps the leases of many streams. Implementations: Memory (one
 // process) and DynamoDB (many processes).
 //
-// Every write that matters (Take, Renew, Checkpoint, Release) is conditional
-// on BOTH the owner and the counter of the held lease the caller passes: it
-// succeeds only when the stored row still has held.Owner and held.Counter,
-// and then bumps the counter. A worker whose lease was taken by another (or
-// that missed any other write) can therefore never checkpoint, renew or
-// release it; its write fails with ErrLeaseLost and changes nothing. Each
-// successful write returns the new row, which is the held lease for the next
-// write.
+// Every write that matters (Take, Renew, Checkpoint, Transfer, Release) is
+// conditional on BOTH the owner and the counter of the held lease the caller
+// passes: it succeeds only when the stored row still has held.Owner and
+// held.Counter, and then bumps the counter. A worker whose lease was taken by
+// another (or that missed any other write) can therefore never checkpoint,
+// renew, transfer or release it; its write fails with ErrLeaseLost and
+// changes nothing. Each successful write returns the new row, which is the
+// held lease for the next write. Delete is fenced the same way; only
+// RequestHandoff, which leaves the counter alone, is conditional on the owner
+// alone.
+//
+// Besides the leases, a Store keeps one row per registered worker of a
+// stream (Heartbeat, RemoveWorker), read together with the leases by
+// Snapshot. Worker rows are never leases: List, Get and Snapshot.Leases
+// never return them, and no lease write can change them.
 //
 // A Store is safe for concurrent use; concurrent conditional writes to one
 // lease have exactly one winner. A canceled context makes a call return the
@@ -153,13 +230,15 @@ type Store interface {
 	// consistent read. It returns an empty slice when there are none.
 	List(ctx context.Context, stream string) ([]Lease, error)
 	// Get returns the lease of k from a consistent read, or an error
-	// matching ErrNotFound when there is none.
+	// matching ErrNotFound when there is none. An invalid key (see Key) is
+	// an error that does not match ErrNotFound, without I/O.
 	Get(ctx context.Context, k Key) (Lease, error)
 	// Take makes owner the owner of the lease held, on condition that the
 	// row still has held.Owner and held.Counter. It bumps Counter, and
-	// OwnerSwitches when owner differs from held.Owner. It serves for
-	// free leases (held.Owner == ""), expired ones and steals alike. owner
-	// must not be empty.
+	// OwnerSwitches when owner differs from held.Owner, and clears Handoff.
+	// It serves for free leases (held.Owner == ""), expired ones and steals
+	// alike; a planned move of a live worker's lease goes through
+	// RequestHandoff and Transfer instead. owner must not be empty.
 	Take(ctx context.Context, held Lease, owner string) (Lease, error)
 	// Renew bumps the counter of the lease held, on condition of owner and
 	// counter. Other workers see the change and keep the lease unexpired.
@@ -170,13 +249,51 @@ type Store interface {
 	Checkpoint(ctx context.Context, held Lease, seq string) (Lease, error)
 	// Release frees the lease held (Owner becomes "") and bumps the counter,
 	// on condition of owner and counter, so that any worker may take it at
-	// once. The checkpoint is kept.
+	// once. It clears Handoff and keeps the checkpoint.
 	Release(ctx context.Context, held Lease) (Lease, error)
-	// Delete removes the lease of k unconditionally, for a shard that was
-	// trimmed away. Deleting a lease that does not exist is not an error.
-	// Later writes with a held copy of the deleted lease fail with
-	// ErrLeaseLost and do not create it again.
-	Delete(ctx context.Context, k Key) error
+	// RequestHandoff asks the owner of the lease held to hand it over to
+	// requester: it sets Handoff to requester, on condition that the row
+	// still has held.Owner (the counter may have moved on) and that Handoff
+	// is empty or already requester. It does not bump the counter nor
+	// change RenewedAt, so the owner's fenced writes from the lease it holds
+	// keep working, and expiry is unaffected. It returns the new row, or an
+	// error matching ErrLeaseLost when the lease has another owner, another
+	// worker asked first, or the row is gone. held.Owner must not be empty
+	// (a free lease is taken, not requested: ErrLeaseLost without I/O);
+	// requester must not be empty and must differ from held.Owner.
+	RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error)
+	// Transfer hands the lease held over to to directly, on condition of
+	// owner and counter: Owner becomes to, Counter is bumped, OwnerSwitches
+	// too when to differs from held.Owner, and Handoff is cleared; the
+	// checkpoint is kept. The previous owner's held lease is stale from then
+	// on. held.Owner must not be empty (ErrLeaseLost without I/O) and to
+	// must not be empty.
+	Transfer(ctx context.Context, held Lease, to string) (Lease, error)
+	// Delete removes the lease row of held.Key, on condition that the row
+	// still has held.Owner (no owner when held.Owner is "") and held.Counter;
+	// otherwise, the row being gone included, its error matches ErrLeaseLost
+	// and nothing is deleted. It is for rows of shards the stream no longer
+	// lists (trimmed away): a worker deletes such a row only while it is
+	// free, expired or its own, as last read. Later writes with a held copy
+	// of the deleted lease fail with ErrLeaseLost and do not create it
+	// again; Ensure creates it anew.
+	Delete(ctx context.Context, held Lease) error
+	// Heartbeat registers owner as a worker of stream: it creates the
+	// worker's row at counter 1, or bumps its counter, unconditionally, and
+	// sets RenewedAt. It returns the new row. A live worker heartbeats
+	// several times per lease duration, as it renews its leases. stream must
+	// be a valid stream name and owner must not be empty.
+	Heartbeat(ctx context.Context, stream, owner string) (Worker, error)
+	// RemoveWorker deletes the row of worker w.Owner of w.Stream on
+	// condition that its counter is still w.Counter: the row of a dead
+	// worker, observed unchanged for the lease duration, or a worker's own
+	// row at shutdown. When the worker heartbeat since, or its row is gone,
+	// the error matches ErrLeaseLost and nothing is deleted.
+	RemoveWorker(ctx context.Context, w Worker) error
+	// Snapshot returns every row of the stream from one consistent read:
+	// its leases, exactly as List returns them, and its registered workers,
+	// ordered by Owner. Both slices are empty, not nil, when there are none.
+	Snapshot(ctx context.Context, stream string) (Snapshot, error)
 }
 
 // opError is the one wrapping every error of a Store carries: the
@@ -231,17 +348,24 @@ const (
 	opRenew      = "renew"
 	opCheckpoint = "checkpoint"
 	opRelease    = "release"
+	opTransfer   = "transfer"
+	opHandoff    = "request handoff"
 	opDelete     = "delete"
+	opHeartbeat  = "heartbeat"
+	opRemove     = "remove worker"
+	opSnapshot   = "snapshot stream"
 	opCheck      = "check table"
 	opCreate     = "create table"
 )
 
-// errNoOwner is the cause of ErrLeaseLost for a Renew, Checkpoint or Release
-// of a held lease without owner.
+// errNoOwner is the cause of ErrLeaseLost for a Renew, Checkpoint,
+// Transfer, Release or RequestHandoff of a held lease without owner.
 var errNoOwner = errors.New("the held lease has no owner")
 
-// checkWrite validates the arguments of a conditional write and returns
-// the error to report, or nil. It does no I/O.
+// checkWrite validates the arguments of a conditional write of a lease and
+// returns the error to report, or nil. owner is the new owner of a take or
+// a transfer, or the requester of a handoff; seq the sequence number of a
+// checkpoint. It does no I/O.
 func checkWrite(op string, held Lease, owner, seq string) error {
 	if err := held.Key.check(); err != nil {
 		return &opError{op: op, what: held.Key.String(), cause: err}
@@ -250,6 +374,23 @@ func checkWrite(op string, held Lease, owner, seq string) error {
 	case opTake:
 		if owner == "" {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty owner")}
+		}
+	case opDelete:
+	case opTransfer:
+		if owner == "" {
+			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty new owner")}
+		}
+		if held.Owner == "" {
+			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
+		}
+	case opHandoff:
+		switch {
+		case owner == "":
+			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty requester")}
+		case held.Owner == "":
+			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
+		case owner == held.Owner:
+			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("requester %q is the owner", owner)}
 		}
 	case opCheckpoint:
 		if seq == "" {

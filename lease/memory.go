@@ -12,8 +12,8 @@ import (
 
 // Memory is a Store held in the memory of one process: the lease table of a
 // single instance, the default when no DynamoDB table is configured, and a
-// fake for tests. It has the same semantics as DynamoDB, fencing included,
-// and keeps nothing across restarts.
+// fake for tests. It has the same semantics as DynamoDB, fencing and worker
+// rows included, and keeps nothing across restarts.
 //
 // A Memory is safe for concurrent use. Its methods do not block on I/O; they
 // return the context's error when called with a context that is already
@@ -22,13 +22,16 @@ import (
 type Memory struct {
 	now func() time.Time // the writers' wall clock
 
-	mu   sync.Mutex
-	rows map[Key]Lease // ParentShardIDs owned by the map: copied in and out
+	mu      sync.Mutex
+	rows    map[Key]Lease       // ParentShardIDs owned by the map: copied in and out
+	workers map[workerID]Worker // the worker rows, apart from the leases
 }
+
+var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	return &Memory{now: time.Now, rows: make(map[Key]Lease)}
+	return &Memory{now: time.Now, rows: make(map[Key]Lease), workers: make(map[workerID]Worker)}
 }
 
 // Ensure implements Store.
@@ -58,20 +61,52 @@ func (m *Memory) List(ctx context.Context, stream string) ([]Lease, error) {
 		return nil, &opError{op: opList, what: stream, cause: err}
 	}
 	m.mu.Lock()
+	ls := m.leases(stream)
+	m.mu.Unlock()
+	sortLeases(ls)
+	return ls, nil
+}
+
+// Snapshot implements Store: the leases and the workers are read under one
+// lock.
+func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+	}
+	if err := checkStream(stream); err != nil {
+		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+	}
+	m.mu.Lock()
+	snap := Snapshot{Leases: m.leases(stream), Workers: []Worker{}}
+	for id, w := range m.workers {
+		if id.stream == stream {
+			snap.Workers = append(snap.Workers, w)
+		}
+	}
+	m.mu.Unlock()
+	sortLeases(snap.Leases)
+	sortWorkers(snap.Workers)
+	return snap, nil
+}
+
+// leases returns copies of the leases of stream, in no order. m.mu must be
+// held.
+func (m *Memory) leases(stream string) []Lease {
 	ls := []Lease{}
 	for k, l := range m.rows {
 		if k.Stream == stream {
 			ls = append(ls, cloneLease(l))
 		}
 	}
-	m.mu.Unlock()
-	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
-	return ls, nil
+	return ls
 }
 
 // Get implements Store.
 func (m *Memory) Get(ctx context.Context, k Key) (Lease, error) {
 	if err := ctx.Err(); err != nil {
+		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+	}
+	if err := k.check(); err != nil {
 		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
 	}
 	m.mu.Lock()
@@ -103,19 +138,101 @@ func (m *Memory) Release(ctx context.Context, held Lease) (Lease, error) {
 	return m.write(ctx, opRelease, held, "", "")
 }
 
-// Delete implements Store.
-func (m *Memory) Delete(ctx context.Context, k Key) error {
+// Transfer implements Store.
+func (m *Memory) Transfer(ctx context.Context, held Lease, to string) (Lease, error) {
+	return m.write(ctx, opTransfer, held, to, "")
+}
+
+// RequestHandoff implements Store.
+func (m *Memory) RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return &opError{op: opDelete, what: k.String(), cause: err}
+		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), cause: err}
+	}
+	if err := checkWrite(opHandoff, held, requester, ""); err != nil {
+		return Lease{}, err
 	}
 	m.mu.Lock()
-	delete(m.rows, k)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	l, ok := m.rows[held.Key]
+	switch {
+	case !ok:
+		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoRow}
+	case l.Owner != held.Owner:
+		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost,
+			cause: fmt.Errorf("stored owner %q, held owner %q", l.Owner, held.Owner)}
+	case l.Handoff != "" && l.Handoff != requester:
+		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost,
+			cause: fmt.Errorf("handoff already requested by %q", l.Handoff)}
+	}
+	l.Handoff = requester
+	m.rows[held.Key] = l
+	return cloneLease(l), nil
+}
+
+// Delete implements Store.
+func (m *Memory) Delete(ctx context.Context, held Lease) error {
+	if err := ctx.Err(); err != nil {
+		return &opError{op: opDelete, what: held.Key.String(), cause: err}
+	}
+	if err := checkWrite(opDelete, held, "", ""); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.fence(opDelete, held); err != nil {
+		return err
+	}
+	delete(m.rows, held.Key)
 	return nil
 }
 
-// write performs the conditional write op of held (with owner for a take,
-// seq for a checkpoint).
+// Heartbeat implements Store.
+func (m *Memory) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+	if err := ctx.Err(); err != nil {
+		return Worker{}, &opError{op: opHeartbeat, what: workerKey(stream, owner), cause: err}
+	}
+	if err := checkWorker(stream, owner); err != nil {
+		return Worker{}, &opError{op: opHeartbeat, what: workerKey(stream, owner), cause: err}
+	}
+	id := workerID{stream: stream, owner: owner}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[id]
+	if !ok {
+		w = Worker{Stream: stream, Owner: owner}
+	}
+	w.Counter++
+	w.RenewedAt = wallClock(m.now)
+	m.workers[id] = w
+	return w, nil
+}
+
+// RemoveWorker implements Store.
+func (m *Memory) RemoveWorker(ctx context.Context, w Worker) error {
+	what := workerKey(w.Stream, w.Owner)
+	if err := ctx.Err(); err != nil {
+		return &opError{op: opRemove, what: what, cause: err}
+	}
+	if err := checkWorker(w.Stream, w.Owner); err != nil {
+		return &opError{op: opRemove, what: what, cause: err}
+	}
+	id := workerID{stream: w.Stream, owner: w.Owner}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	stored, ok := m.workers[id]
+	switch {
+	case !ok:
+		return &opError{op: opRemove, what: what, kind: ErrLeaseLost, cause: errNoWorker}
+	case stored.Counter != w.Counter:
+		return &opError{op: opRemove, what: what, kind: ErrLeaseLost,
+			cause: fmt.Errorf("stored counter %d, held counter %d", stored.Counter, w.Counter)}
+	}
+	delete(m.workers, id)
+	return nil
+}
+
+// write performs the conditional write op of held (with owner for a take or
+// a transfer, seq for a checkpoint).
 func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
@@ -125,24 +242,22 @@ func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq st
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	l, ok := m.rows[held.Key]
-	switch {
-	case !ok:
-		return Lease{}, &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoRow}
-	case l.Owner != held.Owner || l.Counter != held.Counter:
-		return Lease{}, &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost,
-			cause: fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter)}
+	if err := m.fence(op, held); err != nil {
+		return Lease{}, err
 	}
+	l := m.rows[held.Key]
 	switch op {
-	case opTake:
+	case opTake, opTransfer:
 		if owner != l.Owner {
 			l.OwnerSwitches++
 		}
 		l.Owner = owner
+		l.Handoff = ""
 	case opCheckpoint:
 		l.Checkpoint = seq
 	case opRelease:
 		l.Owner = ""
+		l.Handoff = ""
 	}
 	l.Counter++
 	l.RenewedAt = wallClock(m.now)
@@ -150,9 +265,38 @@ func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq st
 	return cloneLease(l), nil
 }
 
-// errNoRow is the cause of ErrLeaseLost for a write of a lease that does not
-// exist (any more).
-var errNoRow = errors.New("the lease does not exist")
+// fence returns the error of op, matching ErrLeaseLost, unless the row of
+// held exists with held's owner and counter. m.mu must be held.
+func (m *Memory) fence(op string, held Lease) error {
+	l, ok := m.rows[held.Key]
+	switch {
+	case !ok:
+		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoRow}
+	case l.Owner != held.Owner || l.Counter != held.Counter:
+		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost,
+			cause: fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter)}
+	}
+	return nil
+}
+
+var (
+	// errNoRow is the cause of ErrLeaseLost for a write of a lease that
+	// does not exist (any more).
+	errNoRow = errors.New("the lease does not exist")
+	// errNoWorker is the cause of ErrLeaseLost for a RemoveWorker of a
+	// worker that has no row (any more).
+	errNoWorker = errors.New("the worker is not registered")
+)
+
+// sortLeases orders ls by shard id, as List returns them.
+func sortLeases(ls []Lease) {
+	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
+}
+
+// sortWorkers orders ws by owner id, as Snapshot returns them.
+func sortWorkers(ws []Worker) {
+	slices.SortFunc(ws, func(a, b Worker) int { return cmp.Compare(a.Owner, b.Owner) })
+}
 
 // cloneLease returns l with its own copy of ParentShardIDs.
 func cloneLease(l Lease) Lease {

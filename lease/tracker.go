@@ -14,16 +14,22 @@ import "time"
 // duration has passed, so a worker that just started waits one duration
 // before it takes leases that are owned.
 //
+// Worker rows (Heartbeat) are tracked the same way, apart from the leases:
+// ObserveWorkers, WorkerExpired and ForgetWorker. A worker whose heartbeat
+// counter stood still for the duration is dead, and its row may be removed
+// (RemoveWorker) with the counter observed.
+//
 // A Tracker is not safe for concurrent use. It reads the time from
 // time.Now, so tests drive it with testing/synctest.
 type Tracker struct {
 	duration time.Duration
 	now      func() time.Time
 	seen     map[Key]observation
+	workers  map[workerID]observation // apart from seen: never confused with a lease
 }
 
-// observation is the counter value last seen for a lease and when it was
-// first seen with that value.
+// observation is the counter value last seen for a lease or a worker and
+// when it was first seen with that value.
 type observation struct {
 	counter int64
 	since   time.Time // with a monotonic reading
@@ -35,7 +41,7 @@ func NewTracker(duration time.Duration) *Tracker {
 	if duration <= 0 {
 		panic("lease: NewTracker with a non-positive duration")
 	}
-	return &Tracker{duration: duration, now: time.Now, seen: make(map[Key]observation)}
+	return &Tracker{duration: duration, now: time.Now, seen: make(map[Key]observation), workers: make(map[workerID]observation)}
 }
 
 // Observe records the counters of ls. A lease not seen before, or seen with
@@ -75,4 +81,42 @@ func (t *Tracker) Expired(l Lease) bool {
 // nothing.
 func (t *Tracker) Forget(k Key) {
 	delete(t.seen, k)
+}
+
+// ObserveWorkers records the counters of ws, as Observe does for leases: a
+// worker not seen before, or seen with another counter, starts its timer
+// now; a worker seen with the same counter keeps its timer running. Workers
+// not in ws are left alone (see ForgetWorker).
+func (t *Tracker) ObserveWorkers(ws []Worker) {
+	var now time.Time
+	for _, w := range ws {
+		id := workerID{stream: w.Stream, owner: w.Owner}
+		if o, ok := t.workers[id]; ok && o.counter == w.Counter {
+			continue
+		}
+		if now.IsZero() {
+			now = t.now()
+		}
+		t.workers[id] = observation{counter: w.Counter, since: now}
+	}
+}
+
+// WorkerExpired reports whether w looks dead: true when ObserveWorkers last
+// saw the worker (w.Stream, w.Owner) with w.Counter at least the lease
+// duration ago and has not seen it change since. A worker whose counter
+// ObserveWorkers has not seen (not observed, or w is newer or older than the
+// last observation) is not expired.
+func (t *Tracker) WorkerExpired(w Worker) bool {
+	o, ok := t.workers[workerID{stream: w.Stream, owner: w.Owner}]
+	if !ok || o.counter != w.Counter {
+		return false
+	}
+	return t.now().Sub(o.since) >= t.duration
+}
+
+// ForgetWorker drops what the Tracker knows of the worker owner of stream,
+// for a worker row that was removed. Forgetting an unknown worker does
+// nothing.
+func (t *Tracker) ForgetWorker(stream, owner string) {
+	delete(t.workers, workerID{stream: stream, owner: owner})
 }

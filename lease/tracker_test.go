@@ -163,3 +163,105 @@ func TestNewTrackerPanicsOnNonPositiveDuration(t *testing.T) {
 		})
 	}
 }
+
+func TestTrackerWorkerExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := lease.NewTracker(leaseDuration)
+		w := lease.Worker{Stream: "orders", Owner: "w1", Counter: 5}
+		if tr.WorkerExpired(w) {
+			t.Fatal("a worker never observed is expired")
+		}
+		tr.ObserveWorkers([]lease.Worker{w})
+		if tr.WorkerExpired(w) {
+			t.Fatal("expired right after the first observation")
+		}
+		time.Sleep(leaseDuration - time.Nanosecond)
+		tr.ObserveWorkers([]lease.Worker{w}) // same counter: the timer keeps running
+		if tr.WorkerExpired(w) {
+			t.Fatal("expired 1ns before the lease duration")
+		}
+		time.Sleep(time.Nanosecond)
+		if !tr.WorkerExpired(w) {
+			t.Fatal("not expired after the lease duration without a heartbeat")
+		}
+		// A heartbeat restarts the timer; the old counter is not expired
+		// any more, nor is a counter never observed.
+		beat := w
+		beat.Counter++
+		tr.ObserveWorkers([]lease.Worker{beat})
+		if tr.WorkerExpired(beat) || tr.WorkerExpired(w) {
+			t.Fatal("expired right after a heartbeat")
+		}
+		time.Sleep(leaseDuration)
+		if !tr.WorkerExpired(beat) {
+			t.Fatal("not expired a lease duration after the last heartbeat")
+		}
+		newer := beat
+		newer.Counter++
+		if tr.WorkerExpired(newer) {
+			t.Fatal("a counter ObserveWorkers never saw is expired")
+		}
+		// A row removed and registered anew starts at counter 1: a change
+		// too.
+		again := lease.Worker{Stream: "orders", Owner: "w1", Counter: 1}
+		tr.ObserveWorkers([]lease.Worker{again})
+		if tr.WorkerExpired(again) {
+			t.Fatal("expired right after the counter went back to 1")
+		}
+	})
+}
+
+func TestTrackerWorkersApartFromLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := lease.NewTracker(leaseDuration)
+		// A lease and a worker whose names would make the same row key if
+		// the tracker mixed them up.
+		l := lease.Lease{Key: lease.Key{Stream: "orders", ShardID: "@worker:w1"}, Owner: "w1", Counter: 3}
+		w := lease.Worker{Stream: "orders", Owner: "w1", Counter: 3}
+		plain := lease.Lease{Key: lease.Key{Stream: "orders", ShardID: "w1"}, Owner: "w1", Counter: 3}
+		tr.Observe([]lease.Lease{l, plain})
+		time.Sleep(leaseDuration)
+		if tr.WorkerExpired(w) {
+			t.Fatal("observing leases made a worker expire")
+		}
+		tr.ObserveWorkers([]lease.Worker{w})
+		other := lease.Worker{Stream: "payments", Owner: "w1", Counter: 3}
+		time.Sleep(leaseDuration / 2)
+		tr.ObserveWorkers([]lease.Worker{other}) // w is not in this list: its timer runs on
+		time.Sleep(leaseDuration / 2)
+		if !tr.WorkerExpired(w) || !tr.Expired(plain) {
+			t.Fatal("the worker or the lease lost its timer")
+		}
+		if tr.WorkerExpired(other) {
+			t.Fatal("the same owner in another stream shares a timer")
+		}
+		tr.Forget(plain.Key)
+		tr.Forget(l.Key)
+		if !tr.WorkerExpired(w) {
+			t.Fatal("forgetting leases forgot a worker")
+		}
+		tr.Observe([]lease.Lease{plain})
+		tr.ForgetWorker("orders", "w1")
+		tr.ForgetWorker("orders", "unknown")
+		if tr.WorkerExpired(w) {
+			t.Fatal("a forgotten worker is expired")
+		}
+		time.Sleep(leaseDuration)
+		if !tr.Expired(plain) {
+			t.Fatal("forgetting a worker forgot a lease")
+		}
+		if !tr.WorkerExpired(other) {
+			t.Fatal("forgetting a worker forgot the same owner in another stream")
+		}
+		// Observed again, a forgotten worker starts a new timer.
+		tr.ObserveWorkers([]lease.Worker{w})
+		time.Sleep(leaseDuration - time.Nanosecond)
+		if tr.WorkerExpired(w) {
+			t.Fatal("a forgotten worker kept its old timer")
+		}
+		time.Sleep(time.Nanosecond)
+		if !tr.WorkerExpired(w) {
+			t.Fatal("a re-observed worker does not expire")
+		}
+	})
+}

@@ -10,7 +10,6 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -74,28 +73,6 @@ func ExamplePublisher_Put() {
 	// 1 4 <nil>
 }
 
-func ExampleCopy() {
-	m := &message.Message{
-		Payload: []byte(`{"id":1}`),
-		Headers: envelope.Headers{
-			{Name: "content-type", Value: "application/json"},
-			{Name: envelope.PartitionKeyHeader, Value: "user-42"},
-			{Name: envelope.SequenceNumberHeader, Value: "49590338271490256608559692538361571095921575989136588898"},
-			{Name: envelope.ShardIDHeader, Value: "shardId-000000000001"},
-		},
-		PartitionKey: "user-42",
-		StreamARN:    "arn:aws:kinesis:eu-west-1:123456789012:stream/orders",
-	}
-	r := publish.Copy(m)
-	fmt.Println(r.Stream, r.PartitionKey)
-	for name, value := range r.Headers.All() {
-		fmt.Printf("%s: %s\n", name, value)
-	}
-	// Output:
-	// arn:aws:kinesis:eu-west-1:123456789012:stream/orders user-42
-	// content-type: application/json
-	// x-ruststream-retry-count: 1
-}
 
 func ExampleDeadLetterBody() {
 	body, err := publish.DeadLetterBody(publish.DeadLetter{

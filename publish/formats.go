@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
 )
 
 // Names of the diagnostic headers of a dead-letter record (DeadLetterRecord).
@@ -72,32 +70,7 @@ type DeadLetter struct {
 
 // isDeliveryHeader reports whether name is one of the headers a receiver
 // sets from the record itself, which a copy must not carry.
-func isDeliveryHeader(name string) bool {
-	return equalFoldASCII(name, envelope.PartitionKeyHeader) ||
-		equalFoldASCII(name, envelope.SequenceNumberHeader) ||
-		equalFoldASCII(name, envelope.ShardIDHeader)
-}
-
-// equalFoldASCII reports whether a and b are equal with ASCII letters folded
-// to lower case, the way envelope.Headers compares names.
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
+func isDeliveryHeader(name string) bool { return envelope.IsDeliveryHeader(name) }
 
 // userHeaders returns a copy of h without the delivery headers, with room
 // for extra more.
@@ -462,66 +435,7 @@ func ParseDelayed(body []byte) (Delayed, bool, error) {
 	return d, true, nil
 }
 
-// Copy returns the record that republishes m for a retry: to m.StreamARN,
-// with m's partition key and payload (shared with m, not copied: publish the
-// record before m's storage is reused, or clone the payload), and m's user
-// headers in order with the delivery headers (partition-key,
-// kinesis-sequence-number, kinesis-shard-id) removed and
-// x-ruststream-retry-count set to message.RetryCount(m.Headers) + 1, in
-// place when present, else last. Copy does not modify m and is safe for
-// concurrent use.
-func Copy(m *message.Message) Record {
-	h := userHeaders(m.Headers, 1)
-	n := message.RetryCount(m.Headers)
-	if n < math.MaxInt {
-		n++
-	}
-	h.Set(envelope.RetryCountHeader, strconv.Itoa(n))
-	return Record{
-		Stream:       m.StreamARN,
-		PartitionKey: originalKey(m.PartitionKey, m.Headers),
-		Headers:      h,
-		Payload:      m.Payload,
-	}
-}
-
 // FirstArrivalHeader carries, on counted copies, when the original record
 // first arrived (TimeFormat), so a dead letter written after several copies
-// still reports it.
+// still reports it (DeadLetter.FirstArrival).
 const FirstArrivalHeader = "x-lambdaadapter-first-arrival"
-
-// RetryCopy is Copy plus FirstArrivalHeader: set from m's arrival on the first
-// copy and carried unchanged on later ones. Both modes write retries with it.
-func RetryCopy(m *message.Message) Record {
-	c := Copy(m)
-	if _, ok := c.Headers.Lookup(FirstArrivalHeader); !ok {
-		c.Headers.Set(FirstArrivalHeader, formatTime(m.ArrivalTime))
-	}
-	return c
-}
-
-// DeadLetterOf is the dead letter of m, given up on for reason at the time
-// at: its user headers (FirstArrivalHeader moved into FirstArrival), payload,
-// key and coordinates, and Attempts = m.Attempt.
-func DeadLetterOf(m *message.Message, reason string, at time.Time) DeadLetter {
-	first := m.ArrivalTime
-	if v, ok := m.Headers.Lookup(FirstArrivalHeader); ok {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			first = t
-		}
-	}
-	h := m.Headers.Clone()
-	h.Del(FirstArrivalHeader)
-	return DeadLetter{
-		Reason:          reason,
-		SourceStreamARN: m.StreamARN,
-		ShardID:         m.ShardID,
-		SequenceNumber:  m.SequenceNumber,
-		PartitionKey:    m.PartitionKey,
-		Attempts:        m.Attempt,
-		FirstArrival:    first,
-		DeadLetteredAt:  at,
-		Headers:         h,
-		Payload:         m.Payload,
-	}
-}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
 )
 
 var (
@@ -302,91 +301,6 @@ func TestParseDelayed(t *testing.T) {
 	}
 }
 
-func TestCopy(t *testing.T) {
-	tests := []struct {
-		name        string
-		headers     envelope.Headers
-		wantHeaders envelope.Headers
-	}{
-		{
-			name: "first copy",
-			headers: envelope.Headers{
-				{Name: "content-type", Value: "application/json"},
-				{Name: "partition-key", Value: "user-42"},
-				{Name: "kinesis-sequence-number", Value: "4959"},
-				{Name: "kinesis-shard-id", Value: "shardId-000000000001"},
-			},
-			wantHeaders: envelope.Headers{{Name: "content-type", Value: "application/json"}, {Name: "x-ruststream-retry-count", Value: "1"}},
-		},
-		{
-			name:        "counted copy, in place",
-			headers:     envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"}},
-			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "4"}, {Name: "x-a", Value: "1"}},
-		},
-		{
-			name:        "malformed count",
-			headers:     envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "many"}},
-			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
-		},
-		{
-			name:        "no headers",
-			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "1"}},
-		},
-		{
-			name:        "largest count",
-			headers:     envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}},
-			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := &message.Message{
-				Payload:        []byte("payload"),
-				Headers:        tt.headers,
-				PartitionKey:   "user-42",
-				SequenceNumber: "4959",
-				ShardID:        "shardId-000000000001",
-				StreamARN:      testARN,
-			}
-			before := tt.headers.Clone()
-			r := Copy(m)
-			want := Record{Stream: testARN, PartitionKey: "user-42", Headers: tt.wantHeaders, Payload: []byte("payload")}
-			if diff := cmp.Diff(want, r); diff != "" {
-				t.Errorf("Copy (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, m.Headers); diff != "" {
-				t.Errorf("Copy changed the message's headers (-before +after):\n%s", diff)
-			}
-		})
-	}
-}
-
-// The copy of a delivered record, decoded, is the record with its count
-// raised: what ruststream-kinesis reads back.
-func TestCopyRoundTripsThroughTheEnvelope(t *testing.T) {
-	m := &message.Message{
-		Payload:      []byte("payload"),
-		Headers:      envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "k"}, {Name: "kinesis-shard-id", Value: "s"}},
-		PartitionKey: "k",
-		StreamARN:    testARN,
-	}
-	f := &fakeKinesis{}
-	p := newPublisher(t, f)
-	if _, err := p.Put(t.Context(), Copy(m)); err != nil {
-		t.Fatal(err)
-	}
-	e := f.Calls()[0].Entries[0]
-	h, payload := envelope.Decode(e.Data)
-	if diff := cmp.Diff(envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "x-ruststream-retry-count", Value: "1"}}, h); diff != "" {
-		t.Errorf("decoded headers (-want +got):\n%s", diff)
-	}
-	if string(payload) != "payload" || e.PartitionKey != "k" {
-		t.Errorf("payload %q, key %q", payload, e.PartitionKey)
-	}
-	if message.RetryCount(h) != 1 {
-		t.Errorf("RetryCount = %d, want 1", message.RetryCount(h))
-	}
-}
 
 func FuzzParseDeadLetterBody(f *testing.F) {
 	f.Add([]byte(goldenDeadLetterBody))

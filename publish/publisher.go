@@ -19,7 +19,6 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
 )
 
 // Kinesis limits the publisher enforces.
@@ -314,30 +313,6 @@ func (p *Publisher) PutBuffer(ctx context.Context, r Record, buf *[]byte) (Resul
 		return p.Put(ctx, r)
 	}
 	return p.put(ctx, &r, buf)
-}
-
-// PutReply writes rep, a reply of the handler of m (Message.Reply), with
-// PutBuffer into *buf: to rep.Stream, else to defaultStream. No stream is
-// message.ErrNoReplyStream, a nil Publisher an error too; every error names
-// the stream and m's shard and sequence number. Both modes' repliers call it.
-func (p *Publisher) PutReply(ctx context.Context, m *message.Message, rep message.Reply, defaultStream string, buf *[]byte) error {
-	stream := rep.Stream
-	if stream == "" {
-		stream = defaultStream
-	}
-	var err error
-	switch {
-	case stream == "":
-		err = message.ErrNoReplyStream
-	case p == nil:
-		err = errors.New("publish: replies need a Kinesis client")
-	default:
-		_, err = p.PutBuffer(ctx, Record{Stream: stream, PartitionKey: rep.PartitionKey, Headers: rep.Headers, Payload: rep.Payload}, buf)
-	}
-	if err != nil {
-		return fmt.Errorf("reply to %q for shard %s sequence number %s: %w", stream, m.ShardID, m.SequenceNumber, err)
-	}
-	return nil
 }
 
 func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, error) {

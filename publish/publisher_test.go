@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
 )
 
 const (
@@ -1069,25 +1068,3 @@ func testPublisherConcurrentUse(t *testing.T) {
 	}
 }
 
-func TestPutReply(t *testing.T) {
-	f := &fakeKinesis{}
-	p := newPublisher(t, f)
-	m := &message.Message{ShardID: "shardId-000000000001", SequenceNumber: "42"}
-	var buf []byte
-	if err := p.PutReply(t.Context(), m, message.Reply{Payload: []byte("a"), PartitionKey: "k"}, "replies", &buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.PutReply(t.Context(), m, message.Reply{Stream: "other", Payload: []byte("b"), PartitionKey: "k"}, "replies", &buf); err != nil {
-		t.Fatal(err)
-	}
-	if len(f.calls) != 2 || f.calls[0].StreamName != "replies" || f.calls[1].StreamName != "other" {
-		t.Errorf("calls %+v, want one to the default stream, one to the named one", f.calls)
-	}
-	err := p.PutReply(t.Context(), m, message.Reply{Payload: []byte("c")}, "", &buf)
-	if !errors.Is(err, message.ErrNoReplyStream) || !strings.Contains(err.Error(), "shard shardId-000000000001 sequence number 42") {
-		t.Errorf("no stream: %v, want ErrNoReplyStream naming the message", err)
-	}
-	if err := (*Publisher)(nil).PutReply(t.Context(), m, message.Reply{Payload: []byte("d")}, "replies", &buf); err == nil || !strings.Contains(err.Error(), `reply to "replies"`) {
-		t.Errorf("nil publisher: %v, want an error naming the stream", err)
-	}
-}

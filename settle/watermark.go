@@ -132,6 +132,24 @@ func (w *Watermark) ShardID() string { return w.shardID }
 func (w *Watermark) Deliver(seq string, parts int) (Ticket, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.deliver(seq, parts)
+}
+
+// DeliverIn is Deliver on condition that the Watermark is still in epoch e:
+// a reader that started in e and was since superseded by a Reset (a seek, a
+// lost lease) gets ErrStale and registers nothing. The check and the
+// delivery are one step, so no delivery of an old reader ever enters a new
+// epoch. It is safe for concurrent use.
+func (w *Watermark) DeliverIn(e Epoch, seq string, parts int) (Ticket, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e != w.epoch {
+		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q read in epoch %d, now %d", ErrStale, w.shardID, clip(seq), e, w.epoch)
+	}
+	return w.deliver(seq, parts)
+}
+
+func (w *Watermark) deliver(seq string, parts int) (Ticket, error) {
 	switch {
 	case w.ended:
 		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q", ErrEnded, w.shardID, clip(seq))
@@ -310,6 +328,35 @@ func (w *Watermark) Reset(from string) Epoch {
 func (w *Watermark) End() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.end()
+}
+
+// EndIn is End on condition that the Watermark is still in epoch e: it
+// returns ErrStale, and ends nothing, after a Reset. A reader that reached
+// the end of a closed shard in epoch e ends the shard with it, so a seek
+// that starts a new epoch at the same time can never see its new, empty
+// epoch ended. It is safe for concurrent use.
+func (w *Watermark) EndIn(e Epoch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e != w.epoch {
+		return fmt.Errorf("%w: shard %s ended in epoch %d, now %d", ErrStale, w.shardID, e, w.epoch)
+	}
+	return w.end()
+}
+
+// Span returns the number of deliveries of this epoch the checkpoint has not
+// passed yet: from the oldest unsettled one to the newest, settled or not.
+// Its memory is what a Watermark holds; a reader may pause while it is
+// large (a record that does not settle holds every later one). It is safe
+// for concurrent use.
+func (w *Watermark) Span() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.entries) - w.head
+}
+
+func (w *Watermark) end() error {
 	if w.ended {
 		return nil
 	}

@@ -644,3 +644,62 @@ func TestMemoryBounded(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestDeliverInEndIn: the epoch-conditional forms refuse, changing nothing,
+// once a Reset started a new epoch — a superseded reader can neither
+// register a record in the new epoch nor end it.
+func TestDeliverInEndIn(t *testing.T) {
+	w := NewWatermark("s")
+	e1 := w.Epoch()
+	tk, err := w.DeliverIn(e1, "10", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Settle(tk); err != nil {
+		t.Fatal(err)
+	}
+	e2 := w.Reset("")
+	if _, err := w.DeliverIn(e1, "11", 1); !errors.Is(err, ErrStale) {
+		t.Errorf("DeliverIn(old epoch) = %v, want ErrStale", err)
+	}
+	if w.Pending() != 0 || w.Span() != 0 {
+		t.Errorf("a refused delivery changed the watermark: pending %d span %d", w.Pending(), w.Span())
+	}
+	if err := w.EndIn(e1); !errors.Is(err, ErrStale) || w.Ended() {
+		t.Errorf("EndIn(old epoch) = %v, ended %v; want ErrStale and not ended", err, w.Ended())
+	}
+	if _, err := w.DeliverIn(e2, "5", 1); err != nil {
+		t.Errorf("DeliverIn(current epoch) = %v", err)
+	}
+	if err := w.EndIn(e2); !errors.Is(err, ErrUnsettled) {
+		t.Errorf("EndIn with a delivery pending = %v, want ErrUnsettled", err)
+	}
+}
+
+// TestSpan counts the deliveries the checkpoint has not passed, settled or
+// not.
+func TestSpan(t *testing.T) {
+	w := NewWatermark("s")
+	var ts []Ticket
+	for i := range 5 {
+		tk, err := w.Deliver(strconv.Itoa(10+i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, tk)
+	}
+	for _, i := range []int{1, 2, 4} {
+		if _, _, err := w.Settle(ts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.Span() != 5 {
+		t.Errorf("span %d, want 5 (the first is unsettled)", w.Span())
+	}
+	if _, _, err := w.Settle(ts[0]); err != nil {
+		t.Fatal(err)
+	}
+	if w.Span() != 2 || w.Pending() != 1 {
+		t.Errorf("span %d pending %d, want 2 and 1", w.Span(), w.Pending())
+	}
+}

@@ -28,7 +28,7 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	fs.SetOutput(stderr)
 	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table")
 	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name (for listing)")
-	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease would expire")
+	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease or a worker would expire")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,12 +60,12 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 		fmt.Fprintln(stderr, "bootstrap leases:", err)
 		return 1
 	}
-	ls, err := store.List(ctx, *stream)
+	snap, err := store.Snapshot(ctx, *stream)
 	if err != nil {
 		fmt.Fprintln(stderr, "bootstrap leases:", err)
 		return 1
 	}
-	printLeases(ctx, stdout, kinesis.NewFromConfig(awsCfg), *stream, ls, *leaseDuration)
+	printLeases(ctx, stdout, kinesis.NewFromConfig(awsCfg), *stream, snap, *leaseDuration, time.Now())
 	return 0
 }
 
@@ -76,16 +76,24 @@ type lagReader interface {
 	GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error)
 }
 
-// printLeases prints one line per shard: owner, checkpoint, lease counter,
-// last renewal (by the owner's clock) and when the lease would expire
-// without renewal, and how far behind the tip the checkpoint is.
-func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, ls []lease.Lease, leaseDuration time.Duration) {
+// printLeases prints one line per shard: owner, the worker that asked for
+// the lease (handoff), checkpoint, lease counter, last renewal (by the
+// owner's clock) and when the lease would expire without renewal, and how
+// far behind the tip the checkpoint is. Below, it prints one line per
+// registered worker: counter, last heartbeat (by the worker's clock), when
+// the worker would expire without a heartbeat, and whether it looks expired
+// now, comparing that time with now (this machine's clock: skew shows).
+func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, snap lease.Snapshot, leaseDuration time.Duration, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tOWNER\tCHECKPOINT\tCOUNTER\tRENEWED\tEXPIRES (owner clock)\tBEHIND")
-	for _, l := range ls {
+	fmt.Fprintln(tw, "SHARD\tOWNER\tHANDOFF\tCHECKPOINT\tCOUNTER\tRENEWED\tEXPIRES (owner clock)\tBEHIND")
+	for _, l := range snap.Leases {
 		owner := l.Owner
 		if owner == "" {
 			owner = "(free)"
+		}
+		handoff := l.Handoff
+		if handoff == "" {
+			handoff = "-"
 		}
 		cp := l.Checkpoint
 		if cp == "" {
@@ -98,7 +106,29 @@ func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, l
 				expires = l.RenewedAt.Add(leaseDuration).UTC().Format(time.RFC3339)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Key.ShardID, owner, cp, l.Counter, renewed, expires, behind(ctx, k, stream, l))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Key.ShardID, owner, handoff, cp, l.Counter, renewed, expires, behind(ctx, k, stream, l))
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	if len(snap.Workers) == 0 {
+		fmt.Fprintln(w, "no registered workers")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tCOUNTER\tHEARTBEAT\tEXPIRES (worker clock)\tLOOKS EXPIRED")
+	for _, wk := range snap.Workers {
+		beat, expires, expired := "-", "-", "?"
+		if !wk.RenewedAt.IsZero() {
+			at := wk.RenewedAt.Add(leaseDuration)
+			beat = wk.RenewedAt.UTC().Format(time.RFC3339)
+			expires = at.UTC().Format(time.RFC3339)
+			expired = "no"
+			if !now.Before(at) {
+				expired = "yes"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", wk.Owner, wk.Counter, beat, expires, expired)
 	}
 	tw.Flush()
 }

@@ -1,7 +1,9 @@
 // Package leasetest checks that an implementation of lease.Store keeps the
 // contract of the interface: creation and reads, takes, steals, renewals,
-// checkpoints and releases, fencing of every write by owner AND counter, many
-// streams in one store, and exactly one winner of concurrent takes.
+// checkpoints and releases, handoff requests and transfers, conditional
+// deletes, fencing of every write by owner AND counter, worker rows
+// (heartbeats, snapshots, removal) kept apart from the leases, many streams
+// in one store, and exactly one winner of concurrent conditional writes.
 //
 // The same suite runs against lease.Memory in the lease package's unit tests
 // and against lease.DynamoDB on dynalite in the integration tests:
@@ -15,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,10 +53,21 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"ShardEnd", testShardEnd},
 		{"ManyStreams", testManyStreams},
 		{"Delete", testDelete},
+		{"DeleteFenced", testDeleteFenced},
 		{"RenewedAt", testRenewedAt},
+		{"HandoffCleared", testHandoffCleared},
+		{"RequestHandoff", testRequestHandoff},
+		{"Transfer", testTransfer},
+		{"Heartbeat", testHeartbeat},
+		{"Snapshot", testSnapshot},
+		{"WorkerRowsAreNotLeases", testWorkerRowsAreNotLeases},
+		{"RemoveWorker", testRemoveWorker},
 		{"ConcurrentTake", testConcurrentTake},
 		{"ConcurrentSteal", testConcurrentSteal},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"ConcurrentRequestHandoff", testConcurrentRequestHandoff},
+		{"ConcurrentTransferRenew", testConcurrentTransferRenew},
+		{"ConcurrentHeartbeat", testConcurrentHeartbeat},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
@@ -135,6 +149,65 @@ func release(t *testing.T, s lease.Store, held lease.Lease) lease.Lease {
 	return l
 }
 
+func transfer(t *testing.T, s lease.Store, held lease.Lease, to string) lease.Lease {
+	t.Helper()
+	l, err := s.Transfer(t.Context(), held, to)
+	if err != nil {
+		t.Fatalf("Transfer(%+v, %q): %v", held, to, err)
+	}
+	checkStored(t, s, l)
+	return l
+}
+
+func requestHandoff(t *testing.T, s lease.Store, held lease.Lease, requester string) lease.Lease {
+	t.Helper()
+	l, err := s.RequestHandoff(t.Context(), held, requester)
+	if err != nil {
+		t.Fatalf("RequestHandoff(%+v, %q): %v", held, requester, err)
+	}
+	checkStored(t, s, l)
+	return l
+}
+
+func heartbeat(t *testing.T, s lease.Store, stream, owner string) lease.Worker {
+	t.Helper()
+	w, err := s.Heartbeat(t.Context(), stream, owner)
+	if err != nil {
+		t.Fatalf("Heartbeat(%q, %q): %v", stream, owner, err)
+	}
+	return w
+}
+
+func snapshot(t *testing.T, s lease.Store, stream string) lease.Snapshot {
+	t.Helper()
+	snap, err := s.Snapshot(t.Context(), stream)
+	if err != nil {
+		t.Fatalf("Snapshot(%q): %v", stream, err)
+	}
+	if snap.Leases == nil || snap.Workers == nil {
+		t.Fatalf("Snapshot(%q) = %#v, want non-nil slices", stream, snap)
+	}
+	return snap
+}
+
+func list(t *testing.T, s lease.Store, stream string) []lease.Lease {
+	t.Helper()
+	ls, err := s.List(t.Context(), stream)
+	if err != nil {
+		t.Fatalf("List(%q): %v", stream, err)
+	}
+	return ls
+}
+
+// checkWorkers fails the test unless the workers of stream, as Snapshot
+// returns them, are want, in every field.
+func checkWorkers(t *testing.T, s lease.Store, stream string, want ...lease.Worker) {
+	t.Helper()
+	if diff := cmp.Diff(want, snapshot(t, s, stream).Workers, opts); diff != "" {
+		t.Fatalf("workers of %q (-want +got):\n%s", stream, diff)
+	}
+}
+
 // checkStored fails the test unless the stored row equals want, a lease a
 // write returned, in every field.
 func checkStored(t *testing.T, s lease.Store, want lease.Lease) {
@@ -152,12 +225,14 @@ func checkLease(t *testing.T, what string, got, want lease.Lease) {
 	}
 }
 
-// write is one of the four conditional writes, for table tests.
+// write is one of the conditional writes of a held lease, for table tests.
 type write struct {
 	name string
 	do   func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error)
 }
 
+// writes are the writes fenced by owner and counter that return the new
+// row. All but Take are refused for a held lease without owner.
 var writes = []write{
 	{"Take", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
 		return s.Take(ctx, held, "intruder")
@@ -171,7 +246,28 @@ var writes = []write{
 	{"Release", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
 		return s.Release(ctx, held)
 	}},
+	{"Transfer", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
+		return s.Transfer(ctx, held, "intruder")
+	}},
 }
+
+// deleteWrite is Delete as a write, for table tests.
+var deleteWrite = write{"Delete", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
+	return lease.Lease{}, s.Delete(ctx, held)
+}}
+
+// handoffWrite is RequestHandoff as a write, for table tests. It is
+// conditional on the owner only.
+var handoffWrite = write{"RequestHandoff", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
+	return s.RequestHandoff(ctx, held, "requester")
+}}
+
+// fenced are the calls fenced by owner and counter: writes and Delete.
+var fenced = append(slices.Clip(writes), deleteWrite)
+
+// allWrites are fenced and RequestHandoff: every call that changes a lease
+// row of a worker that holds it.
+var allWrites = append(slices.Clip(fenced), handoffWrite)
 
 // checkLost fails the test unless err matches lease.ErrLeaseLost and the
 // row of k is still before (or still absent when absent is true).
@@ -297,6 +393,30 @@ func testInvalidArguments(t *testing.T, s lease.Store) {
 		}
 	}
 
+	// Shard ids starting with '@' are reserved for the table's own rows.
+	reserved := lease.Key{Stream: "orders", ShardID: "@worker:w1"}
+	if l, err := s.Ensure(ctx, reserved, nil); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("Ensure(%#v) = %+v, %v; want an error that is not lease.ErrLeaseLost", reserved, l, err)
+	}
+	for _, k := range []lease.Key{reserved, {Stream: "", ShardID: "s"}, {Stream: "orders", ShardID: ""}} {
+		if l, err := s.Get(ctx, k); err == nil || errors.Is(err, lease.ErrNotFound) {
+			t.Errorf("Get(%#v) = %+v, %v; want an error that is not lease.ErrNotFound", k, l, err)
+		}
+	}
+	for _, stream := range []string{"", "arn:aws:kinesis:us-east-1:1:stream/orders"} {
+		if snap, err := s.Snapshot(ctx, stream); err == nil {
+			t.Errorf("Snapshot(%q) = %+v, nil; want an error", stream, snap)
+		}
+	}
+	for _, w := range []lease.Worker{{Stream: "", Owner: "w1"}, {Stream: "orders", Owner: ""}, {Stream: "arn:aws:kinesis:us-east-1:1:stream/orders", Owner: "w1"}} {
+		if got, err := s.Heartbeat(ctx, w.Stream, w.Owner); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("Heartbeat(%q, %q) = %+v, %v; want an error that is not lease.ErrLeaseLost", w.Stream, w.Owner, got, err)
+		}
+		if err := s.RemoveWorker(ctx, w); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("RemoveWorker(%+v) = %v; want an error that is not lease.ErrLeaseLost", w, err)
+		}
+	}
+
 	l := ensure(t, s, key("orders", 0))
 	if got, err := s.Take(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
 		t.Errorf("Take with an empty owner = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
@@ -305,6 +425,26 @@ func testInvalidArguments(t *testing.T, s lease.Store) {
 	l = take(t, s, l, "w1")
 	if got, err := s.Checkpoint(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
 		t.Errorf("Checkpoint with an empty sequence number = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
+	}
+	if got, err := s.Transfer(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("Transfer to an empty owner = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
+	}
+	if got, err := s.RequestHandoff(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("RequestHandoff by an empty requester = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
+	}
+	if got, err := s.RequestHandoff(ctx, l, "w1"); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		t.Errorf("RequestHandoff by the owner = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
+	}
+	// Every write of an invalid key is refused without I/O.
+	for _, held := range []lease.Lease{
+		{Key: reserved, Owner: "w1", Counter: l.Counter},
+		{Key: lease.Key{Stream: "orders"}, Owner: "w1", Counter: l.Counter},
+	} {
+		for _, w := range allWrites {
+			if got, err := w.do(ctx, s, held); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+				t.Errorf("%s of %#v = %+v, %v; want an error that is not lease.ErrLeaseLost", w.name, held.Key, got, err)
+			}
+		}
 	}
 	checkStored(t, s, l)
 }
@@ -355,7 +495,7 @@ func testFencedWrites(t *testing.T, s lease.Store) {
 		{"other stream", func(l lease.Lease) lease.Lease { l.Key.Stream = "payments"; return l }},
 		{"other shard", func(l lease.Lease) lease.Lease { l.Key.ShardID = "shardId-000000000009"; return l }},
 	} {
-		for _, w := range writes {
+		for _, w := range fenced {
 			t.Run(tc.name+"/"+w.name, func(t *testing.T) {
 				held := tc.held(current)
 				got, err := w.do(t.Context(), s, held)
@@ -380,7 +520,7 @@ func testLostWorkerCannotCheckpoint(t *testing.T, s lease.Store) {
 	w2 := take(t, s, get(t, s, k), "w2")
 	w2 = checkpoint(t, s, w2, "200")
 	// w1 was paused (GC, network) and does not know it lost the lease.
-	for _, w := range writes {
+	for _, w := range allWrites {
 		t.Run(w.name, func(t *testing.T) {
 			got, err := w.do(ctx, s, w1)
 			if err == nil {
@@ -409,10 +549,11 @@ func testReleaseThenTake(t *testing.T, s lease.Store) {
 }
 
 func testUnownedWrites(t *testing.T, s lease.Store) {
-	// Renew, Checkpoint and Release of a free lease are refused: nobody
-	// holds it.
+	// Renew, Checkpoint, Release and Transfer of a free lease are refused:
+	// nobody holds it. Nor is a handoff of a free lease requested: the
+	// requester takes it.
 	free := ensure(t, s, key("orders", 0))
-	for _, w := range writes[1:] {
+	for _, w := range append(slices.Clip(writes[1:]), handoffWrite) {
 		t.Run(w.name, func(t *testing.T) {
 			got, err := w.do(t.Context(), s, free)
 			if err == nil {
@@ -475,32 +616,63 @@ func testDelete(t *testing.T, s lease.Store) {
 	k := key("orders", 0)
 	held := take(t, s, ensure(t, s, k), "w1")
 	keep := ensure(t, s, key("orders", 1))
-	if err := s.Delete(ctx, k); err != nil {
-		t.Fatalf("Delete: %v", err)
+	if err := s.Delete(ctx, held); err != nil {
+		t.Fatalf("Delete by the owner: %v", err)
 	}
 	if got, err := s.Get(ctx, k); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("Get after Delete = %+v, %v; want lease.ErrNotFound", got, err)
 	}
-	// Writes with a held copy fail and do not bring the row back.
-	for _, w := range writes {
+	// Writes with a held copy fail and do not bring the row back; nor do a
+	// handoff request and a second Delete.
+	for _, w := range allWrites {
 		got, err := w.do(ctx, s, held)
 		if err == nil {
 			t.Fatalf("%s of a deleted lease = %+v, nil; want lease.ErrLeaseLost", w.name, got)
 		}
 		checkLost(t, s, err, held, true)
 	}
-	if err := s.Delete(ctx, k); err != nil {
-		t.Fatalf("Delete of a deleted lease: %v", err)
-	}
-	ls, err := s.List(ctx, "orders")
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	if diff := cmp.Diff([]lease.Lease{keep}, ls, opts); diff != "" {
+	if diff := cmp.Diff([]lease.Lease{keep}, list(t, s, "orders"), opts); diff != "" {
 		t.Fatalf("List after Delete (-want +got):\n%s", diff)
 	}
 	// Ensure creates it anew, free and at counter 0.
 	checkLease(t, "Ensure after Delete", ensure(t, s, k), lease.Lease{Key: k})
+}
+
+func testDeleteFenced(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	// A free row is deleted with the counter it was read at; a stale
+	// counter is refused, and so is the lease as held before the release.
+	k := key("orders", 0)
+	held := checkpoint(t, s, take(t, s, ensure(t, s, k), "w1"), "100")
+	free := release(t, s, held)
+	stale := free
+	stale.Counter--
+	checkLost(t, s, s.Delete(ctx, stale), free, false)
+	checkLost(t, s, s.Delete(ctx, held), free, false)
+	if err := s.Delete(ctx, free); err != nil {
+		t.Fatalf("Delete of a free lease with its counter: %v", err)
+	}
+	checkLost(t, s, s.Delete(ctx, free), free, true)
+
+	// The lease of another worker, as read: a renewal in between saves it.
+	k = key("orders", 1)
+	w1 := take(t, s, ensure(t, s, k), "w1")
+	seen := get(t, s, k)
+	w1 = renew(t, s, w1)
+	checkLost(t, s, s.Delete(ctx, seen), w1, false)
+	// A handoff request does not change the counter: a Delete with the
+	// lease as read before the request succeeds.
+	seen = get(t, s, k)
+	requestHandoff(t, s, seen, "w2")
+	if err := s.Delete(ctx, seen); err != nil {
+		t.Fatalf("Delete after a handoff request: %v", err)
+	}
+	// A missing row is refused.
+	missing := lease.Lease{Key: key("orders", 9)}
+	checkLost(t, s, s.Delete(ctx, missing), missing, true)
+	if ls := list(t, s, "orders"); len(ls) != 0 {
+		t.Fatalf("List after deleting every lease = %+v, want none", ls)
+	}
 }
 
 func testRenewedAt(t *testing.T, s lease.Store) {
@@ -525,6 +697,7 @@ func testRenewedAt(t *testing.T, s lease.Store) {
 		{"Take", func(l lease.Lease) lease.Lease { return take(t, s, l, "w1") }},
 		{"Renew", func(l lease.Lease) lease.Lease { return renew(t, s, l) }},
 		{"Checkpoint", func(l lease.Lease) lease.Lease { return checkpoint(t, s, l, "100") }},
+		{"Transfer", func(l lease.Lease) lease.Lease { return transfer(t, s, l, "w2") }},
 		{"Release", func(l lease.Lease) lease.Lease { return release(t, s, l) }},
 	} {
 		before := time.Now()
@@ -611,5 +784,309 @@ func testConcurrentWriters(t *testing.T, s lease.Store) {
 	w := checkOneWinner(t, s, ls, errs)
 	if w.Counter != held.Counter+1 {
 		t.Fatalf("winner's counter = %d, want %d", w.Counter, held.Counter+1)
+	}
+}
+
+func testHandoffCleared(t *testing.T, s lease.Store) {
+	k := key("orders", 0)
+	// Renew and Checkpoint keep a requested handoff; Release clears it.
+	l := take(t, s, ensure(t, s, k), "w1")
+	requestHandoff(t, s, l, "w2")
+	l = renew(t, s, l)
+	l = checkpoint(t, s, l, "100")
+	checkLease(t, "Renew and Checkpoint after RequestHandoff", l,
+		lease.Lease{Key: k, Owner: "w1", Counter: 3, OwnerSwitches: 1, Checkpoint: "100", Handoff: "w2"})
+	l = release(t, s, l)
+	checkLease(t, "Release", l, lease.Lease{Key: k, Counter: 4, OwnerSwitches: 1, Checkpoint: "100"})
+	// A take clears it, whoever takes: the owner itself or a thief.
+	l = requestHandoff(t, s, take(t, s, l, "w1"), "w2")
+	l = take(t, s, l, "w1")
+	checkLease(t, "Take by the owner", l, lease.Lease{Key: k, Owner: "w1", Counter: 6, OwnerSwitches: 2, Checkpoint: "100"})
+	requestHandoff(t, s, l, "w2")
+	l = take(t, s, get(t, s, k), "w3")
+	checkLease(t, "steal", l, lease.Lease{Key: k, Owner: "w3", Counter: 7, OwnerSwitches: 3, Checkpoint: "100"})
+}
+
+func testRequestHandoff(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	k := key("orders", 0)
+	held := checkpoint(t, s, take(t, s, ensure(t, s, k), "w1"), "100")
+	// w2 read the lease and asks for it: only Handoff changes, neither the
+	// counter nor RenewedAt.
+	seen := get(t, s, k)
+	want := held
+	want.Handoff = "w2"
+	if diff := cmp.Diff(want, requestHandoff(t, s, seen, "w2"), opts); diff != "" {
+		t.Fatalf("RequestHandoff (-want +got):\n%s", diff)
+	}
+	// Asking again is harmless.
+	if diff := cmp.Diff(want, requestHandoff(t, s, seen, "w2"), opts); diff != "" {
+		t.Fatalf("second RequestHandoff by the same requester (-want +got):\n%s", diff)
+	}
+	// Another requester is refused: w2 asked first.
+	_, err := s.RequestHandoff(ctx, seen, "w3")
+	checkLost(t, s, err, want, false)
+	// The owner's fenced writes from the lease it holds keep working, and
+	// keep the request.
+	held = renew(t, s, held)
+	held = checkpoint(t, s, held, "200")
+	checkLease(t, "the owner's writes after the request", held,
+		lease.Lease{Key: k, Owner: "w1", Counter: 4, OwnerSwitches: 1, Checkpoint: "200", Handoff: "w2"})
+	// The request is conditional on the owner only: the requester's copy
+	// with a stale counter still matches, and changes no counter.
+	if got := requestHandoff(t, s, seen, "w2"); got.Counter != held.Counter {
+		t.Fatalf("RequestHandoff changed the counter to %d, want %d", got.Counter, held.Counter)
+	}
+	// A stale owner is refused.
+	stale := held
+	stale.Owner = "w0"
+	_, err = s.RequestHandoff(ctx, stale, "w2")
+	checkLost(t, s, err, held, false)
+	// So is a request of the previous owner's lease once it moved on.
+	moved := transfer(t, s, held, "w2")
+	_, err = s.RequestHandoff(ctx, held, "w3")
+	checkLost(t, s, err, moved, false)
+	// A free lease is taken, not requested; a missing one is refused.
+	free := release(t, s, moved)
+	_, err = s.RequestHandoff(ctx, free, "w3")
+	checkLost(t, s, err, free, false)
+	missing := lease.Lease{Key: key("orders", 9), Owner: "w1"}
+	_, err = s.RequestHandoff(ctx, missing, "w2")
+	checkLost(t, s, err, missing, true)
+}
+
+func testTransfer(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	k := key("orders", 0)
+	held := checkpoint(t, s, take(t, s, ensure(t, s, k), "w1"), "100")
+	requestHandoff(t, s, get(t, s, k), "w2")
+	// The owner sees the request at its next write, checkpoints and
+	// transfers.
+	held = checkpoint(t, s, held, "150")
+	if held.Handoff != "w2" {
+		t.Fatalf("Checkpoint after the request returned Handoff %q, want w2", held.Handoff)
+	}
+	moved := transfer(t, s, held, held.Handoff)
+	checkLease(t, "Transfer", moved, lease.Lease{Key: k, Owner: "w2", Counter: 4, OwnerSwitches: 2, Checkpoint: "150"})
+	// The previous owner's lease is stale from then on.
+	for _, w := range allWrites {
+		got, err := w.do(ctx, s, held)
+		if err == nil {
+			t.Fatalf("%s by the previous owner after Transfer = %+v, nil; want lease.ErrLeaseLost", w.name, got)
+		}
+		checkLost(t, s, err, moved, false)
+	}
+	// The new owner holds it.
+	moved = checkpoint(t, s, renew(t, s, moved), "200")
+	// A transfer to oneself bumps the counter, not OwnerSwitches.
+	moved = transfer(t, s, moved, "w2")
+	checkLease(t, "Transfer to the owner", moved, lease.Lease{Key: k, Owner: "w2", Counter: 7, OwnerSwitches: 2, Checkpoint: "200"})
+	// A transfer nobody asked for is a transfer all the same.
+	moved = transfer(t, s, moved, "w3")
+	checkLease(t, "Transfer without a request", moved, lease.Lease{Key: k, Owner: "w3", Counter: 8, OwnerSwitches: 3, Checkpoint: "200"})
+}
+
+func testHeartbeat(t *testing.T, s lease.Store) {
+	check := func(what string, w lease.Worker, want lease.Worker, before, after time.Time) {
+		t.Helper()
+		if diff := cmp.Diff(want, w, cmpopts.IgnoreFields(lease.Worker{}, "RenewedAt")); diff != "" {
+			t.Fatalf("%s (-want +got):\n%s", what, diff)
+		}
+		lo := before.UTC().Truncate(time.Millisecond)
+		if w.RenewedAt.Before(lo) || w.RenewedAt.After(after) || w.RenewedAt.Location() != time.UTC {
+			t.Fatalf("%s: RenewedAt = %v, want UTC within [%v, %v]", what, w.RenewedAt, lo, after)
+		}
+	}
+	before := time.Now()
+	w := heartbeat(t, s, "orders", "w1")
+	check("first Heartbeat", w, lease.Worker{Stream: "orders", Owner: "w1", Counter: 1}, before, time.Now())
+	before = time.Now()
+	w = heartbeat(t, s, "orders", "w1")
+	check("second Heartbeat", w, lease.Worker{Stream: "orders", Owner: "w1", Counter: 2}, before, time.Now())
+	// Workers and streams are independent.
+	w0 := heartbeat(t, s, "orders", "w0")
+	check("another worker", w0, lease.Worker{Stream: "orders", Owner: "w0", Counter: 1}, before, time.Now())
+	p := heartbeat(t, s, "payments", "w1")
+	check("another stream", p, lease.Worker{Stream: "payments", Owner: "w1", Counter: 1}, before, time.Now())
+	checkWorkers(t, s, "orders", w0, w)
+	checkWorkers(t, s, "payments", p)
+	// An owner id as NewOwnerID makes it in ECS.
+	task := heartbeat(t, s, "orders", "ecs-task/0123456789abcdef-a1b2c3d4e5f6")
+	checkWorkers(t, s, "orders", task, w0, w) // ordered by owner id, byte-wise
+}
+
+func testSnapshot(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	var leases []lease.Lease
+	for _, n := range []int{2, 0, 1} {
+		leases = append(leases, ensure(t, s, key("orders", n)))
+	}
+	requestHandoff(t, s, take(t, s, leases[1], "w1"), "w2")
+	take(t, s, leases[0], "w2")
+	ensure(t, s, key("order", 0)) // a stream whose name is a prefix
+	var workers []lease.Worker
+	for _, owner := range []string{"w2", "w1", "w3"} {
+		workers = append(workers, heartbeat(t, s, "orders", owner))
+	}
+	workers[0] = heartbeat(t, s, "orders", "w2")
+	heartbeat(t, s, "order", "w9")
+	heartbeat(t, s, "payments", "w1")
+
+	snap := snapshot(t, s, "orders")
+	ls := list(t, s, "orders")
+	if len(ls) != 3 {
+		t.Fatalf("List = %+v, want the 3 leases and no worker rows", ls)
+	}
+	if diff := cmp.Diff(ls, snap.Leases, opts); diff != "" {
+		t.Fatalf("Snapshot.Leases differ from List (-List +Snapshot):\n%s", diff)
+	}
+	want := []lease.Worker{workers[1], workers[0], workers[2]} // by owner
+	if diff := cmp.Diff(want, snap.Workers, opts); diff != "" {
+		t.Fatalf("Snapshot.Workers (-want +got):\n%s", diff)
+	}
+	// A stream with workers and no leases, and one with neither.
+	pay := snapshot(t, s, "payments")
+	if len(pay.Leases) != 0 || len(pay.Workers) != 1 || pay.Workers[0].Owner != "w1" {
+		t.Fatalf("Snapshot(payments) = %+v, want no leases and worker w1", pay)
+	}
+	if ls := list(t, s, "payments"); len(ls) != 0 {
+		t.Fatalf("List(payments) = %+v, want no leases (worker rows are not leases)", ls)
+	}
+	if none := snapshot(t, s, "other"); len(none.Leases) != 0 || len(none.Workers) != 0 {
+		t.Fatalf("Snapshot of an empty stream = %+v, want nothing", none)
+	}
+	if _, err := s.Get(ctx, lease.Key{Stream: "orders", ShardID: "w1"}); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("Get of a worker's owner id as a shard id: %v, want lease.ErrNotFound", err)
+	}
+}
+
+func testWorkerRowsAreNotLeases(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	w := heartbeat(t, s, "orders", "w1")
+	// No lease call reaches a worker row, whatever key it is given.
+	for _, shard := range []string{"@worker:w1", "w1", "worker:w1"} {
+		k := lease.Key{Stream: "orders", ShardID: shard}
+		if l, err := s.Get(ctx, k); err == nil {
+			t.Errorf("Get(%v) = %+v, nil; want an error", k, l)
+		}
+		for _, owner := range []string{"", "w1"} {
+			held := lease.Lease{Key: k, Owner: owner, Counter: w.Counter}
+			for _, wr := range allWrites {
+				if got, err := wr.do(ctx, s, held); err == nil {
+					t.Errorf("%s of %+v = %+v, nil; want an error", wr.name, held, got)
+				}
+			}
+		}
+	}
+	checkWorkers(t, s, "orders", w)
+	if ls := list(t, s, "orders"); len(ls) != 0 {
+		t.Fatalf("List = %+v, want no leases", ls)
+	}
+	// A lease and a worker of the same name live side by side.
+	l := take(t, s, ensure(t, s, lease.Key{Stream: "orders", ShardID: "w1"}), "w1")
+	w = heartbeat(t, s, "orders", "w1")
+	checkWorkers(t, s, "orders", w)
+	if diff := cmp.Diff([]lease.Lease{l}, list(t, s, "orders"), opts); diff != "" {
+		t.Fatalf("List (-want +got):\n%s", diff)
+	}
+	if err := s.RemoveWorker(ctx, w); err != nil {
+		t.Fatalf("RemoveWorker: %v", err)
+	}
+	checkStored(t, s, l)
+}
+
+func testRemoveWorker(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	old := heartbeat(t, s, "orders", "w1")
+	cur := heartbeat(t, s, "orders", "w1")
+	other := heartbeat(t, s, "orders", "w2")
+	l := take(t, s, ensure(t, s, key("orders", 0)), "w1")
+	// The worker heartbeat since it was observed: refused.
+	if err := s.RemoveWorker(ctx, old); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("RemoveWorker with a stale counter = %v, want lease.ErrLeaseLost", err)
+	}
+	checkWorkers(t, s, "orders", cur, other)
+	if err := s.RemoveWorker(ctx, cur); err != nil {
+		t.Fatalf("RemoveWorker: %v", err)
+	}
+	checkWorkers(t, s, "orders", other)
+	// The worker's leases are not touched.
+	checkStored(t, s, l)
+	// A row that is gone is refused.
+	if err := s.RemoveWorker(ctx, cur); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("RemoveWorker of a removed worker = %v, want lease.ErrLeaseLost", err)
+	}
+	if err := s.RemoveWorker(ctx, lease.Worker{Stream: "payments", Owner: "w2", Counter: other.Counter}); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("RemoveWorker of a worker of another stream = %v, want lease.ErrLeaseLost", err)
+	}
+	checkWorkers(t, s, "orders", other)
+	// A later heartbeat registers the worker anew.
+	again := heartbeat(t, s, "orders", "w1")
+	if again.Counter != 1 {
+		t.Fatalf("Heartbeat after RemoveWorker = %+v, want counter 1", again)
+	}
+	checkWorkers(t, s, "orders", again, other)
+}
+
+func testConcurrentRequestHandoff(t *testing.T, s lease.Store) {
+	held := take(t, s, ensure(t, s, key("orders", 0)), "w1")
+	ls, errs := race(func(i int) (lease.Lease, error) {
+		return s.RequestHandoff(t.Context(), held, fmt.Sprintf("req%02d", i))
+	})
+	w := checkOneWinner(t, s, ls, errs)
+	want := held
+	want.Handoff = w.Handoff
+	if diff := cmp.Diff(want, w, opts); diff != "" || w.Handoff == "" {
+		t.Fatalf("winner (-want +got):\n%s", diff)
+	}
+}
+
+func testConcurrentTransferRenew(t *testing.T, s lease.Store) {
+	// The owner's renewal races with transfers from the same counter (a
+	// renewal timer and a handoff, say): one wins.
+	k := key("orders", 0)
+	held := take(t, s, ensure(t, s, k), "w1")
+	held = requestHandoff(t, s, held, "w2")
+	ls, errs := race(func(i int) (lease.Lease, error) {
+		if i%2 == 0 {
+			return s.Renew(t.Context(), held)
+		}
+		return s.Transfer(t.Context(), held, fmt.Sprintf("to%02d", i))
+	})
+	w := checkOneWinner(t, s, ls, errs)
+	if w.Counter != held.Counter+1 {
+		t.Fatalf("winner's counter = %d, want %d", w.Counter, held.Counter+1)
+	}
+	if (w.Owner == "w1") != (w.Handoff == "w2") {
+		t.Fatalf("winner %+v: a renewal keeps the handoff request, a transfer clears it", w)
+	}
+}
+
+func testConcurrentHeartbeat(t *testing.T, s lease.Store) {
+	// Heartbeats are upserts: none is lost, none applied twice.
+	counters, errs := make([]int64, Racers), make([]error, Racers)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range Racers {
+		done.Go(func() {
+			start.Wait()
+			w, err := s.Heartbeat(t.Context(), "orders", "w1")
+			counters[i], errs[i] = w.Counter, err
+		})
+	}
+	start.Done()
+	done.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	slices.Sort(counters)
+	for i, c := range counters {
+		if c != int64(i+1) {
+			t.Fatalf("counters returned = %v, want 1 to %d", counters, Racers)
+		}
+	}
+	ws := snapshot(t, s, "orders").Workers
+	if len(ws) != 1 || ws[0].Counter != Racers {
+		t.Fatalf("workers after %d heartbeats = %+v, want w1 at counter %d", Racers, ws, Racers)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardsettle/lambdaadapter/event"
+	"github.com/shardsettle/lambdaadapter/internal/event"
 )
 
 func ExampleDecodeKinesis() {

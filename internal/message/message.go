@@ -11,7 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
@@ -108,17 +108,64 @@ func (m *Message) Reply(ctx context.Context, r Reply) error {
 func (m *Message) Header(name string) string { return m.Headers.Get(name) }
 
 // RetryCount returns the record's x-ruststream-retry-count header as a
-// number: 0 when it is absent, negative or not a number.
+// number: 0 when it is absent, negative or not a decimal number, and
+// math.MaxInt when it is larger than that (the count saturates, so a hostile
+// or corrupt header can never wrap round to a small or negative count and
+// slip past a cap on attempts).
 func RetryCount(h envelope.Headers) int {
 	v, ok := h.Lookup(envelope.RetryCountHeader)
 	if !ok {
 		return 0
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
+	return parseCount(v)
+}
+
+// parseCount parses a decimal count with an optional sign, saturating at
+// math.MaxInt; a negative count or anything else is 0.
+func parseCount(v string) int {
+	neg := false
+	switch {
+	case v == "":
+		return 0
+	case v[0] == '+':
+		v = v[1:]
+	case v[0] == '-':
+		neg, v = true, v[1:]
+	}
+	if v == "" {
+		return 0
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		if n > (math.MaxInt-int(c-'0'))/10 {
+			n = math.MaxInt // keep scanning: a later non-digit still makes it invalid
+			for j := i + 1; j < len(v); j++ {
+				if v[j] < '0' || v[j] > '9' {
+					return 0
+				}
+			}
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
 		return 0
 	}
 	return n
+}
+
+// AttemptOf returns the delivery attempt of a record with headers h: its
+// retry count plus one, saturating at math.MaxInt.
+func AttemptOf(h envelope.Headers) int {
+	n := RetryCount(h)
+	if n == math.MaxInt {
+		return n
+	}
+	return n + 1
 }
 
 // StreamARNFromSource returns the stream ARN of a Lambda event source ARN.
@@ -243,3 +290,20 @@ type HandlerFunc func(ctx context.Context, m *Message) Outcome
 
 // HandleRecord calls f(ctx, m).
 func (f HandlerFunc) HandleRecord(ctx context.Context, m *Message) Outcome { return f(ctx, m) }
+
+// BatchHandler handles several records at once (long-running mode only). It
+// returns one Outcome per message, in order; every element settles on its
+// own, exactly as the Outcome of a Handler would. A shorter result leaves
+// the missing elements to Retry. Batches are handed over one at a time;
+// records of one partition key appear in stream order. ctx is cancelled when
+// the consumer stops waiting (a shutdown past its timeout); an outcome
+// returned after that changes nothing.
+type BatchHandler interface {
+	HandleBatch(ctx context.Context, ms []*Message) []Outcome
+}
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc func(ctx context.Context, ms []*Message) []Outcome
+
+// HandleBatch calls f(ctx, ms).
+func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ms []*Message) []Outcome { return f(ctx, ms) }

@@ -2,11 +2,12 @@ package message_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 func TestOutcome(t *testing.T) {
@@ -47,7 +48,8 @@ func TestStreamARNFromSource(t *testing.T) {
 }
 
 func TestRetryCount(t *testing.T) {
-	for v, want := range map[string]int{"": 0, "1": 1, "41": 41, "-3": 0, "x": 0, "99999999999999999999999": 0} {
+	for v, want := range map[string]int{"": 0, "1": 1, "41": 41, "-3": 0, "x": 0, "99999999999999999999999": math.MaxInt,
+		"9223372036854775807": math.MaxInt, "+7": 7, "-0": 0, "12a": 0, "99999999999999999999999x": 0, "+": 0} {
 		var h envelope.Headers
 		if v != "" {
 			h.Set(envelope.RetryCountHeader, v)
@@ -62,5 +64,17 @@ func TestReplyWithoutRunner(t *testing.T) {
 	var m message.Message
 	if err := m.Reply(t.Context(), message.Reply{Payload: []byte("x")}); !errors.Is(err, message.ErrNoReplier) {
 		t.Errorf("Reply = %v", err)
+	}
+}
+
+func TestAttemptOfSaturates(t *testing.T) {
+	for v, want := range map[string]int{"": 1, "2": 3, "9223372036854775806": math.MaxInt, "9223372036854775807": math.MaxInt, "99999999999999999999999": math.MaxInt} {
+		var h envelope.Headers
+		if v != "" {
+			h.Set(envelope.RetryCountHeader, v)
+		}
+		if got := message.AttemptOf(h); got != want {
+			t.Errorf("AttemptOf(%q) = %d, want %d", v, got, want)
+		}
 	}
 }

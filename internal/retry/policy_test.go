@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardsettle/lambdaadapter/message"
-	"github.com/shardsettle/lambdaadapter/retry"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 )
 
 func TestDecide(t *testing.T) {

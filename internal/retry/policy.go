@@ -2,14 +2,15 @@
 // the adapter's configuration: settle it, leave it unsettled, write a
 // counted copy (now or after a delay), park it in a durable delay queue,
 // dead-letter it, or retire it at the cap. The decision is the same in
-// Lambda mode and long-running mode; the runners carry it out.
+// Lambda mode and long-running mode; the settlement engine
+// (internal/engine) carries it out for both.
 //
 // The package is pure: no I/O, no goroutines, no clock of its own.
 //
 //	outcome          no cap, no dead-letter target   WithMaxAttempts(n) and/or a dead-letter target
 //	Ack              Settle                           Settle
 //	Drop             Settle                           Settle (DeadLetter with DeadLetterDrops)
-//	Retry            Leave (unsettled, holds)         Copy; at attempt n: DeadLetter, or Retire without a target
+//	Retry            Leave (unsettled, comes again)   Copy; at attempt n: DeadLetter, or Retire without a target
 //	RetryAfter(d)    d short: Copy after d            same, and the cap applies as for Retry
 //	                 d long: DelayQueue if configured,
 //	                 else as Retry (with a warning)
@@ -21,7 +22,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // Default settings.
@@ -45,8 +46,8 @@ const (
 	// Settle marks the record handled: the checkpoint may pass it.
 	Settle Action = iota + 1
 	// Leave keeps the record unsettled: it holds the checkpoint and comes
-	// again (Lambda re-delivers from it; the long-running consumer reads the
-	// shard again from it when its lease is next taken).
+	// again (Lambda delivers it again with everything after it; the
+	// long-running consumer delivers it again in process after a backoff).
 	Leave
 	// Copy writes a counted copy of the record (x-ruststream-retry-count
 	// incremented) to the stream it came from, after Decision.Wait, and

@@ -1,0 +1,149 @@
+package consumer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// checkpointer writes a shard's checkpoint: only when the watermark moved,
+// only while the lease is held, at most one write in flight (the newest
+// value wins), at most one write per CheckpointInterval, each write with a
+// deadline, and always a last one on hand-over and shutdown. Its loop is
+// one goroutine, owned by the consumer.
+type checkpointer struct {
+	s *shard
+
+	wmu sync.Mutex // at most one write in flight
+
+	mu   sync.Mutex
+	want string // newest checkpoint to write
+	have string // last written
+	dead bool   // lease lost or shard stopped: write nothing more
+	last time.Time
+
+	kick chan struct{}
+	quit chan struct{}
+	once sync.Once
+	exit chan struct{}
+}
+
+func newCheckpointer(s *shard) *checkpointer {
+	k := &checkpointer{s: s, have: s.lease.Checkpoint, kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	s.c.spawn(k.loop)
+	return k
+}
+
+// update asks for seq to be written.
+func (k *checkpointer) update(seq string) {
+	k.mu.Lock()
+	k.want = seq
+	k.mu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// written returns the last checkpoint written.
+func (k *checkpointer) written() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.have
+}
+
+func (k *checkpointer) loop() {
+	defer close(k.exit)
+	interval := k.s.c.cfg.CheckpointInterval
+	t := time.NewTimer(interval)
+	t.Stop()
+	defer t.Stop()
+	for {
+		select {
+		case <-k.quit:
+			return
+		case <-k.kick:
+		}
+		k.mu.Lock()
+		wait := interval - time.Since(k.last)
+		k.mu.Unlock()
+		if wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-k.quit:
+				return
+			}
+		}
+		if retry := !k.flush(context.Background()); retry {
+			select {
+			case k.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// flush writes the newest wanted checkpoint if it was not written yet. It
+// reports false when the write failed and should be tried again. Writes are
+// serialised by wmu; k.mu is never held across the store call, so lanes
+// settling the shard do not wait for the store.
+func (k *checkpointer) flush(ctx context.Context) bool {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	k.mu.Lock()
+	if k.dead || k.want == "" || k.want == k.have {
+		k.mu.Unlock()
+		return true
+	}
+	want := k.want
+	k.mu.Unlock()
+
+	s := k.s
+	_, err := s.write(ctx, func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+		return s.c.cfg.Store.Checkpoint(ctx, l, want)
+	})
+	k.mu.Lock()
+	k.last = time.Now()
+	switch {
+	case err == nil:
+		k.have = want
+	case lost(err):
+		k.dead = true
+	}
+	k.mu.Unlock()
+	switch {
+	case err == nil:
+		return true
+	case lost(err):
+		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint refused: lease lost", slog.String(attrShardID, s.id))
+		s.c.lose(s, "checkpoint refused: lease lost")
+		return true
+	default:
+		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint write failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+		return false
+	}
+}
+
+// halt stops the loop and waits for it.
+func (k *checkpointer) halt() {
+	k.once.Do(func() { close(k.quit) })
+	<-k.exit
+}
+
+// stop stops the loop and writes the newest checkpoint (ctx bounds it).
+func (k *checkpointer) stop(ctx context.Context) {
+	k.halt()
+	k.flush(ctx)
+}
+
+// abandon stops the loop without writing: the lease is gone.
+func (k *checkpointer) abandon() {
+	k.mu.Lock()
+	k.dead = true
+	k.mu.Unlock()
+	k.halt()
+}

@@ -1,0 +1,298 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/settle"
+)
+
+// reader is the reader of one shard: a goroutine that hands the records its
+// fetcher reads to the consumer's channel, in order. Stop it with stop.
+type reader struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// stop cancels the reader and waits until it and its fetcher exited.
+func (r *reader) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// startReader starts the reader of s at pos, registering its records in
+// epoch e of the shard's watermark.
+func (c *Consumer) startReader(s *shard, pos Position, e settle.Epoch) *reader {
+	ctx, cancel := context.WithCancel(c.readCtx)
+	r := &reader{cancel: cancel, done: make(chan struct{})}
+	c.readers.Add(1)
+	go func() {
+		defer c.readers.Done()
+		defer close(r.done)
+		s.read(ctx, pos, e)
+	}()
+	return r
+}
+
+// batch is one GetRecords answer on its way from a shard's fetcher to its
+// reader.
+type batch struct {
+	records []kinesistypes.Record
+	end     bool // the shard is closed and these are its last records
+	gone    bool // the shard no longer exists (trimmed away)
+}
+
+// read hands the records the fetcher reads from pos to the consumer's
+// channel, in order, registering each in epoch e. The fetcher reads one
+// batch ahead: while the reader hands a batch off (waiting whenever the
+// channel is full), the next GetRecords call is already under way. At most
+// two batches per shard are held: the one being handed off and the one read
+// ahead. The reader also pauses while more than maxSpan records of the
+// shard are not passed by its checkpoint (a record that does not settle
+// holds every later one), which bounds what a restart re-delivers.
+func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
+	c := s.c
+	ctx, cancel := context.WithCancel(ctx)
+	batches := make(chan batch) // unbuffered: exactly one batch read ahead
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		s.fetch(ctx, pos, batches)
+	}()
+	defer func() {
+		cancel()
+		<-fetched
+	}()
+	wm := s.es.Watermark()
+	for {
+		var b batch
+		select {
+		case b = <-batches:
+		case <-ctx.Done():
+			return
+		}
+		for wm.Span() >= c.maxSpan() {
+			select {
+			case <-s.moved:
+			case <-ctx.Done():
+				return
+			}
+		}
+		for i := range b.records {
+			d, err := s.es.Deliver(e, s.message(&b.records[i]))
+			if errors.Is(err, settle.ErrStale) {
+				return // sought or lost since this reader started
+			}
+			if err != nil {
+				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+				continue
+			}
+			select {
+			case c.ch <- d:
+			case <-ctx.Done():
+				d.Drop()
+				return
+			}
+		}
+		switch {
+		case b.gone:
+			c.spawn(func() { c.gone(s) })
+			return
+		case b.end:
+			// The shard is closed and fully read.
+			s.endEpoch.Store(uint64(e))
+			s.maybeEnd()
+			return
+		}
+	}
+}
+
+// maxSpan is how many records of a shard may be read beyond its checkpoint
+// before its reader pauses: the records that may wait for a lane plus two
+// batches.
+func (c *Consumer) maxSpan() int { return c.cfg.MaxWaiting + 2*c.cfg.Limit }
+
+// message turns a Kinesis record of the shard into a message: the RSK1
+// envelope opened, the delivery headers set, Attempt from the retry count.
+func (s *shard) message(r *kinesistypes.Record) message.Message {
+	seq := aws.ToString(r.SequenceNumber)
+	h, payload := envelope.Decode(r.Data)
+	h = slices.Grow(h, 3) // the delivery headers, without growing three times
+	key := aws.ToString(r.PartitionKey)
+	attempt := message.AttemptOf(h)
+	h.Set(envelope.PartitionKeyHeader, key)
+	h.Set(envelope.SequenceNumberHeader, seq)
+	h.Set(envelope.ShardIDHeader, s.id)
+	m := message.Message{
+		Payload: payload, Headers: h, PartitionKey: key, SequenceNumber: seq, ShardID: s.id,
+		StreamARN: s.c.streamRef(), Attempt: attempt,
+	}
+	if r.ApproximateArrivalTimestamp != nil {
+		m.ArrivalTime = r.ApproximateArrivalTimestamp.UTC()
+	}
+	return m
+}
+
+// callTimeout bounds one GetShardIterator or GetRecords call.
+const callTimeout = 30 * time.Second
+
+// fetch reads the shard from pos with GetRecords and passes every non-empty
+// answer (and the end of a closed shard, or its disappearance) to out, until
+// ctx is done or the shard ended.
+func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
+	c := s.c
+	send := func(b batch) bool {
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	iter, err := s.iterator(ctx, pos)
+	for err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if missingShard(err) {
+			send(batch{gone: true})
+			return
+		}
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: getting a shard iterator failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+		if !sleep(ctx, time.Second) {
+			return
+		}
+		iter, err = s.iterator(ctx, pos)
+	}
+	// last is the sequence number of the last record read; every record
+	// read is handed to the reader, so it is also the last one delivered
+	// once the reader has caught up.
+	last := ""
+	backoff := minCallInterval
+	var lastCall time.Time
+	for {
+		if wait := minCallInterval - time.Since(lastCall); wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+		lastCall = time.Now()
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := c.cfg.Kinesis.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var expired *kinesistypes.ExpiredIteratorException
+			var throttled *kinesistypes.ProvisionedThroughputExceededException
+			switch {
+			case errors.As(err, &expired):
+				// A new iterator after the last record read: never a
+				// rewind to the checkpoint, never LATEST.
+				p := pos
+				if last != "" {
+					p = Position{kind: posSequence, shard: s.id, seq: last}
+				}
+				iter, err = s.iterator(ctx, p)
+				if missingShard(err) {
+					send(batch{gone: true})
+					return
+				}
+				if err != nil && !sleep(ctx, time.Second) {
+					return
+				}
+				continue
+			case missingShard(err):
+				send(batch{gone: true})
+				return
+			case errors.As(err, &throttled):
+				backoff = min(backoff*2, 5*time.Second)
+			default:
+				backoff = min(backoff*2, 5*time.Second)
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: GetRecords failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+			}
+			if !sleep(ctx, backoff) {
+				return
+			}
+			continue
+		}
+		backoff = minCallInterval
+		b := batch{records: res.Records, end: res.NextShardIterator == nil}
+		if n := len(b.records); n > 0 {
+			last = aws.ToString(b.records[n-1].SequenceNumber)
+		}
+		if (len(b.records) > 0 || b.end) && !send(b) {
+			return
+		}
+		if b.end {
+			return
+		}
+		iter = res.NextShardIterator
+		if len(b.records) == 0 && !sleep(ctx, idleWait) {
+			return
+		}
+	}
+}
+
+// missingShard reports whether err says the shard does not exist (any
+// more): Kinesis answers ResourceNotFoundException for a shard that was
+// trimmed away.
+func missingShard(err error) bool {
+	var missing *kinesistypes.ResourceNotFoundException
+	return errors.As(err, &missing)
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// iterator returns a shard iterator for pos.
+func (s *shard) iterator(ctx context.Context, pos Position) (*string, error) {
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(s.id)}
+	s.c.streamInput(&in.StreamName, &in.StreamARN)
+	switch pos.kind {
+	case posHorizon:
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeTrimHorizon
+	case posTimestamp:
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAtTimestamp
+		in.Timestamp = aws.Time(pos.at)
+	case posSequence:
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAfterSequenceNumber
+		in.StartingSequenceNumber = aws.String(pos.seq)
+	case posAtSequence:
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAtSequenceNumber
+		in.StartingSequenceNumber = aws.String(pos.seq)
+	default:
+		in.ShardIteratorType = kinesistypes.ShardIteratorTypeLatest
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	out, err := s.c.cfg.Kinesis.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return out.ShardIterator, nil
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

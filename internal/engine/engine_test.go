@@ -1,0 +1,548 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/settle"
+)
+
+const testARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
+
+func TestCopyOf(t *testing.T) {
+	tests := []struct {
+		name        string
+		headers     envelope.Headers
+		attempt     int
+		wantHeaders envelope.Headers
+	}{
+		{
+			name: "first copy",
+			headers: envelope.Headers{
+				{Name: "content-type", Value: "application/json"},
+				{Name: "partition-key", Value: "user-42"},
+				{Name: "kinesis-sequence-number", Value: "4959"},
+				{Name: "kinesis-shard-id", Value: "shardId-000000000001"},
+			},
+			attempt: 1,
+			wantHeaders: envelope.Headers{{Name: "content-type", Value: "application/json"}, {Name: "x-ruststream-retry-count", Value: "1"},
+				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+		},
+		{
+			name:    "counted copy, in place",
+			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"}, {Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+			attempt: 4,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "4"}, {Name: "x-a", Value: "1"},
+				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+		},
+		{
+			name:        "in-process redeliveries count",
+			headers:     envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
+			attempt:     5,
+			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "5"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+		},
+		{
+			name:        "saturated count",
+			headers:     envelope.Headers{{Name: "x-ruststream-retry-count", Value: "99999999999999999999999"}},
+			attempt:     math.MaxInt,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+		},
+	}
+	arrival := time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &message.Message{Payload: []byte("payload"), Headers: tt.headers, PartitionKey: "user-42", SequenceNumber: "4959",
+				ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: tt.attempt, ArrivalTime: arrival}
+			before := tt.headers.Clone()
+			r := engine.CopyOf(m)
+			want := publish.Record{Stream: testARN, PartitionKey: "user-42", Headers: tt.wantHeaders, Payload: []byte("payload")}
+			if diff := cmp.Diff(want, r); diff != "" {
+				t.Errorf("CopyOf (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, m.Headers); diff != "" {
+				t.Errorf("CopyOf changed the message's headers (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// world is one engine with fakes, and helpers to run sessions.
+type world struct {
+	k   *awsfake.Kinesis
+	sqs *awsfake.SQS
+	cfg engine.Config
+}
+
+func newWorld(t *testing.T, h message.Handler) *world {
+	t.Helper()
+	w := &world{k: awsfake.NewKinesis(), sqs: awsfake.NewSQS()}
+	pub, err := publish.NewPublisher(w.k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := publish.NewQueue(w.sqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cfg = engine.Config{Handler: h, Publisher: pub, Queue: q}
+	return w
+}
+
+func (w *world) engine(t *testing.T) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(w.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// shardOf registers n records on a new shard id: record i has sequence
+// number 1000+i, key keys(i) and payload "r<i>".
+func shardOf(t *testing.T, id string, n int, keys func(int) string) (*engine.Shard, []*engine.Delivery) {
+	t.Helper()
+	sh := engine.NewShard(id, engine.Hooks{})
+	ds := make([]*engine.Delivery, n)
+	for i := range n {
+		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{
+			Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: keys(i), SequenceNumber: fmt.Sprint(1000 + i),
+			ShardID: id, StreamARN: testARN, Attempt: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds[i] = d
+	}
+	return sh, ds
+}
+
+// runLambda runs ds through a Lambda-mode session without a deadline.
+func runLambda(t *testing.T, e *engine.Engine, lanes int, ds []*engine.Delivery) {
+	t.Helper()
+	s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLambda, Lanes: lanes, WriteDeadline: time.Now().Add(time.Minute)})
+	for _, d := range ds {
+		if err := s.Submit(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s.Wait()
+}
+
+func firstUnsettled(sh *engine.Shard) string {
+	seq, _ := sh.Watermark().FirstUnsettled()
+	return seq
+}
+
+// TestLambdaNoCopyAfterAFailedWrite (fault 7): when A's copy cannot be
+// written, no record after A on its shard gets a copy — Lambda delivers
+// them again, so a copy now would start a second chain. Another shard's
+// copies are not held up.
+func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+			return message.Retry(errors.New("downstream 503"))
+		}))
+		w.k.Fail = func(_, key string, _ []byte) string {
+			if key == "k1" {
+				return "InternalFailure"
+			}
+			return ""
+		}
+		w.cfg.Policy.MaxAttempts = 3
+		e := w.engine(t)
+		sh, ds := shardOf(t, "shardId-000000000000", 4, func(i int) string { return fmt.Sprint("k", i) })
+		other, ods := shardOf(t, "shardId-000000000001", 3, func(i int) string { return fmt.Sprint("o", i) })
+		runLambda(t, e, 4, append(ds, ods...))
+		if got := firstUnsettled(sh); got != "1001" {
+			t.Errorf("first unsettled %q, want 1001 (the record whose copy failed)", got)
+		}
+		if got := firstUnsettled(other); got != "" {
+			t.Errorf("other shard: first unsettled %q, want none", got)
+		}
+		var copied []string
+		for _, x := range w.k.Written() {
+			copied = append(copied, x.PartitionKey)
+		}
+		slices.Sort(copied)
+		// k0 before the failure; the other shard's every record; nothing
+		// after the failed k1 of the first shard.
+		if want := []string{"k0", "o0", "o1", "o2"}; !slices.Equal(copied, want) {
+			t.Errorf("copies of %v, want %v", copied, want)
+		}
+		for _, x := range w.k.Written() {
+			if x.Headers.Get(envelope.RetryCountHeader) != "1" {
+				t.Errorf("copy %s with count %s", x.Payload, x.Headers.Get(envelope.RetryCountHeader))
+			}
+		}
+	})
+}
+
+// TestLambdaWritesInShardOrder: a shard's writes go out in its order: a
+// copy delayed by RetryAfter holds the copies of later records back.
+func TestLambdaWritesInShardOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			if string(m.Payload) == "r0" {
+				return message.RetryAfter(time.Second, nil)
+			}
+			return message.Retry(nil)
+		}))
+		w.cfg.Policy.MaxAttempts = 3
+		e := w.engine(t)
+		sh, ds := shardOf(t, "s", 3, func(i int) string { return fmt.Sprint("k", i) })
+		start := time.Now()
+		runLambda(t, e, 3, ds)
+		if time.Since(start) < time.Second {
+			t.Errorf("answered after %v, before the 1 s delay", time.Since(start))
+		}
+		var got []string
+		for _, x := range w.k.Written() {
+			got = append(got, string(x.Payload))
+		}
+		if want := []string{"r0", "r1", "r2"}; !slices.Equal(got, want) {
+			t.Errorf("copies written in the order %v, want %v", got, want)
+		}
+		if firstUnsettled(sh) != "" {
+			t.Errorf("records left unsettled")
+		}
+	})
+}
+
+// TestLambdaWritesOfShardsTogether: writes of different shards share calls.
+func TestLambdaWritesOfShardsTogether(t *testing.T) {
+	w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome { return message.Retry(nil) }))
+	w.cfg.Policy.MaxAttempts = 3
+	e := w.engine(t)
+	var all []*engine.Delivery
+	for s := range 8 {
+		_, ds := shardOf(t, fmt.Sprint("shard-", s), 5, func(i int) string { return fmt.Sprint(s, "-", i) })
+		all = append(all, ds...)
+	}
+	runLambda(t, e, 16, all)
+	if n := len(w.k.Written()); n != 40 {
+		t.Fatalf("%d copies, want 40", n)
+	}
+	if n := w.k.Calls("PutRecords"); n > 15 {
+		t.Errorf("%d PutRecords calls for 8 shards × 5 copies, want about 5 (one entry per shard per call)", n)
+	}
+}
+
+// TestLongRunningRedelivers (fault 2): an unsettled record is delivered
+// again in process after a backoff, with Attempt counted up; later records
+// of its key wait for it, other keys do not.
+func TestLongRunningRedelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var log []string
+		h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			mu.Lock()
+			log = append(log, fmt.Sprintf("%s@%d", m.Payload, m.Attempt))
+			mu.Unlock()
+			if string(m.Payload) == "r0" && m.Attempt < 3 {
+				return message.Retry(errors.New("not yet"))
+			}
+			return message.Ack()
+		})
+		w := newWorld(t, h)
+		e := w.engine(t)
+		sh, ds := shardOf(t, "s", 3, func(i int) string { return []string{"a", "a", "b"}[i] })
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second }})
+		for _, d := range ds {
+			if err := s.Submit(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(log)
+		mu.Unlock()
+		// r2 (key b) runs at once; r1 waits until r0 settled on its third attempt.
+		if i, j := slices.Index(got, "r0@3"), slices.Index(got, "r1@1"); i < 0 || j < i {
+			t.Errorf("handled %v: want r0@1, r0@2, r0@3 and r1@1 after r0@3", got)
+		}
+		if !slices.Contains(got, "r2@1") || slices.Index(got, "r2@1") > slices.Index(got, "r0@2") {
+			t.Errorf("handled %v: key b must not wait for key a", got)
+		}
+		if cp, _ := sh.Watermark().Checkpoint(); cp != "1002" {
+			t.Errorf("checkpoint %q, want 1002", cp)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if !s.Stop(ctx, time.Second) {
+			t.Error("Stop: a handler did not return")
+		}
+	})
+}
+
+// TestSlowKeyDoesNotStall: one key's handler sleeps 5 s per record; the
+// other keys keep their throughput (lanes pull keys as they free up).
+func TestSlowKeyDoesNotStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var fast atomic.Int64
+		h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			if m.PartitionKey == "slow" {
+				select {
+				case <-time.After(5 * time.Second):
+				case <-ctx.Done():
+				}
+			} else {
+				time.Sleep(time.Millisecond)
+				fast.Add(1)
+			}
+			return message.Ack()
+		})
+		e := newWorld(t, h).engine(t)
+		// 1,000 records over 11 keys, every 11th of the slow key.
+		_, ds := shardOf(t, "s", 1100, func(i int) string {
+			if i%11 == 0 {
+				return "slow"
+			}
+			return fmt.Sprint("k", i%11)
+		})
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 4})
+		go func() {
+			for _, d := range ds {
+				_ = s.Submit(t.Context(), d)
+			}
+		}()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		// 1,000 fast records over 3 free lanes at 1 ms each: well within 5 s.
+		if n := fast.Load(); n != 1000 {
+			t.Errorf("%d of 1,000 records of the other keys handled while the slow key's first record ran; want all", n)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		s.Stop(ctx, time.Second)
+	})
+}
+
+// TestQuiesceGivesUpRetries: a shard being handed over gives up its records
+// waiting for a retry, and does not start records after them.
+func TestQuiesceGivesUpRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var handled atomic.Int64
+		h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			handled.Add(1)
+			if string(m.Payload) == "r1" {
+				return message.Retry(nil)
+			}
+			return message.Ack()
+		})
+		e := newWorld(t, h).engine(t)
+		sh, ds := shardOf(t, "s", 3, func(i int) string { return "a" })
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2, Backoff: func(int) time.Duration { return time.Hour }})
+		for _, d := range ds {
+			_ = s.Submit(t.Context(), d)
+		}
+		synctest.Wait()
+		if sh.Inflight() != 2 {
+			t.Fatalf("%d in flight, want 2 (r1 parked, r2 behind it)", sh.Inflight())
+		}
+		s.Quiesce(sh)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if !sh.WaitIdle(ctx) {
+			t.Fatalf("shard not idle after Quiesce: %d in flight", sh.Inflight())
+		}
+		if n := handled.Load(); n != 2 {
+			t.Errorf("%d handler calls, want 2 (r2 is after the record given up on)", n)
+		}
+		if cp, _ := sh.Watermark().Checkpoint(); cp != "1000" {
+			t.Errorf("checkpoint %q, want 1000", cp)
+		}
+		s.Stop(ctx, time.Second)
+	})
+}
+
+// TestSaturatedAttemptGoesToDeadLetter (fault 8): a retry count of MaxInt64
+// saturates instead of wrapping to a negative attempt, so the cap still
+// applies.
+func TestSaturatedAttemptGoesToDeadLetter(t *testing.T) {
+	w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome { return message.Retry(nil) }))
+	w.cfg.Policy.MaxAttempts = 5
+	w.cfg.DeadLetterStream = "dlq"
+	e := w.engine(t)
+	sh := engine.NewShard("s", engine.Hooks{})
+	for i, v := range []string{"9223372036854775807", "99999999999999999999999"} {
+		var h envelope.Headers
+		h.Set(envelope.RetryCountHeader, v)
+		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte(v), Headers: h, PartitionKey: "k", SequenceNumber: fmt.Sprint(10 + i),
+			ShardID: "s", StreamARN: testARN, Attempt: message.AttemptOf(h)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runLambda(t, e, 1, []*engine.Delivery{d})
+	}
+	for _, x := range w.k.Written() {
+		if x.Stream != "dlq" {
+			t.Errorf("%s written to %s, want the dead-letter stream", x.Payload, x.Stream)
+		}
+	}
+	if len(w.k.Written()) != 2 || firstUnsettled(sh) != "" {
+		t.Errorf("written %d, unsettled %q", len(w.k.Written()), firstUnsettled(sh))
+	}
+}
+
+// TestReplies: replies go to the reply stream or a named one while the
+// handler runs; after it returned they fail; a failed reply leaves the
+// record unsettled.
+func TestReplies(t *testing.T) {
+	var late atomic.Pointer[message.Message]
+	h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+		r := message.Reply{Payload: []byte("re " + string(m.Payload)), PartitionKey: "k"}
+		if string(m.Payload) == "r1" {
+			r.Stream = "other"
+		}
+		late.Store(m)
+		_ = m.Reply(ctx, r)
+		return message.Ack()
+	})
+	w := newWorld(t, h)
+	w.cfg.ReplyStream = "replies"
+	w.k.Fail = func(stream, _ string, data []byte) string {
+		if _, p := envelope.Decode(data); string(p) == "re r2" {
+			return "InvalidArgumentException"
+		}
+		return ""
+	}
+	e := w.engine(t)
+	sh, ds := shardOf(t, "s", 3, func(i int) string { return "a" })
+	runLambda(t, e, 1, ds)
+	var got []string
+	for _, x := range w.k.Written() {
+		got = append(got, x.Stream+" "+string(x.Payload))
+	}
+	if want := []string{"replies re r0", "other re r1"}; !slices.Equal(got, want) {
+		t.Errorf("replies %v, want %v", got, want)
+	}
+	if firstUnsettled(sh) != "1002" {
+		t.Errorf("first unsettled %q, want 1002 (its reply failed)", firstUnsettled(sh))
+	}
+	if err := late.Load().Reply(t.Context(), message.Reply{Payload: []byte("late")}); !errors.Is(err, message.ErrReplyAfterReturn) {
+		t.Errorf("late reply: %v", err)
+	}
+	// Without any stream.
+	w2 := newWorld(t, message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+		if err := m.Reply(ctx, message.Reply{Payload: []byte("x")}); !errors.Is(err, message.ErrNoReplyStream) ||
+			!strings.Contains(err.Error(), "shard s sequence number 1000") {
+			t.Errorf("reply without a stream: %v", err)
+		}
+		return message.Ack()
+	}))
+	_, ds2 := shardOf(t, "s", 1, func(int) string { return "a" })
+	runLambda(t, w2.engine(t), 1, ds2)
+}
+
+// TestBatchRedeliversInOrder: elements of a batch left unsettled come back
+// in a later batch in their order, with their attempts counted up.
+func TestBatchRedeliversInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var batches [][]string
+		bh := message.BatchHandlerFunc(func(_ context.Context, ms []*message.Message) []message.Outcome {
+			outs := make([]message.Outcome, len(ms))
+			var names []string
+			for i, m := range ms {
+				names = append(names, fmt.Sprintf("%s@%d", m.Payload, m.Attempt))
+				outs[i] = message.Ack()
+				if m.Attempt == 1 && (string(m.Payload) == "r1" || string(m.Payload) == "r2") {
+					outs[i] = message.Retry(nil)
+				}
+			}
+			mu.Lock()
+			batches = append(batches, names)
+			mu.Unlock()
+			return outs[:len(outs)]
+		})
+		w := newWorld(t, nil)
+		w.cfg.Handler, w.cfg.BatchHandler = nil, bh
+		e := w.engine(t)
+		sh, ds := shardOf(t, "s", 4, func(int) string { return "a" })
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, BatchSize: 10, BatchWindow: 50 * time.Millisecond,
+			Backoff: func(int) time.Duration { return time.Second }})
+		for _, d := range ds {
+			_ = s.Submit(t.Context(), d)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := batches
+		mu.Unlock()
+		want := [][]string{{"r0@1", "r1@1", "r2@1", "r3@1"}, {"r1@2", "r2@2"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("batches (-want +got):\n%s", diff)
+		}
+		if cp, _ := sh.Watermark().Checkpoint(); cp != "1003" {
+			t.Errorf("checkpoint %q, want 1003", cp)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		s.Stop(ctx, time.Second)
+	})
+}
+
+// TestStaleDeliveriesDropped: records registered before a Reset are
+// dropped, and their settlement changes nothing.
+func TestStaleDeliveriesDropped(t *testing.T) {
+	var n atomic.Int64
+	e := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+		n.Add(1)
+		return message.Ack()
+	})).engine(t)
+	sh, ds := shardOf(t, "s", 3, func(int) string { return "a" })
+	sh.Reset("")
+	if _, err := sh.Deliver(1, message.Message{SequenceNumber: "5", PartitionKey: "a"}); !errors.Is(err, settle.ErrStale) {
+		t.Errorf("Deliver in an old epoch: %v, want ErrStale", err)
+	}
+	runLambda(t, e, 1, ds)
+	if n.Load() != 0 || sh.Inflight() != 0 {
+		t.Errorf("%d stale records handled, %d in flight", n.Load(), sh.Inflight())
+	}
+}
+
+// TestStopLeavesNothingRunning: after Stop every goroutine of the session
+// (lanes, timer, writer) has ended, with records waiting for a retry and
+// delayed copies pending.
+func TestStopLeavesNothingRunning(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+		if string(m.Payload) == "r0" {
+			return message.RetryAfter(200*time.Millisecond, nil)
+		}
+		return message.Retry(nil)
+	}))
+	e := w.engine(t)
+	_, ds := shardOf(t, "s", 5, func(i int) string { return fmt.Sprint(i % 2) })
+	s := e.Start(context.Background(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 3, Backoff: func(int) time.Duration { return time.Hour }})
+	for _, d := range ds {
+		_ = s.Submit(context.Background(), d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !s.Stop(ctx, time.Second) {
+		t.Error("Stop reported a handler still running")
+	}
+}
+
+var _ = retry.Copy

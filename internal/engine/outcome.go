@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/publish"
+)
+
+// call runs the handler for d with d open for replies, turning a panic into
+// a Retry for this record only. It returns the outcome and the first reply
+// that failed.
+func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
+	d.openReplies()
+	defer func() {
+		if p := recover(); p != nil {
+			out = s.recovered(d, p)
+		}
+		replyErr = d.closeReplies()
+	}()
+	return s.e.cfg.Handler.HandleRecord(s.ctx, &d.Msg), nil
+}
+
+// recovered logs a handler panic with its stack and returns the Retry it
+// stands for.
+func (s *Session) recovered(d *Delivery, p any) message.Outcome {
+	out := message.Retry(fmt.Errorf("%w: %v", ErrPanic, p))
+	s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: handler panicked; treated as Retry", &d.Msg, out, nil,
+		slog.Any(AttrPanic, p), slog.String(AttrStack, string(debug.Stack())))
+	return out
+}
+
+// conclude carries out the outcome of d's handler: once the handler
+// returned, the record settles, is written somewhere first, or stays
+// unsettled. parks, when not nil, collects the records to deliver again
+// instead of parking them at once (a batch parks them in order at its end).
+func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, parks *[]parked) {
+	m := &d.Msg
+	e := s.e
+	ctx := s.ctx
+	if ctx.Err() != nil {
+		// Cut off (the Lambda deadline, a long-running stop past its
+		// timeout): the answer is being built or the lease released, and
+		// what the handler returned changes nothing.
+		s.giveUp(d)
+		return
+	}
+	if replyErr != nil {
+		e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: reply failed; record left unsettled", m, out, replyErr)
+		s.unsettled(d, out, replyErr, parks)
+		return
+	}
+	if out.Kind() == message.KindInvalid {
+		out = message.Retry(ErrZeroOutcome)
+		e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: handler returned the zero Outcome (a handler bug); treated as Retry", m, out, nil)
+	}
+	remaining := time.Duration(-1)
+	if !s.cfg.Cutoff.IsZero() {
+		remaining = max(time.Until(s.cfg.Cutoff), 0)
+	}
+	dec := e.cfg.Policy.Decide(out, m.Attempt, remaining)
+	if dec.Note != "" && dec.Action != retry.DeadLetter && dec.Action != retry.Retire {
+		e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: "+dec.Note, m, out, nil)
+	}
+	switch dec.Action {
+	case retry.Settle:
+		if out.Kind() == message.KindDrop {
+			e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record dropped", m, out, nil)
+		}
+		s.settle(d)
+	case retry.Retire:
+		e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record retired without a dead-letter target: "+dec.Note, m, out, nil)
+		s.settle(d)
+	case retry.Leave:
+		s.unsettled(d, out, nil, parks)
+	default:
+		w, err := e.newWrite(d, dec, out, time.Now())
+		if err != nil {
+			e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the "+dec.Action.String()+"; record left unsettled", m, out, err)
+			s.unsettled(d, out, err, parks)
+			return
+		}
+		if !s.w.submit(w) {
+			s.giveUp(d) // the session ended under it
+		}
+	}
+}
+
+// parked is a record a batch delivers again after its end.
+type parked struct {
+	d    *Delivery
+	wait time.Duration
+}
+
+// unsettled handles a record that stays unsettled: Lambda mode (and a shard
+// being handed over or a session stopping) gives it up — it comes again from
+// the next delivery of its shard; long-running mode delivers it again after
+// a backoff.
+func (s *Session) unsettled(d *Delivery, out message.Outcome, err error, parks *[]parked) {
+	m := &d.Msg
+	if s.cfg.Mode == ModeLambda || d.shard.quiescing.Load() || s.isStopping() {
+		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err)
+		s.giveUp(d)
+		return
+	}
+	n := max(m.Attempt-retryBase(d), 1)
+	wait := s.cfg.Backoff(n)
+	s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err,
+		slog.Duration(AttrRetryIn, wait))
+	if parks != nil {
+		*parks = append(*parks, parked{d, wait})
+		return
+	}
+	s.park(d, wait)
+}
+
+// retryBase is the attempt before the one d arrived with, so the backoff
+// grows with the in-process redeliveries only.
+func retryBase(d *Delivery) int { return d.firstAttempt - 1 }
+
+func (s *Session) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+// giveUp leaves d unsettled for good: later records of its shard are not
+// started (nor written, in Lambda mode), and it comes again from the next
+// delivery of its shard.
+func (s *Session) giveUp(d *Delivery) {
+	d.shard.block(d)
+	if s.cfg.Mode == ModeLambda {
+		s.mu.Lock()
+		if s.deadKeys == nil {
+			s.deadKeys = map[string]bool{}
+		}
+		s.deadKeys[d.Msg.PartitionKey] = true
+		s.ndead.Store(int32(len(s.deadKeys)))
+		s.mu.Unlock()
+	}
+	s.done(d)
+}
+
+// settle settles d on its shard.
+func (s *Session) settle(d *Delivery) {
+	d.shard.settle(d.ticket)
+	s.w.moved(d.shard)
+	s.done(d)
+}
+
+// openReplies opens d for Message.Reply.
+func (d *Delivery) openReplies() {
+	d.rmu.Lock()
+	d.replying, d.replyErr = true, nil
+	d.rmu.Unlock()
+	message.Bind(&d.Msg, d)
+}
+
+// closeReplies closes d for replies and returns the first one that failed.
+func (d *Delivery) closeReplies() error {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	d.replying = false
+	return d.replyErr
+}
+
+// Reply implements message.Replier: it writes r with one PutRecord while
+// d's handler runs. Replies to one record are written one at a time.
+func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Reply) error {
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	if !d.replying || m != &d.Msg {
+		return message.ErrReplyAfterReturn
+	}
+	err := d.sess.e.putReply(ctx, m, r)
+	if err != nil && d.replyErr == nil {
+		d.replyErr = err
+	}
+	return err
+}
+
+// replyBufs are the buffers replies are encoded into.
+var replyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// putReply writes r, a reply of the handler of m: to r.Stream, else to the
+// reply stream. Every error names the stream and m's shard and sequence
+// number; no stream at all is message.ErrNoReplyStream.
+func (e *Engine) putReply(ctx context.Context, m *message.Message, r message.Reply) error {
+	stream := r.Stream
+	if stream == "" {
+		stream = e.cfg.ReplyStream
+	}
+	var err error
+	switch {
+	case stream == "":
+		err = message.ErrNoReplyStream
+	case e.cfg.Publisher == nil:
+		err = errors.New("replies need a Kinesis client")
+	default:
+		bp := replyBufs.Get().(*[]byte)
+		_, err = e.cfg.Publisher.PutBuffer(ctx, publish.Record{Stream: stream, PartitionKey: r.PartitionKey, Headers: r.Headers, Payload: r.Payload}, bp)
+		if cap(*bp) <= 64<<10 {
+			replyBufs.Put(bp)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("lambdaadapter: reply to %q for shard %s sequence number %s: %w", stream, m.ShardID, m.SequenceNumber, err)
+	}
+	return nil
+}
+
+// batchLane hands batches to the BatchHandler, one at a time, until the
+// session ends.
+func (s *Session) batchLane() {
+	for {
+		batch, keys := s.takeBatch()
+		if batch == nil {
+			return
+		}
+		s.runBatch(batch)
+		s.mu.Lock()
+		for _, ks := range keys {
+			s.releaseLocked(ks)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// takeBatch waits for a ready key and collects up to BatchSize records:
+// every waiting record of each ready key, keys in the order they became
+// ready, closed BatchWindow after the first record. It holds the keys it
+// took. It returns nil when the lane should end.
+func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
+	size := max(s.cfg.BatchSize, 1)
+	var batch []*Delivery
+	var keys []*keyQueue
+	var window *time.Timer
+	defer func() {
+		if window != nil {
+			window.Stop()
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.ctx.Err() != nil {
+			for _, ks := range keys {
+				s.releaseLocked(ks)
+			}
+			return nil, nil
+		}
+		for len(batch) < size && len(s.ready) > 0 {
+			ks := s.ready[0]
+			s.ready[0] = nil
+			s.ready = s.ready[1:]
+			ks.inReady = false
+			ks.active = true
+			s.running++
+			keys = append(keys, ks)
+			for ks.head != nil && len(batch) < size {
+				batch = append(batch, s.popLocked(ks))
+			}
+		}
+		if len(batch) >= size {
+			return batch, keys
+		}
+		if len(batch) == 0 && s.closed && s.emptyLocked() {
+			s.broadcastLocked()
+			return nil, nil
+		}
+		if len(batch) > 0 && window == nil {
+			window = time.NewTimer(s.cfg.BatchWindow)
+		}
+		var expired <-chan time.Time
+		if window != nil {
+			expired = window.C
+		}
+		ch := s.waitLocked()
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-expired:
+			s.mu.Lock()
+			s.waiters--
+			return batch, keys
+		}
+		s.mu.Lock()
+		s.waiters--
+	}
+}
+
+// runBatch hands batch to the BatchHandler and concludes every element on
+// its own. Records to deliver again go back to their keys in order, after
+// the batch.
+func (s *Session) runBatch(batch []*Delivery) {
+	live := batch[:0:0]
+	for _, d := range batch {
+		switch {
+		case d.Stale(), d.shard.after(d):
+			s.done(d)
+		default:
+			live = append(live, d)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ms := make([]*message.Message, len(live))
+	for i, d := range live {
+		ms[i] = &d.Msg
+		d.openReplies()
+	}
+	outs := s.callBatch(live, ms)
+	var parks []parked
+	for i, d := range live {
+		out := message.Retry(ErrBatchShort)
+		if i < len(outs) {
+			out = outs[i]
+		}
+		s.conclude(d, out, d.closeReplies(), &parks)
+	}
+	for i := len(parks) - 1; i >= 0; i-- {
+		s.park(parks[i].d, parks[i].wait)
+	}
+}
+
+// callBatch runs the BatchHandler, turning a panic into a Retry of every
+// element (logged once, with the stack).
+func (s *Session) callBatch(live []*Delivery, ms []*message.Message) (outs []message.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("%w: %v", ErrPanic, p)
+			s.e.log.LogAttrs(s.ctx, slog.LevelError, "lambdaadapter: batch handler panicked; its records are treated as Retry",
+				slog.String(AttrMode, s.cfg.Mode.String()), slog.Int("records", len(ms)),
+				slog.String(AttrShardID, live[0].Msg.ShardID), slog.String(AttrSequenceNumber, live[0].Msg.SequenceNumber),
+				slog.Any(AttrPanic, p), slog.String(AttrStack, string(debug.Stack())))
+			outs = make([]message.Outcome, len(ms))
+			for i := range outs {
+				outs[i] = message.Retry(err)
+			}
+		}
+	}()
+	return s.e.cfg.BatchHandler.HandleBatch(s.ctx, ms)
+}

@@ -1,0 +1,671 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode is what the engine does with a record that stays unsettled, and how
+// it writes.
+type Mode uint8
+
+const (
+	// ModeLambda: an unsettled record is given up on (the invocation reports
+	// it and Lambda delivers it again with every later record of its shard),
+	// so no later record of its shard is started, and writes go out in shard
+	// order.
+	ModeLambda Mode = iota + 1
+	// ModeLongRunning: an unsettled record is delivered again in process
+	// after a backoff (Message.Attempt counted up), while later records of
+	// its partition key wait for it; writes are batched.
+	ModeLongRunning
+)
+
+// String returns "lambda" or "ecs", the mode's name in logs.
+func (m Mode) String() string {
+	if m == ModeLongRunning {
+		return "ecs"
+	}
+	return "lambda"
+}
+
+// Backoff returns how long to wait before delivering a record again after
+// its n-th unsettled attempt in process (n ≥ 1).
+type Backoff func(n int) time.Duration
+
+// Default backoff of in-process redelivery.
+const (
+	DefaultBackoffBase = 500 * time.Millisecond
+	DefaultBackoffMax  = 30 * time.Second
+)
+
+// ExponentialBackoff returns a Backoff that waits base × 2^(n-1), at most
+// max, each wait drawn evenly from its upper half (jitter keeps records that
+// failed together from coming back together).
+func ExponentialBackoff(base, max time.Duration) Backoff {
+	return func(n int) time.Duration {
+		d := max
+		if n < 32 {
+			d = min(base<<(n-1), max)
+		}
+		if d <= 1 {
+			return d
+		}
+		half := d / 2
+		return half + rand.N(d-half+1)
+	}
+}
+
+// turnLimit is how many records a lane handles of one key before it lets
+// another ready key have the lane (a key that never runs dry must not keep
+// a lane for ever).
+const turnLimit = 64
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	// Mode is the session's mode (required).
+	Mode Mode
+	// Lanes is the number of partition keys handled at once (≥ 1). With a
+	// BatchHandler there is one lane, which hands over batches.
+	Lanes int
+	// Cutoff (Lambda mode): no record starts after it, the handlers'
+	// context ends at it, and an outcome returned later changes nothing.
+	// Zero means none.
+	Cutoff time.Time
+	// WriteDeadline (Lambda mode): writes end at it; what is not written by
+	// then stays unsettled. Zero means no deadline.
+	WriteDeadline time.Time
+	// MaxQueued (long-running mode): Submit waits while this many records
+	// wait for a lane, so a key whose record is retried cannot pile up
+	// records without bound. 0 means no limit.
+	MaxQueued int
+	// Backoff (long-running mode) spaces in-process redeliveries; nil means
+	// ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
+	Backoff Backoff
+	// BatchSize and BatchWindow (long-running mode, BatchHandler): a batch
+	// holds at most BatchSize records and closes BatchWindow after its
+	// first.
+	BatchSize   int
+	BatchWindow time.Duration
+	// WriteCalls (long-running mode) is the number of write calls in flight
+	// at once (default 4).
+	WriteCalls int
+	// WriteTimeout (long-running mode) bounds one round of writes, retries
+	// included (default 30s); a write that fails within it leaves its record
+	// unsettled, to be delivered again.
+	WriteTimeout time.Duration
+}
+
+// Session runs the handler over the records submitted to it: in Lambda mode
+// one invocation, in long-running mode the life of a consumer. It owns its
+// lanes, its retry timer and its writer; they end before Wait (Lambda) or
+// Stop (long-running) returns.
+type Session struct {
+	e      *Engine
+	cfg    SessionConfig
+	ctx    context.Context // the handlers' context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	keys     map[string]*keyQueue
+	ready    []*keyQueue // keys ready for a lane, in the order they became ready
+	parked   parkHeap    // keys waiting for a record's retry, by time
+	queued   int         // records in key queues
+	running  int         // keys held by a lane (or the batch being handled)
+	closed   bool        // Submit refused; lanes end once nothing is left
+	stopping bool        // long-running stop: unsettled records are given up on
+	waiters  int
+	changed  chan struct{} // closed and replaced when waiters should look again
+	// deadKeys (Lambda mode) are the partition keys of records given up
+	// on: their later records wait for Lambda's redelivery, which keeps
+	// per-key order across attempts.
+	deadKeys map[string]bool
+	ndead    atomic.Int32 // len(deadKeys), read without mu
+
+	w         *writer
+	lanes     sync.WaitGroup
+	lanesDone chan struct{}
+	timerKick chan struct{}
+	timerDone chan struct{}
+	quit      chan struct{} // closed by Stop / Wait: the timer ends
+	stopWake  func() bool   // stops the cut-off wake-up
+}
+
+// errClosed is Submit's error once the session is closed.
+var errClosed = errors.New("lambdaadapter: session closed")
+
+// keyQueue is the records of one partition key waiting for a lane, oldest
+// first.
+type keyQueue struct {
+	key         string
+	head, tail  *Delivery
+	active      bool      // a lane (or the batch) holds the key
+	inReady     bool      // in Session.ready
+	parkedUntil time.Time // the head waits for its retry until then; zero when not parked
+	heapIdx     int
+}
+
+// Start starts a session of the engine. ctx is the parent of the handlers'
+// context. The caller submits records, then ends the session with Close and
+// Wait (Lambda mode) or Stop (long-running mode).
+func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
+	if cfg.Lanes < 1 {
+		cfg.Lanes = 1
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+	}
+	if cfg.WriteCalls < 1 {
+		cfg.WriteCalls = 4
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	s := &Session{
+		e: e, cfg: cfg,
+		keys:      map[string]*keyQueue{},
+		changed:   make(chan struct{}),
+		lanesDone: make(chan struct{}),
+		timerKick: make(chan struct{}, 1),
+		timerDone: make(chan struct{}),
+		quit:      make(chan struct{}),
+	}
+	if !cfg.Cutoff.IsZero() {
+		s.ctx, s.cancel = context.WithDeadline(ctx, cfg.Cutoff)
+	} else {
+		s.ctx, s.cancel = context.WithCancel(ctx)
+	}
+	s.w = newWriter(s)
+	lanes := cfg.Lanes
+	if e.Batch() {
+		lanes = 1
+	}
+	s.lanes.Add(lanes)
+	for range lanes {
+		go func() {
+			defer s.lanes.Done()
+			if e.Batch() {
+				s.batchLane()
+			} else {
+				s.lane()
+			}
+		}()
+	}
+	go func() {
+		s.lanes.Wait()
+		close(s.lanesDone)
+	}()
+	if cfg.Mode == ModeLongRunning {
+		go s.timer()
+	} else {
+		close(s.timerDone)
+	}
+	// A cut-off (Lambda) or a cancellation wakes waiting lanes so they end.
+	s.stopWake = context.AfterFunc(s.ctx, func() {
+		s.mu.Lock()
+		s.broadcastLocked()
+		s.mu.Unlock()
+	})
+	return s
+}
+
+// Context returns the handlers' context.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Submit hands d to the session. In long-running mode it waits while
+// MaxQueued records wait for a lane, or until ctx ends (then it returns
+// ctx's error and d is not submitted). It returns an error, submitting
+// nothing, once the session is closed.
+func (s *Session) Submit(ctx context.Context, d *Delivery) error {
+	d.sess = s
+	d.firstAttempt = d.Msg.Attempt
+	s.mu.Lock()
+	for s.cfg.MaxQueued > 0 && s.queued >= s.cfg.MaxQueued && !s.closed {
+		ch := s.waitLocked()
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.waiters--
+			s.mu.Unlock()
+			return ctx.Err()
+		}
+		s.mu.Lock()
+		s.waiters--
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	s.enqueueLocked(d, false)
+	s.mu.Unlock()
+	return nil
+}
+
+// SubmitAll hands every delivery of ds to the session at once, in order
+// (Lambda mode hands over a whole invocation), with the key queues'
+// bookkeeping allocated in one piece. It returns an error, submitting
+// nothing, once the session is closed.
+func (s *Session) SubmitAll(ds []Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if len(s.keys) == 0 {
+		s.keys = make(map[string]*keyQueue, min(len(ds), 1024))
+	}
+	s.ready = slices.Grow(s.ready, min(len(ds), 1024))
+	var slab []keyQueue
+	for i := range ds {
+		d := &ds[i]
+		d.sess = s
+		d.firstAttempt = d.Msg.Attempt
+		k := d.Msg.PartitionKey
+		if s.keys[k] == nil {
+			if len(slab) == 0 {
+				slab = make([]keyQueue, min(len(ds)-i, 256))
+			}
+			ks := &slab[0]
+			slab = slab[1:]
+			ks.key, ks.heapIdx = k, -1
+			s.keys[k] = ks
+		}
+		s.enqueueLocked(d, false)
+	}
+	return nil
+}
+
+// Close refuses further Submits; the lanes end once every record submitted
+// was handled. In long-running mode it also stops retries: a record that
+// stays unsettled from now on is given up on.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.cfg.Mode == ModeLongRunning {
+		s.stopping = true
+		s.releaseParkedLocked(nil)
+	}
+	s.broadcastLocked()
+	s.mu.Unlock()
+}
+
+// Quiesce makes sh give up on its records instead of delivering them again:
+// the ones waiting for a retry now, and any that stays unsettled from now
+// on; records of sh after one given up on are not started. Long-running
+// mode calls it before handing a shard over or stopping, so the shard
+// settles what it can, quickly, and leaves the rest to its next reader.
+func (s *Session) Quiesce(sh *Shard) {
+	sh.quiesce()
+	s.mu.Lock()
+	s.releaseParkedLocked(sh)
+	s.broadcastLocked()
+	s.mu.Unlock()
+}
+
+// Wait (Lambda mode) waits until every submitted record was handled and
+// every write that can be made was made, or until the cut-off (then it
+// waits for the writes of what settled by then, up to the write deadline).
+// Records a lane is still handling at the cut-off keep their goroutine until
+// their handler returns, but change nothing. Call Close first.
+//
+// Wait reports whether the cut-off came first: records were still waiting
+// or running then.
+func (s *Session) Wait() (cutOff bool) {
+	select {
+	case <-s.lanesDone:
+	case <-s.ctx.Done():
+		select {
+		case <-s.lanesDone:
+		default:
+			cutOff = true
+		}
+	}
+	s.w.drain()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.stopWake()
+	s.cancel()
+	close(s.quit)
+	<-s.timerDone
+	return cutOff
+}
+
+// Stop (long-running mode) ends the session: it stops retries (Close),
+// waits until the records in flight were handled and written or ctx ends,
+// then cancels the handlers' context and waits for the lanes once more, up
+// to grace; the writes still under way are cancelled (their records stay
+// unsettled). It returns false when a handler did not return within grace:
+// it ignores its cancelled context, and what it returns changes nothing.
+// Every goroutine of the session but such a handler has ended when Stop
+// returns.
+func (s *Session) Stop(ctx context.Context, grace time.Duration) bool {
+	s.Close()
+	ok := true
+	select {
+	case <-s.lanesDone:
+	case <-ctx.Done():
+		s.cancel()
+		t := time.NewTimer(grace)
+		select {
+		case <-s.lanesDone:
+		case <-t.C:
+			ok = false
+		}
+		t.Stop()
+	}
+	s.w.close(ctx)
+	s.stopWake()
+	s.cancel()
+	close(s.quit)
+	<-s.timerDone
+	return ok
+}
+
+// enqueueLocked puts d into its key queue: last, or first when it waits for
+// a retry (it keeps its place before the later records of its key).
+func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
+	k := d.Msg.PartitionKey
+	ks := s.keys[k]
+	if ks == nil {
+		ks = &keyQueue{key: k, heapIdx: -1}
+		s.keys[k] = ks
+	}
+	if first {
+		d.next = ks.head
+		ks.head = d
+		if ks.tail == nil {
+			ks.tail = d
+		}
+	} else {
+		d.next = nil
+		if ks.tail == nil {
+			ks.head = d
+		} else {
+			ks.tail.next = d
+		}
+		ks.tail = d
+	}
+	s.queued++
+	s.readyLocked(ks)
+	return ks
+}
+
+// readyLocked makes ks ready for a lane if it has records, is not held and
+// is not waiting for a retry.
+func (s *Session) readyLocked(ks *keyQueue) {
+	if ks.head == nil || ks.active || ks.inReady || !ks.parkedUntil.IsZero() {
+		return
+	}
+	ks.inReady = true
+	s.ready = append(s.ready, ks)
+	s.broadcastLocked()
+}
+
+// popLocked takes the first record of ks.
+func (s *Session) popLocked(ks *keyQueue) *Delivery {
+	d := ks.head
+	ks.head = d.next
+	if ks.head == nil {
+		ks.tail = nil
+	}
+	d.next = nil
+	s.queued--
+	if s.cfg.MaxQueued > 0 {
+		s.broadcastLocked() // a Submit may go on
+	}
+	return d
+}
+
+// releaseLocked gives ks back after a lane held it.
+func (s *Session) releaseLocked(ks *keyQueue) {
+	ks.active = false
+	s.running--
+	if ks.head == nil && ks.parkedUntil.IsZero() {
+		delete(s.keys, ks.key)
+	} else {
+		s.readyLocked(ks)
+	}
+	s.broadcastLocked()
+}
+
+// waitLocked registers a waiter and returns the channel closed at the next
+// change.
+func (s *Session) waitLocked() <-chan struct{} {
+	s.waiters++
+	return s.changed
+}
+
+// broadcastLocked wakes every waiter.
+func (s *Session) broadcastLocked() {
+	if s.waiters == 0 {
+		return
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// emptyLocked reports whether nothing is left for a lane to do.
+func (s *Session) emptyLocked() bool {
+	return s.queued == 0 && s.running == 0 && len(s.parked) == 0
+}
+
+// take waits for a ready key and holds it. It returns nil when the lane
+// should end: the session is closed and empty, or its context ended.
+func (s *Session) take() *keyQueue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.ctx.Err() != nil {
+			return nil
+		}
+		if len(s.ready) > 0 {
+			ks := s.ready[0]
+			s.ready[0] = nil
+			s.ready = s.ready[1:]
+			ks.inReady = false
+			ks.active = true
+			s.running++
+			return ks
+		}
+		if s.closed && s.emptyLocked() {
+			s.broadcastLocked() // the other lanes end too
+			return nil
+		}
+		ch := s.waitLocked()
+		s.mu.Unlock()
+		<-ch // a cut-off broadcasts too
+		s.mu.Lock()
+		s.waiters--
+	}
+}
+
+// lane handles keys until take says to end.
+func (s *Session) lane() {
+	for {
+		ks := s.take()
+		if ks == nil {
+			return
+		}
+		s.runKey(ks)
+	}
+}
+
+// runKey handles the records of ks one after another, until its queue is
+// empty, its head waits for a retry, the lane has had its turn, or the
+// session's context ended.
+func (s *Session) runKey(ks *keyQueue) {
+	for turn := 0; ; turn++ {
+		s.mu.Lock()
+		if ks.head == nil || !ks.parkedUntil.IsZero() || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
+			s.releaseLocked(ks)
+			s.mu.Unlock()
+			return
+		}
+		d := s.popLocked(ks)
+		s.mu.Unlock()
+		s.handle(d)
+	}
+}
+
+// handle runs the handler for d (unless d is stale or after a record of its
+// shard given up on) and concludes its outcome.
+func (s *Session) handle(d *Delivery) {
+	switch {
+	case d.Stale():
+		s.done(d)
+		return
+	case d.shard.after(d) || s.deadKey(d):
+		s.done(d) // Lambda delivers it again / the next reader reads it
+		return
+	}
+	out, replyErr := s.call(d)
+	s.conclude(d, out, replyErr, nil)
+}
+
+// deadKey reports whether a record of d's key was given up on (Lambda
+// mode).
+func (s *Session) deadKey(d *Delivery) bool {
+	if s.cfg.Mode != ModeLambda || s.ndead.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadKeys[d.Msg.PartitionKey]
+}
+
+// park puts d back at the head of its key queue to be delivered again after
+// wait, with its attempt counted up; later records of its key wait for it.
+func (s *Session) park(d *Delivery, wait time.Duration) {
+	if d.Msg.Attempt < math.MaxInt {
+		d.Msg.Attempt++
+	}
+	s.mu.Lock()
+	k := d.Msg.PartitionKey
+	ks := s.keys[k]
+	if ks == nil {
+		ks = &keyQueue{key: k, heapIdx: -1}
+		s.keys[k] = ks
+	}
+	if ks.inReady {
+		// Not ready any more: its new head waits for its retry.
+		for i, r := range s.ready {
+			if r == ks {
+				s.ready = append(s.ready[:i], s.ready[i+1:]...)
+				break
+			}
+		}
+		ks.inReady = false
+	}
+	ks.parkedUntil = time.Now().Add(wait)
+	s.enqueueLocked(d, true)
+	if ks.heapIdx >= 0 {
+		heap.Fix(&s.parked, ks.heapIdx)
+	} else {
+		heap.Push(&s.parked, ks)
+	}
+	s.mu.Unlock()
+	select {
+	case s.timerKick <- struct{}{}:
+	default:
+	}
+}
+
+// releaseParkedLocked gives up on the records waiting for a retry: those of
+// sh, or every one when sh is nil.
+func (s *Session) releaseParkedLocked(sh *Shard) {
+	var given []*Delivery
+	for i := 0; i < len(s.parked); {
+		ks := s.parked[i]
+		if sh != nil && ks.head.shard != sh {
+			i++
+			continue
+		}
+		heap.Remove(&s.parked, i)
+		ks.parkedUntil = time.Time{}
+		given = append(given, s.popLocked(ks))
+		if ks.head == nil && !ks.active {
+			delete(s.keys, ks.key)
+		} else {
+			s.readyLocked(ks)
+		}
+	}
+	// Done outside the key bookkeeping, but under mu: cheap, and keeps the
+	// given-up records from racing a retry timer.
+	for _, d := range given {
+		d.shard.block(d)
+		s.done(d)
+	}
+}
+
+// timer makes parked keys ready when their retry is due (long-running
+// mode). It ends when the session ends.
+func (s *Session) timer() {
+	defer close(s.timerDone)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		var next time.Duration = -1
+		for len(s.parked) > 0 {
+			ks := s.parked[0]
+			if wait := ks.parkedUntil.Sub(now); wait > 0 {
+				next = wait
+				break
+			}
+			heap.Pop(&s.parked)
+			ks.parkedUntil = time.Time{}
+			s.readyLocked(ks)
+		}
+		s.mu.Unlock()
+		t.Stop()
+		if next >= 0 {
+			t.Reset(next)
+		}
+		select {
+		case <-t.C:
+		case <-s.timerKick:
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// done finishes d: the engine will not touch it again.
+func (s *Session) done(d *Delivery) {
+	d.shard.track(-1)
+}
+
+// parkHeap orders parked keys by the time their retry is due.
+type parkHeap []*keyQueue
+
+func (h parkHeap) Len() int           { return len(h) }
+func (h parkHeap) Less(i, j int) bool { return h[i].parkedUntil.Before(h[j].parkedUntil) }
+func (h parkHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *parkHeap) Push(x any) {
+	ks := x.(*keyQueue)
+	ks.heapIdx = len(*h)
+	*h = append(*h, ks)
+}
+func (h *parkHeap) Pop() any {
+	old := *h
+	ks := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	ks.heapIdx = -1
+	return ks
+}

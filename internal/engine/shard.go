@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/settle"
+)
+
+// Hooks are what a runner does when records of a shard settle.
+type Hooks struct {
+	// Moved is called with the new checkpoint whenever a settlement moves
+	// the shard's watermark. Calls are serialised with the settlements, so
+	// they come in checkpoint order; Moved must not block.
+	Moved func(checkpoint string)
+	// Settled is called after every settlement of the shard, outside the
+	// settlement's lock (long-running mode ends a closed shard there).
+	Settled func()
+}
+
+// Shard is one shard as the engine settles it: its watermark, the ordinal
+// of each delivery, the first record given up on, and how many deliveries
+// are in flight. A Shard is safe for concurrent use; deliveries of one
+// shard must be registered (Deliver, DeliverInto) by one goroutine at a
+// time, in stream order.
+type Shard struct {
+	id    string
+	wm    *settle.Watermark
+	hooks Hooks
+
+	mu sync.Mutex // a settlement and its Moved hook are one step
+
+	next atomic.Int64 // ordinal of the last delivery registered
+	// blocked is the ordinal of the first record of this epoch given up on
+	// (left unsettled for good); later records are not started. MaxInt64
+	// when none.
+	blocked atomic.Int64
+	// quiescing: the shard is being handed over or shut down; an unsettled
+	// record is given up on instead of delivered again.
+	quiescing atomic.Bool
+
+	imu      sync.Mutex
+	inflight int
+	idle     chan struct{} // closed while inflight == 0
+}
+
+// NewShard returns the Shard id with a new watermark (epoch 1).
+func NewShard(id string, hooks Hooks) *Shard {
+	s := &Shard{id: id, wm: settle.NewWatermark(id), hooks: hooks, idle: make(chan struct{})}
+	close(s.idle)
+	s.blocked.Store(math.MaxInt64)
+	return s
+}
+
+// ID returns the shard's id.
+func (s *Shard) ID() string { return s.id }
+
+// Watermark returns the shard's watermark.
+func (s *Shard) Watermark() *settle.Watermark { return s.wm }
+
+// Reset starts a new epoch of the shard's watermark, positioned after from
+// ("" for none), and forgets what was given up on: deliveries of earlier
+// epochs are stale from now on (a lane drops them; their settlements change
+// nothing). It returns the new epoch.
+func (s *Shard) Reset(from string) settle.Epoch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.wm.Reset(from)
+	s.blocked.Store(math.MaxInt64)
+	s.quiescing.Store(false)
+	return e
+}
+
+// Deliver registers m as the next delivery of the shard in epoch e and
+// returns it. It fails with an error matching settle.ErrStale, registering
+// nothing, when the shard's epoch is no longer e (a seek or a lost lease
+// since the reader started), and with the watermark's errors for a sequence
+// number that is invalid or does not grow.
+func (s *Shard) Deliver(e settle.Epoch, m message.Message) (*Delivery, error) {
+	d := &Delivery{Msg: m}
+	if err := s.DeliverInto(e, d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// DeliverInto is Deliver into a Delivery the caller owns (one of a slice:
+// Lambda mode registers a whole invocation at once). d.Msg must be set.
+func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
+	t, err := s.wm.DeliverIn(e, d.Msg.SequenceNumber, 1)
+	if err != nil {
+		return err
+	}
+	d.shard, d.ticket = s, t
+	d.ord = s.next.Add(1)
+	s.track(1)
+	return nil
+}
+
+// Quiesce makes the shard give up on records instead of delivering them
+// again, from now until the next Reset: a shard being handed over or shut
+// down settles what it can and leaves the rest to the next reader. Use
+// Session.Quiesce, which also releases the records waiting for a retry.
+func (s *Shard) quiesce() { s.quiescing.Store(true) }
+
+// Inflight returns the number of registered deliveries the engine has not
+// finished with (settled, given up on or dropped as stale).
+func (s *Shard) Inflight() int {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	return s.inflight
+}
+
+// WaitIdle waits until no delivery of the shard is in flight, or ctx ends;
+// it reports whether the shard is idle.
+func (s *Shard) WaitIdle(ctx context.Context) bool {
+	s.imu.Lock()
+	idle := s.idle
+	s.imu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return s.Inflight() == 0
+	}
+}
+
+func (s *Shard) track(n int) {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	was := s.inflight
+	s.inflight += n
+	switch {
+	case was == 0 && s.inflight > 0:
+		s.idle = make(chan struct{})
+	case was > 0 && s.inflight == 0:
+		close(s.idle)
+	}
+}
+
+// block records that d was given up on: later records of its shard (of the
+// same epoch) are not started. A stale d blocks nothing.
+func (s *Shard) block(d *Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.ticket.Epoch() == s.wm.Epoch() && d.ord < s.blocked.Load() {
+		s.blocked.Store(d.ord)
+	}
+}
+
+// after reports whether d comes after a record of its shard given up on.
+func (s *Shard) after(d *Delivery) bool { return d.ord > s.blocked.Load() }
+
+// settle settles t and runs the hooks. It reports whether t settled (false
+// for a stale or repeated ticket).
+func (s *Shard) settle(t settle.Ticket) bool {
+	s.mu.Lock()
+	cp, moved, err := s.wm.Settle(t)
+	if err == nil && moved && s.hooks.Moved != nil {
+		s.hooks.Moved(cp)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return false
+	}
+	if s.hooks.Settled != nil {
+		s.hooks.Settled()
+	}
+	return true
+}
+
+// Delivery is one record handed to the engine: the message the handler
+// gets, and where it settles. A Delivery belongs to the engine from Submit
+// until it is finished.
+type Delivery struct {
+	// Msg is the message the handler gets.
+	Msg message.Message
+
+	shard  *Shard
+	ticket settle.Ticket
+	ord    int64
+	sess   *Session
+
+	next         *Delivery // the next delivery of its key, in its key queue
+	firstAttempt int       // Msg.Attempt when submitted
+
+	rmu      sync.Mutex
+	replying bool  // the handler runs: replies are accepted
+	replyErr error // the first failed reply of this call
+
+	w *write // the write the record waits for, if any
+}
+
+// Shard returns the shard d settles on.
+func (d *Delivery) Shard() *Shard { return d.shard }
+
+// Stale reports whether d's shard started a new epoch since d was
+// registered: d is then dropped and its settlement would change nothing.
+func (d *Delivery) Stale() bool { return d.ticket.Epoch() != d.shard.wm.Epoch() }
+
+// Drop finishes d without handling it: a runner that registered d gives it
+// up before submitting it (its reader stopped with d in hand). d stays
+// unsettled and comes again from the shard's checkpoint.
+func (d *Delivery) Drop() { d.shard.track(-1) }

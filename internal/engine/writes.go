@@ -1,0 +1,509 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/publish"
+)
+
+// write is what must be written for a record before it settles: its counted
+// copy (to Kinesis), its durable delay message or dead letter (to Kinesis or
+// SQS).
+type write struct {
+	d         *Delivery
+	dec       retry.Decision
+	out       message.Outcome
+	notBefore time.Time // a copy after RetryAfter(d) is written then
+
+	rec  publish.Record       // a Kinesis write, when url == ""
+	url  string               // the SQS queue of an SQS write
+	qmsg publish.QueueMessage // the SQS message
+
+	heapIdx int
+}
+
+// errNoPublisher is the error of a copy without a Kinesis client.
+var errNoPublisher = errors.New("no Kinesis client to write a retry copy")
+
+// newWrite builds the write dec asks for d.
+func (e *Engine) newWrite(d *Delivery, dec retry.Decision, out message.Outcome, now time.Time) (*write, error) {
+	m := &d.Msg
+	w := &write{d: d, dec: dec, out: out, heapIdx: -1}
+	switch dec.Action {
+	case retry.Copy:
+		if e.cfg.Publisher == nil {
+			return nil, errNoPublisher
+		}
+		w.rec = CopyOf(m)
+		w.notBefore = now.Add(dec.Wait)
+	case retry.DelayQueue:
+		c := CopyOf(m)
+		body, err := publish.Delayed{StreamARN: m.StreamARN, PartitionKey: c.PartitionKey, Headers: c.Headers,
+			Payload: c.Payload, NotBefore: now.Add(dec.Wait)}.Body()
+		if err != nil {
+			return nil, err
+		}
+		w.url = e.cfg.DelayQueue
+		w.qmsg = publish.QueueMessage{Body: string(body), Delay: min(dec.Wait, retry.MaxQueueDelay)}
+	case retry.DeadLetter:
+		dl := DeadLetterOf(m, reasonOf(dec, out), now)
+		if e.cfg.DeadLetterStream != "" {
+			w.rec = publish.DeadLetterRecord(e.cfg.DeadLetterStream, dl)
+			break
+		}
+		body, err := publish.DeadLetterBody(dl)
+		if err != nil {
+			return nil, err
+		}
+		w.url = e.cfg.DeadLetterQueue
+		w.qmsg = publish.QueueMessage{Body: string(body)}
+	default:
+		return nil, errors.New("no write for " + dec.Action.String())
+	}
+	return w, nil
+}
+
+// reasonOf is a dead letter's reason: the decision's note and the handler's
+// error.
+func reasonOf(d retry.Decision, out message.Outcome) string {
+	if err := out.Err(); err != nil {
+		return d.Note + ": " + err.Error()
+	}
+	return d.Note
+}
+
+// CopyOf returns the counted copy of m that a retry writes: to m.StreamARN,
+// with m's partition key and payload (shared with m, not copied), and m's
+// user headers in order with the delivery headers (partition-key,
+// kinesis-sequence-number, kinesis-shard-id) removed,
+// x-ruststream-retry-count set to m.Attempt (the attempts made so far: the
+// copy's first delivery is attempt m.Attempt + 1; the first copy of an
+// original says "1") in place when present, else last, and
+// publish.FirstArrivalHeader set from m's arrival on the first copy and
+// carried unchanged on later ones. It does not modify m.
+func CopyOf(m *message.Message) publish.Record {
+	h := make(envelope.Headers, 0, len(m.Headers)+2)
+	for _, x := range m.Headers {
+		if !envelope.IsDeliveryHeader(x.Name) {
+			h = append(h, x)
+		}
+	}
+	h.Set(envelope.RetryCountHeader, strconv.Itoa(max(m.Attempt, 1)))
+	if _, ok := h.Lookup(publish.FirstArrivalHeader); !ok {
+		h.Set(publish.FirstArrivalHeader, formatTime(m.ArrivalTime))
+	}
+	key := m.PartitionKey
+	if key == "" {
+		key = m.Headers.Get(envelope.PartitionKeyHeader)
+	}
+	return publish.Record{Stream: m.StreamARN, PartitionKey: key, Headers: h, Payload: m.Payload}
+}
+
+// DeadLetterOf is the dead letter of m, given up on for reason at the time
+// at: its user headers (publish.FirstArrivalHeader moved into
+// FirstArrival), payload, key and coordinates, and Attempts = m.Attempt.
+func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadLetter {
+	first := m.ArrivalTime
+	if v, ok := m.Headers.Lookup(publish.FirstArrivalHeader); ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			first = t
+		}
+	}
+	h := m.Headers.Clone()
+	h.Del(publish.FirstArrivalHeader)
+	return publish.DeadLetter{
+		Reason:          reason,
+		SourceStreamARN: m.StreamARN,
+		ShardID:         m.ShardID,
+		SequenceNumber:  m.SequenceNumber,
+		PartitionKey:    m.PartitionKey,
+		Attempts:        m.Attempt,
+		FirstArrival:    first,
+		DeadLetteredAt:  at,
+		Headers:         h,
+		Payload:         m.Payload,
+	}
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(publish.TimeFormat)
+}
+
+// writer writes the session's copies, delay messages and dead letters:
+// Kinesis records with PutRecords, SQS messages with SendMessageBatch, as
+// many as are ready in one round. In Lambda mode (ordered) a record's write
+// is ready only once every earlier record of its shard has settled, and at
+// most one write per shard is under way; in long-running mode every write
+// is ready at once and several rounds run at the same time. A write after
+// RetryAfter(d) is ready d after the outcome.
+type writer struct {
+	s       *Session
+	ordered bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	mu       sync.Mutex
+	pending  map[*Shard][]*write // ordered: writes waiting for their turn, by ordinal
+	ready    []*write
+	later    writeHeap // ready but not due yet
+	inflight int
+	draining bool // no new write comes; end when idle
+	closed   bool // no write is accepted or started
+	waiters  int
+	changed  chan struct{}
+	workers  sync.WaitGroup
+}
+
+func newWriter(s *Session) *writer {
+	w := &writer{s: s, ordered: s.cfg.Mode == ModeLambda, pending: map[*Shard][]*write{}, changed: make(chan struct{})}
+	if !s.cfg.WriteDeadline.IsZero() {
+		w.ctx, w.cancel = context.WithDeadline(context.Background(), s.cfg.WriteDeadline)
+	} else {
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+	}
+	n := 1
+	if !w.ordered {
+		n = s.cfg.WriteCalls
+	}
+	w.workers.Add(n)
+	for range n {
+		go func() {
+			defer w.workers.Done()
+			w.work()
+		}()
+	}
+	return w
+}
+
+// submit queues wr. It reports false, queueing nothing, once the writer is
+// closed.
+func (w *writer) submit(wr *write) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.draining && w.ordered && w.s.ctx.Err() != nil {
+		return false
+	}
+	if !w.ordered {
+		w.queueLocked(wr)
+		return true
+	}
+	sh := wr.d.shard
+	q := w.pending[sh]
+	i, _ := slices.BinarySearchFunc(q, wr.d.ord, func(x *write, ord int64) int { return int(x.d.ord - ord) })
+	w.pending[sh] = slices.Insert(q, i, wr)
+	w.turnLocked(sh)
+	return true
+}
+
+// moved tells the writer that a record of sh settled (ordered mode: the
+// next write of sh may be its turn now).
+func (w *writer) moved(sh *Shard) {
+	if !w.ordered {
+		return
+	}
+	w.mu.Lock()
+	w.turnLocked(sh)
+	w.mu.Unlock()
+}
+
+// turnLocked moves the first pending write of sh on when its record is the
+// first unsettled record of its shard.
+func (w *writer) turnLocked(sh *Shard) {
+	q := w.pending[sh]
+	if len(q) == 0 {
+		return
+	}
+	first, ok := sh.wm.FirstUnsettled()
+	if !ok || first != q[0].d.Msg.SequenceNumber || q[0].d.Stale() {
+		return
+	}
+	wr := q[0]
+	q[0] = nil
+	if len(q) == 1 {
+		delete(w.pending, sh)
+	} else {
+		w.pending[sh] = q[1:]
+	}
+	w.queueLocked(wr)
+}
+
+// queueLocked makes wr ready, or due later.
+func (w *writer) queueLocked(wr *write) {
+	if time.Until(wr.notBefore) > 0 {
+		heap.Push(&w.later, wr)
+	} else {
+		w.ready = append(w.ready, wr)
+	}
+	w.broadcastLocked()
+}
+
+func (w *writer) broadcastLocked() {
+	if w.waiters == 0 {
+		return
+	}
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *writer) idleLocked() bool {
+	return w.inflight == 0 && len(w.ready) == 0 && len(w.later) == 0
+}
+
+// next waits for ready writes and takes a round of them: at most
+// publish.MaxBatchRecords. It returns nil when the writer ends.
+func (w *writer) next() []*write {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		for len(w.later) > 0 && time.Until(w.later[0].notBefore) <= 0 {
+			w.ready = append(w.ready, heap.Pop(&w.later).(*write))
+		}
+		if w.closed {
+			return nil
+		}
+		if len(w.ready) > 0 && w.ctx.Err() == nil {
+			n := min(len(w.ready), publish.MaxBatchRecords)
+			round := slices.Clone(w.ready[:n])
+			clear(w.ready[:n])
+			w.ready = w.ready[n:]
+			w.inflight += n
+			return round
+		}
+		if w.ctx.Err() != nil && (len(w.ready) > 0 || len(w.later) > 0) {
+			// Out of time: what is not written stays unsettled.
+			round := append(slices.Clone(w.ready), w.later...)
+			clear(w.ready)
+			w.ready = w.ready[:0]
+			clear(w.later)
+			w.later = w.later[:0]
+			w.inflight += len(round)
+			w.mu.Unlock()
+			for _, wr := range round {
+				w.finish(wr, w.ctx.Err())
+			}
+			w.mu.Lock()
+			continue
+		}
+		if w.draining && w.idleLocked() {
+			w.broadcastLocked()
+			return nil
+		}
+		var due <-chan time.Time
+		if len(w.later) > 0 {
+			wait := time.Until(w.later[0].notBefore)
+			if t == nil {
+				t = time.NewTimer(wait)
+			} else {
+				t.Reset(wait)
+			}
+			due = t.C
+		}
+		w.waiters++
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-due:
+		case <-w.ctx.Done():
+		}
+		w.mu.Lock()
+		w.waiters--
+	}
+}
+
+// work writes rounds until the writer ends.
+func (w *writer) work() {
+	for {
+		round := w.next()
+		if round == nil {
+			return
+		}
+		w.write(round)
+	}
+}
+
+// write writes one round: the Kinesis records with PutBatch, the messages of
+// each SQS queue with SendBatch, all at once; then finishes each write.
+func (w *writer) write(round []*write) {
+	cfg := &w.s.e.cfg
+	ctx := w.ctx
+	if !w.ordered {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.s.cfg.WriteTimeout)
+		defer cancel()
+	}
+	errs := make([]error, len(round))
+	var recs []publish.Record
+	var ri []int
+	byURL := map[string][]int{}
+	for i, wr := range round {
+		switch {
+		case wr.d.Stale():
+			errs[i] = errStale
+		case wr.url == "":
+			recs = append(recs, wr.rec)
+			ri = append(ri, i)
+		default:
+			byURL[wr.url] = append(byURL[wr.url], i)
+		}
+	}
+	var wg sync.WaitGroup
+	if len(recs) > 0 {
+		wg.Go(func() {
+			for j, res := range cfg.Publisher.PutBatch(ctx, recs) {
+				errs[ri[j]] = res.Err
+			}
+		})
+	}
+	for url, idx := range byURL {
+		wg.Go(func() {
+			ms := make([]publish.QueueMessage, len(idx))
+			for j, i := range idx {
+				ms[j] = round[i].qmsg
+			}
+			for j, res := range cfg.Queue.SendBatch(ctx, url, ms) {
+				errs[idx[j]] = res.Err
+			}
+		})
+	}
+	wg.Wait()
+	for i, wr := range round {
+		w.finish(wr, errs[i])
+	}
+}
+
+// errStale marks a write dropped because its record's shard was sought or
+// lost since.
+var errStale = errors.New("stale")
+
+// finish settles the record of a written write, or leaves it unsettled
+// after a failed one, and counts the write done.
+func (w *writer) finish(wr *write, err error) {
+	s := w.s
+	d := wr.d
+	m := &d.Msg
+	switch {
+	case errors.Is(err, errStale):
+		s.done(d)
+	case err != nil:
+		msg := "lambdaadapter: writing the " + wr.dec.Action.String() + " failed; record left unsettled"
+		if errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge) {
+			msg = "lambdaadapter: the " + wr.dec.Action.String() + " is too large to write; record left unsettled (see README: oversize records)"
+		}
+		s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, msg, m, wr.out, err)
+		s.unsettled(d, wr.out, err, nil)
+	default:
+		if wr.dec.Action == retry.DeadLetter {
+			s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record dead-lettered: "+wr.dec.Note, m, wr.out, nil)
+		} else {
+			s.e.logRecord(s.ctx, slog.LevelInfo, s.cfg.Mode, "lambdaadapter: record will come again as a counted copy ("+wr.dec.Action.String()+")", m, wr.out, nil)
+		}
+		s.settle(d)
+	}
+	w.mu.Lock()
+	w.inflight--
+	w.broadcastLocked()
+	w.mu.Unlock()
+}
+
+// drain (Lambda mode) waits until every write that can be made was made —
+// or failed, at the latest at the write deadline — and gives up on the rest:
+// the writes of records after one that stays unsettled, which Lambda
+// delivers again anyway. The workers have ended when it returns.
+func (w *writer) drain() {
+	w.mu.Lock()
+	w.draining = true
+	w.broadcastLocked()
+	for !w.idleLocked() {
+		w.waiters++
+		ch := w.changed
+		w.mu.Unlock()
+		<-ch
+		w.mu.Lock()
+		w.waiters--
+	}
+	w.closed = true
+	abandoned := w.pending
+	w.pending = nil
+	w.broadcastLocked()
+	w.mu.Unlock()
+	w.workers.Wait()
+	w.cancel()
+	for _, q := range abandoned {
+		for _, wr := range q {
+			w.s.e.logRecord(w.s.ctx, slog.LevelInfo, w.s.cfg.Mode, "lambdaadapter: "+wr.dec.Action.String()+
+				" not written: an earlier record of the shard stays unsettled, so Lambda delivers this one again", &wr.d.Msg, wr.out, nil)
+			w.s.giveUp(wr.d)
+		}
+	}
+}
+
+// close (long-running mode) stops taking writes, waits until those queued
+// were written or failed, or until ctx ends; then it cancels what is still
+// under way (those records stay unsettled and come again from the
+// checkpoint). The workers have ended when it returns.
+func (w *writer) close(ctx context.Context) {
+	w.mu.Lock()
+	w.draining = true
+	w.broadcastLocked()
+	for !w.idleLocked() && ctx.Err() == nil {
+		w.waiters++
+		ch := w.changed
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+		w.mu.Lock()
+		w.waiters--
+	}
+	w.mu.Unlock()
+	w.cancel() // fails what is under way or waiting
+	w.workers.Wait()
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// writeHeap orders writes by the time they are due.
+type writeHeap []*write
+
+func (h writeHeap) Len() int           { return len(h) }
+func (h writeHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
+func (h writeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *writeHeap) Push(x any) {
+	wr := x.(*write)
+	wr.heapIdx = len(*h)
+	*h = append(*h, wr)
+}
+func (h *writeHeap) Pop() any {
+	old := *h
+	wr := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	wr.heapIdx = -1
+	return wr
+}
