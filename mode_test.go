@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // writeOnly hides every call of a Kinesis client but PutRecord(s).

@@ -223,7 +223,7 @@ func TestSplitParentsFirst(t *testing.T) {
 // ExpiredIteratorException.
 type expiringStream struct {
 	*stream
-	n int
+	n  int
 	mu sync.Mutex
 }
 

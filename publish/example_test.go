@@ -73,7 +73,6 @@ func ExamplePublisher_Put() {
 	// 1 4 <nil>
 }
 
-
 func ExampleDeadLetterBody() {
 	body, err := publish.DeadLetterBody(publish.DeadLetter{
 		Reason:          "handler: bad input",

@@ -301,7 +301,6 @@ func TestParseDelayed(t *testing.T) {
 	}
 }
 
-
 func FuzzParseDeadLetterBody(f *testing.F) {
 	f.Add([]byte(goldenDeadLetterBody))
 	f.Add([]byte(`{"version":1}`))

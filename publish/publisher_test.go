@@ -1067,4 +1067,3 @@ func testPublisherConcurrentUse(t *testing.T) {
 		}
 	}
 }
-

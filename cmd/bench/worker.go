@@ -26,7 +26,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/consumer"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/message"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // The plain loop's pacing, the same rules the consumer's readers follow

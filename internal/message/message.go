@@ -306,4 +306,6 @@ type BatchHandler interface {
 type BatchHandlerFunc func(ctx context.Context, ms []*Message) []Outcome
 
 // HandleBatch calls f(ctx, ms).
-func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ms []*Message) []Outcome { return f(ctx, ms) }
+func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ms []*Message) []Outcome {
+	return f(ctx, ms)
+}
