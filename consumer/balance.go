@@ -373,8 +373,14 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 		s.es.Reset(cp)
 	}
 	c.shards[s.id] = s
+	pos := c.startFor(held, v)
+	if held.Checkpoint == "" && pos.inherited {
+		// A child starting where its parents left off: say so in its row, so
+		// it starts there again once the parents' rows are deleted.
+		s.ck.update(pos.sentinel())
+	}
 	s.rmu.Lock()
-	s.startReaderLocked(c.startFor(held, v), s.es.Watermark().Epoch())
+	s.startReaderLocked(pos, s.es.Watermark().Epoch())
 	s.rmu.Unlock()
 	return true
 }
@@ -385,15 +391,26 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 // start is one (every record of a child came after its parents' last one);
 // else at Config.Start.
 func (c *Consumer) startFor(l lease.Lease, v view) Position {
-	if l.Checkpoint != "" && l.Checkpoint != lease.ShardEnd {
+	inherit := func() Position {
+		p := TrimHorizon()
+		if c.cfg.Start.kind == posTimestamp {
+			p = c.cfg.Start
+		}
+		p.inherited = true
+		return p
+	}
+	switch l.Checkpoint {
+	case "":
+	case lease.TrimHorizon, lease.AtTimestamp:
+		return inherit()
+	case lease.ShardEnd:
+		return c.cfg.Start // not started: finished shards are never taken
+	default:
 		return Position{kind: posSequence, shard: l.Key.ShardID, seq: l.Checkpoint}
 	}
 	for _, p := range l.ParentShardIDs {
 		if _, tracked := v.byID[p]; tracked {
-			if c.cfg.Start.kind == posTimestamp {
-				return c.cfg.Start
-			}
-			return TrimHorizon()
+			return inherit()
 		}
 	}
 	return c.cfg.Start

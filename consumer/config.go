@@ -191,6 +191,16 @@ type Position struct {
 	at    time.Time
 	shard string
 	seq   string
+
+	inherited bool // a child's start, from its parents' lineage
+}
+
+// sentinel is the lease checkpoint that records an inherited start.
+func (p Position) sentinel() string {
+	if p.kind == posTimestamp {
+		return lease.AtTimestamp
+	}
+	return lease.TrimHorizon
 }
 
 type posKind uint8

@@ -21,8 +21,12 @@ type shard struct {
 	es *engine.Shard
 	ck *checkpointer
 
-	// lmu serialises the writes of the lease (renew, checkpoint, release,
-	// transfer): each needs the counter the previous one returned.
+	// wtok serialises the writes of the lease (renew, checkpoint, release,
+	// transfer): each needs the counter the previous one returned. It is a
+	// channel, not a mutex, so a writer waits in turn (FIFO) and can give up
+	// with its context; lmu guards only the lease value, never across a
+	// store call, so reading the lease never waits for the store.
+	wtok  chan struct{}
 	lmu   sync.Mutex
 	lease lease.Lease
 
@@ -43,7 +47,7 @@ type shard struct {
 }
 
 func (c *Consumer) newShard(l lease.Lease) *shard {
-	s := &shard{c: c, id: l.Key.ShardID, lease: l, moved: make(chan struct{}, 1)}
+	s := &shard{c: c, id: l.Key.ShardID, lease: l, wtok: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
 	s.es = engine.NewShard(s.id, engine.Hooks{
 		Moved: func(cp string) {
 			s.ck.update(cp)
@@ -78,13 +82,19 @@ func (s *shard) setLease(l lease.Lease) {
 // write performs one fenced write of the lease, with a deadline, and keeps
 // the row it returns.
 func (s *shard) write(ctx context.Context, op func(context.Context, lease.Lease) (lease.Lease, error)) (lease.Lease, error) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
+	select {
+	case s.wtok <- struct{}{}:
+	case <-ctx.Done():
+		return lease.Lease{}, ctx.Err()
+	}
+	defer func() { <-s.wtok }()
 	ctx, cancel := s.c.storeContext(ctx)
 	defer cancel()
-	l, err := op(ctx, s.lease)
+	l, err := op(ctx, s.held())
 	if err == nil {
+		s.lmu.Lock()
 		s.lease = l
+		s.lmu.Unlock()
 	}
 	return l, err
 }

@@ -14,6 +14,19 @@ import (
 // and no worker reads the shard again.
 const ShardEnd = "SHARD_END"
 
+// TrimHorizon is the checkpoint of a child shard (of a split or merge) that
+// started from its first record because this consumer read its parents,
+// written before any of its records settled. It keeps the child starting
+// there after a restart once the parents' rows are gone (trimmed away and
+// deleted), instead of at the consumer's configured start.
+const TrimHorizon = "TRIM_HORIZON"
+
+// AtTimestamp is TrimHorizon's twin for a consumer configured to start at a
+// timestamp: the child starts at that timestamp (every record of a child
+// came after its parents' last one, so the two differ only before the
+// timestamp).
+const AtTimestamp = "AT_TIMESTAMP"
+
 // Key identifies one shard of one stream. One lease table serves many
 // streams: a row's key is Key.String, "stream:shardId".
 //

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # bench-e2e.sh runs the end-to-end benchmark of the long-running mode
-# (cmd/bench) against its own local stand-ins: it installs them if needed
-# (scripts/standins.sh install), starts a fresh set, runs the benchmark and
-# stops that set again, also when the benchmark fails or is interrupted.
+# (bench/e2e, a Go module of its own next to the library, like tools/)
+# against its own local stand-ins: it installs them if needed
+# (scripts/standins.sh install), builds the benchmark, starts a fresh set of
+# stand-ins, runs the benchmark and stops that set again, also when the
+# benchmark fails or is interrupted.
 #
-# Usage: scripts/bench-e2e.sh [cmd/bench flags]
+# Usage: scripts/bench-e2e.sh [bench/e2e flags]
 #
 #   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500,
 #                                            10 sequential and 10 concurrent rounds (about 6 minutes)
 #   scripts/bench-e2e.sh -limit 250 -rounds 3 -concurrent-rounds 3
 #   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof
-#   go run ./cmd/bench -h                    every flag
+#   (cd bench/e2e && go run . -h)            every flag
 #
 # The benchmark prints a table, PASS or MISS per target, and a final JSON line
 # (the figures of BENCHMARKS.md). It exits 0 unless the benchmark itself broke.
@@ -48,8 +50,11 @@ command -v go >/dev/null 2>&1 || {
 
 scripts/standins.sh install
 # Build before starting anything, so a compile error leaves nothing running.
+# The benchmark is its own module (bench/e2e/go.mod, which replaces the
+# library with this checkout), so it is built from its directory.
 mkdir -p "$state"
-go build -o "$state/bench" ./cmd/bench
+bin="$(cd "$state" && pwd)/bench"
+(cd bench/e2e && go build -o "$bin" .)
 
 cleanup() {
 	scripts/standins.sh stop || true
@@ -61,7 +66,7 @@ trap 'exit 143' TERM
 scripts/standins.sh start
 eval "$(scripts/standins.sh env)"
 
-"$state/bench" \
+"$bin" \
 	-kinesis-endpoint "$AWS_ENDPOINT_URL_KINESIS" \
 	-dynamodb-endpoint "$AWS_ENDPOINT_URL_DYNAMODB" \
 	-kinesis-pid "$(cat "$state/kinesis.pid")" \

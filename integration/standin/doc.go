@@ -21,6 +21,15 @@
 //	records := env.ReadAll(t.Context(), t, stream, 10, 10*time.Second)
 //	messages := env.ReceiveAll(t.Context(), t, queue, 1, 10*time.Second)
 //
+// ReadAll and ReceiveAll never race the machine's speed. They return as soon
+// as they have the number wanted; otherwise they wait until nothing more has
+// arrived for the given quiet window, a window that starts only once what was
+// already there has been read (every shard at its tip, the queue empty). So
+// want = n+1 with a short window proves that there are exactly n, and
+// want = n with a long window waits for n that are still being written. An
+// overall cap of the window plus two minutes fails the test should items keep
+// trickling in without ever reaching the number wanted.
+//
 // The clients use static credentials test/test, region us-east-1 and
 // endpoints on a loopback IP address only (never a host name, which might
 // resolve elsewhere), so a test can never reach real AWS. Every resource name

@@ -77,31 +77,61 @@ func (e *Env) NewStream(t testing.TB, shards int) (name, arn string) {
 }
 
 // ReadAll reads the stream from TRIM_HORIZON on every shard, following
-// closed shards to their children, until it has seen at least want records,
-// the timeout has passed or ctx is done, and returns every record it saw.
-// Records of one shard are in sequence-number order; shards are interleaved.
-// It returns early only by seeing want records, so a caller that expects
-// exactly n records can pass want = n+1 and a short timeout to prove that no
-// more arrive. An API error fails the test with t.Fatalf.
-func (e *Env) ReadAll(ctx context.Context, t testing.TB, streamName string, want int, timeout time.Duration) []Record {
+// closed shards to their children, and returns every record it saw. Records
+// of one shard are in sequence-number order; shards are interleaved.
+//
+// It returns as soon as it has seen want records. Otherwise it reads until
+// the stream has been quiet for the window quiet, which does not depend on
+// how fast the machine is: the window starts only once a full pass over every
+// open shard found each one at its tip (no records, MillisBehindLatest 0), it
+// starts again whenever a record arrives, and it ends with a pass that began
+// after it and still found nothing. Reading the records already there never
+// counts against it. So a caller that expects exactly n records passes
+// want = n+1 and a short quiet (say 300ms) to prove that no more are there,
+// and a caller waiting for n records that something else is still writing
+// passes want = n and a quiet as long as the longest pause between two of
+// those writes may be. It also returns when every shard has ended, or when
+// ctx is done (with what it has read so far). Each of these returns with
+// fewer than want records logs why.
+//
+// Reading is capped at quiet + readCap (2 minutes): when records keep
+// arriving without reaching want, or the stand-in cannot read up to the tip,
+// for that long, ReadAll cannot tell whether more would come and fails the
+// test with t.Fatalf. An API error fails the test with t.Fatalf.
+func (e *Env) ReadAll(ctx context.Context, t testing.TB, streamName string, want int, quiet time.Duration) []Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	begin := time.Now()
+	ctx, cancel := withReadCap(ctx, quiet)
 	defer cancel()
 	var (
 		out       []Record
 		order     []string               // shard ids in the order they were found
 		iterators = map[string]*string{} // nil once a shard has ended
+		q         = quietWindow{window: quiet}
 	)
-	// result is what every return passes back once the reading has stopped.
-	result := func() []Record {
-		if len(out) < want {
-			t.Logf("standin: read %d of %d records from %s before the %v timeout", len(out), want, streamName, timeout)
+	// stop ends the read after err from the call what: hitting the cap
+	// fails the test, the end of the caller's ctx returns what was read,
+	// any other error fails the test.
+	stop := func(what, shardID string, err error) []Record {
+		t.Helper()
+		where := streamName
+		if shardID != "" {
+			where += "/" + shardID
+		}
+		switch {
+		case capped(ctx):
+			t.Fatalf("standin: ReadAll of %s gave up after %v with %d of %d records: no full pass found every shard at its tip and then stayed quiet for %v (records kept arriving, or the stand-in is too slow to read up to the tip)",
+				streamName, time.Since(begin).Round(time.Millisecond), len(out), want, quiet)
+		case ctx.Err() != nil:
+			t.Logf("standin: read %d of %d records from %s before the caller's context ended: %v", len(out), want, streamName, context.Cause(ctx))
+		default:
+			t.Fatalf("standin: %s of %s: %v", what, where, err)
 		}
 		return out
 	}
-	addShard := func(shardID string) bool {
+	addShard := func(shardID string) error {
 		if _, ok := iterators[shardID]; ok {
-			return true
+			return nil
 		}
 		it, err := e.Kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{
 			StreamName:        aws.String(streamName),
@@ -109,25 +139,26 @@ func (e *Env) ReadAll(ctx context.Context, t testing.TB, streamName string, want
 			ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon,
 		})
 		if err != nil {
-			e.failUnlessDone(ctx, t, "get shard iterator", streamName, shardID, err)
-			return false
+			return err
 		}
 		order = append(order, shardID)
 		iterators[shardID] = it.ShardIterator
-		return true
+		return nil
 	}
 	shards, err := e.listShards(ctx, streamName)
 	if err != nil {
-		e.failUnlessDone(ctx, t, "list shards", streamName, "", err)
-		return result()
+		return stop("list shards", "", err)
 	}
 	for _, s := range shards {
-		if !addShard(aws.ToString(s.ShardId)) {
-			return result()
+		if err := addShard(aws.ToString(s.ShardId)); err != nil {
+			return stop("get shard iterator", aws.ToString(s.ShardId), err)
 		}
 	}
-	for len(out) < want {
-		got, open := 0, 0
+	for {
+		// One pass: GetRecords once on every open shard, children found
+		// on the way included.
+		start := time.Now()
+		got, open, drained := 0, 0, true
 		for i := 0; i < len(order) && len(out) < want; i++ {
 			shardID := order[i]
 			it := iterators[shardID]
@@ -137,31 +168,40 @@ func (e *Env) ReadAll(ctx context.Context, t testing.TB, streamName string, want
 			open++
 			res, err := e.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it})
 			if err != nil {
-				e.failUnlessDone(ctx, t, "get records", streamName, shardID, err)
-				return result()
+				return stop("get records", shardID, err)
 			}
 			for _, r := range res.Records {
 				out = append(out, Record{ShardID: shardID, Record: r})
 			}
 			got += len(res.Records)
+			if len(res.Records) > 0 || aws.ToInt64(res.MillisBehindLatest) > 0 {
+				drained = false
+			}
 			iterators[shardID] = res.NextShardIterator
 			if res.NextShardIterator == nil {
 				for _, child := range res.ChildShards {
-					if !addShard(aws.ToString(child.ShardId)) {
-						return result()
+					if err := addShard(aws.ToString(child.ShardId)); err != nil {
+						return stop("get shard iterator", aws.ToString(child.ShardId), err)
 					}
 				}
 			}
 		}
-		if open == 0 {
+		switch {
+		case len(out) >= want:
+			return out
+		case open == 0:
 			t.Logf("standin: every shard of %s has ended after %d of %d records", streamName, len(out), want)
 			return out
-		}
-		if got == 0 && sleep(ctx, pollInterval) != nil {
-			break
+		case q.polled(start, drained):
+			t.Logf("standin: read %d of %d records from %s; no more arrived in the %v after every shard was read up to its tip",
+				len(out), want, streamName, quiet)
+			return out
+		case got == 0:
+			if err := sleep(ctx, q.pause()); err != nil {
+				return stop("wait for records", "", err)
+			}
 		}
 	}
-	return result()
 }
 
 // ShardOf returns the id of the open shard of the stream whose hash key range
@@ -207,19 +247,6 @@ func (e *Env) listShards(ctx context.Context, streamName string) ([]kinesistypes
 		}
 		in = &kinesis.ListShardsInput{NextToken: out.NextToken}
 	}
-}
-
-// failUnlessDone fails the test for err unless ctx is done, in which case the
-// caller returns what it has (a timeout is an answer, not an error).
-func (e *Env) failUnlessDone(ctx context.Context, t testing.TB, what, streamName, shardID string, err error) {
-	t.Helper()
-	if ctx.Err() != nil {
-		return
-	}
-	if shardID != "" {
-		t.Fatalf("standin: %s of %s/%s: %v", what, streamName, shardID, err)
-	}
-	t.Fatalf("standin: %s of %s: %v", what, streamName, err)
 }
 
 // sleep waits for d or until ctx is done, and returns ctx.Err() in the

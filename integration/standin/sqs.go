@@ -53,47 +53,86 @@ func (e *Env) NewQueue(t testing.TB, attrs map[string]string) (url string) {
 	return url
 }
 
-// ReceiveAll long-polls the queue until it has received at least want
-// messages, the timeout has passed or ctx is done, deletes every message it
+// ReceiveAll receives messages from the queue, deletes every message it
 // received, and returns them in the order received. The messages carry all
 // their message attributes and all system attributes (ApproximateReceiveCount,
-// SentTimestamp, ...). It returns early only by seeing want messages, so a
-// caller that expects exactly n can pass want = n+1 and a short timeout to
-// prove that no more arrive. A message received by a call that the timeout
-// cut short may stay in flight until its visibility timeout ends. An API
-// error fails the test with t.Fatalf.
-func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int, timeout time.Duration) []sqstypes.Message {
+// SentTimestamp, ...).
+//
+// It returns as soon as it has received want messages. Otherwise it receives
+// until the queue has been quiet for the window quiet, which does not depend
+// on how fast the machine is: the window starts only once a receive found the
+// queue empty, it starts again whenever a message arrives, and it ends with a
+// receive that began after it and still found nothing; inside the window
+// ReceiveAll long-polls. Receiving the messages already visible never counts
+// against it. So a caller that expects exactly n messages passes want = n+1
+// and a short quiet (say 750ms) to prove that no more are there, and a caller
+// waiting for a message that is not visible yet (delayed, or in flight until
+// its visibility timeout ends) passes want = n and a quiet longer than that.
+// It also returns when ctx is done, with what it has received so far. Each
+// of these returns with fewer than want messages logs why.
+//
+// Receiving is capped at quiet + readCap (2 minutes): when messages keep
+// arriving for that long without reaching want, ReceiveAll fails the test
+// with t.Fatalf. A message received by a call that ctx or the cap cut short
+// may stay in flight until its visibility timeout ends. An API error fails
+// the test with t.Fatalf.
+func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int, quiet time.Duration) []sqstypes.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	begin := time.Now()
+	ctx, cancel := withReadCap(ctx, quiet)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
+	q := quietWindow{window: quiet}
 	var out []sqstypes.Message
+	// stop ends the receiving after err: hitting the cap fails the test,
+	// the end of the caller's ctx returns what was received, any other
+	// error fails the test.
+	stop := func(err error) []sqstypes.Message {
+		t.Helper()
+		switch {
+		case capped(ctx):
+			t.Fatalf("standin: ReceiveAll from %s gave up after %v with %d of %d messages: the queue never stayed empty for %v (messages kept arriving)",
+				url, time.Since(begin).Round(time.Millisecond), len(out), want, quiet)
+		case ctx.Err() != nil:
+			t.Logf("standin: received %d of %d messages from %s before the caller's context ended: %v", len(out), want, url, context.Cause(ctx))
+		default:
+			t.Fatalf("standin: receive from %s: %v", url, err)
+		}
+		return out
+	}
 	for len(out) < want {
-		wait := min(int32(time.Until(deadline)/time.Second), maxWaitSeconds)
+		// Short polls take what is visible; long polls wait inside the
+		// window, never past its end.
+		var wait int32
+		if q.started() {
+			wait = int32(min(q.left()/time.Second, maxWaitSeconds))
+		}
+		start := time.Now()
 		res, err := e.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(url),
 			MaxNumberOfMessages:         int32(min(want-len(out), maxReceive)),
-			WaitTimeSeconds:             max(wait, 0),
+			WaitTimeSeconds:             wait,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			t.Fatalf("standin: receive from %s: %v", url, err)
+			return stop(err)
 		}
-		if len(res.Messages) == 0 {
-			if wait <= 0 && sleep(ctx, pollInterval) != nil {
-				break
-			}
-			continue
+		if len(res.Messages) > 0 {
+			out = append(out, res.Messages...)
+			e.deleteMessages(ctx, t, url, res.Messages)
 		}
-		out = append(out, res.Messages...)
-		e.deleteMessages(ctx, t, url, res.Messages)
-	}
-	if len(out) < want {
-		t.Logf("standin: received %d of %d messages from %s before the %v timeout", len(out), want, url, timeout)
+		switch {
+		case len(out) >= want:
+			return out
+		case q.polled(start, len(res.Messages) == 0):
+			t.Logf("standin: received %d of %d messages from %s; no more arrived in the %v after the queue was found empty",
+				len(out), want, url, quiet)
+			return out
+		case len(res.Messages) == 0 && wait == 0:
+			if err := sleep(ctx, q.pause()); err != nil {
+				return stop(err)
+			}
+		}
 	}
 	return out
 }

@@ -68,6 +68,11 @@ const (
 	setupTimeout = 30 * time.Second
 	// pollInterval is the pause between polls that found nothing new.
 	pollInterval = 20 * time.Millisecond
+	// readCap bounds ReadAll and ReceiveAll on top of their quiet window:
+	// the time to read what is already there plus any stretch in which
+	// items keep arriving without reaching the number wanted. Hitting it
+	// fails the test; it is not how a read normally ends.
+	readCap = 2 * time.Minute
 	// maxAttempts and maxBackoff tune the SDK retryer: a few quick retries
 	// of transient errors, no client-side retry quota.
 	maxAttempts = 3

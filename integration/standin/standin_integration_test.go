@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,8 @@ func TestKinesisStreamAndReadAll(t *testing.T) {
 		t.Fatalf("the %d keys landed in shards %v; the test needs keys in both shards", n, shards)
 	}
 
+	// The records are all there: want = n returns once they are read, and
+	// the quiet window (which would only start at the tip) never matters.
 	records := env.ReadAll(ctx, t, name, n, 20*time.Second)
 
 	var got []put
@@ -86,12 +89,76 @@ func TestKinesisStreamAndReadAll(t *testing.T) {
 		t.Errorf("ReadAll (-put +read):\n%s", diff)
 	}
 
+	// want = n+1 proves there are no more: ReadAll reads every shard up to
+	// its tip, however long that takes, and only then waits out the quiet
+	// window. So it returns all n records, and not before the window has
+	// passed. (No upper bound: how long reading the n records takes
+	// depends on the machine.)
+	const quiet = 300 * time.Millisecond
 	start := time.Now()
-	if again := env.ReadAll(ctx, t, name, n+1, 300*time.Millisecond); len(again) != n {
+	again := env.ReadAll(ctx, t, name, n+1, quiet)
+	if d := time.Since(start); d < quiet {
+		t.Errorf("ReadAll(want %d) returned after %v, before its %v quiet window could pass", n+1, d, quiet)
+	}
+	if len(again) != n {
 		t.Errorf("ReadAll(want %d) returned %d records, want all %d there are", n+1, len(again), n)
 	}
-	if d := time.Since(start); d < 300*time.Millisecond || d > 10*time.Second {
-		t.Errorf("ReadAll with a 300ms timeout took %v", d)
+	var gotAgain []put
+	for _, r := range again {
+		gotAgain = append(gotAgain, put{aws.ToString(r.PartitionKey), string(r.Data), r.ShardID, aws.ToString(r.SequenceNumber)})
+	}
+	byKey(gotAgain)
+	if diff := cmp.Diff(want, gotAgain); diff != "" {
+		t.Errorf("ReadAll(want %d) (-put +read):\n%s", n+1, diff)
+	}
+}
+
+// TestKinesisReadAllSeesLateRecord checks that a record written while
+// ReadAll waits out its quiet window is read: the window is a wait for more
+// records, not a deadline. The record is written after a short pause, most
+// likely once ReadAll has reached the tip; when the machine is slow it is
+// already there before, and is read like the others. Either way ReadAll
+// returns as soon as it has it; the long window only bounds a failure.
+func TestKinesisReadAllSeesLateRecord(t *testing.T) {
+	env := standin.Require(t)
+	ctx := t.Context()
+	name, _ := env.NewStream(t, 2)
+	for i := range 2 {
+		if _, err := env.Kinesis.PutRecord(ctx, &kinesis.PutRecordInput{
+			StreamName: aws.String(name), PartitionKey: aws.String(fmt.Sprintf("early-%d", i)), Data: []byte("early"),
+		}); err != nil {
+			t.Fatalf("PutRecord: %v", err)
+		}
+	}
+
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	// Should ReadAll end the test, the context is canceled before the
+	// cleanups run, so the writer stops at once and is waited for.
+	t.Cleanup(wg.Wait)
+	wg.Go(func() {
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-ctx.Done():
+			errc <- ctx.Err()
+			return
+		}
+		_, err := env.Kinesis.PutRecord(ctx, &kinesis.PutRecordInput{
+			StreamName: aws.String(name), PartitionKey: aws.String("late"), Data: []byte("late"),
+		})
+		errc <- err
+	})
+	records := env.ReadAll(ctx, t, name, 3, time.Minute)
+	if err := <-errc; err != nil {
+		t.Fatalf("PutRecord of the late record: %v", err)
+	}
+	var keys []string
+	for _, r := range records {
+		keys = append(keys, aws.ToString(r.PartitionKey))
+	}
+	sort.Strings(keys)
+	if diff := cmp.Diff([]string{"early-0", "early-1", "late"}, keys); diff != "" {
+		t.Errorf("ReadAll partition keys (-want +got):\n%s", diff)
 	}
 }
 
@@ -140,13 +207,31 @@ func TestSQSQueueAndReceiveAll(t *testing.T) {
 		t.Fatalf("SendMessage: %v", err)
 	}
 	early, err := env.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 0})
+	earlyTook := time.Since(sent)
 	if err != nil {
 		t.Fatalf("ReceiveMessage: %v", err)
 	}
+	wantCount := "1"
 	if len(early.Messages) != 0 {
-		t.Fatalf("a message sent with DelaySeconds=1 was received at once: %+v", early.Messages)
+		// The message may be received only once its delay has passed,
+		// and the delay cannot have passed before the send began. A
+		// receive that ended later proves nothing: on a slow machine the
+		// delay may have passed by then. Make the message visible again;
+		// it will then have been received twice.
+		if earlyTook < time.Second {
+			t.Fatalf("a message sent with DelaySeconds=1 was received %v after the send began: %+v", earlyTook, early.Messages)
+		}
+		t.Logf("the early receive ended %v after the send began, past the 1s delay: it cannot show that the delay was kept", earlyTook)
+		if _, err := env.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(url), ReceiptHandle: early.Messages[0].ReceiptHandle, VisibilityTimeout: 0,
+		}); err != nil {
+			t.Fatalf("ChangeMessageVisibility: %v", err)
+		}
+		wantCount = "2"
 	}
 
+	// The queue looks empty until the delay has passed; a 10s quiet window
+	// waits for the message, and ReceiveAll returns as soon as it has it.
 	msgs := env.ReceiveAll(ctx, t, url, 1, 10*time.Second)
 	elapsed := time.Since(sent)
 
@@ -159,7 +244,7 @@ func TestSQSQueueAndReceiveAll(t *testing.T) {
 	m := msgs[0]
 	type view struct{ Body, Kind, ReceiveCount string }
 	got := view{aws.ToString(m.Body), aws.ToString(m.MessageAttributes["kind"].StringValue), m.Attributes["ApproximateReceiveCount"]}
-	if diff := cmp.Diff(view{"hello", "greeting", "1"}, got); diff != "" {
+	if diff := cmp.Diff(view{"hello", "greeting", wantCount}, got); diff != "" {
 		t.Errorf("ReceiveAll message (-want +got):\n%s", diff)
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -191,6 +192,15 @@ func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...f
 
 func (f *fakeKinesis) GetShardIterator(context.Context, *kinesis.GetShardIteratorInput, ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
 	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String("it-0")}, nil
+}
+
+// PutRecord and PutRecords complete kinesisAPI; the readers never write.
+func (f *fakeKinesis) PutRecord(context.Context, *kinesis.PutRecordInput, ...func(*kinesis.Options)) (*kinesis.PutRecordOutput, error) {
+	return nil, errors.New("fakeKinesis: PutRecord is not served")
+}
+
+func (f *fakeKinesis) PutRecords(context.Context, *kinesis.PutRecordsInput, ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	return nil, errors.New("fakeKinesis: PutRecords is not served")
 }
 
 func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {

@@ -1,8 +1,11 @@
-// Command bench is the end-to-end benchmark of the long-running mode. It
-// runs against the local stand-ins (kinesis-local and dynalite; run
-// scripts/bench-e2e.sh, which starts a set of its own and stops it again, or
-// start them with scripts/standins.sh start) and prints every figure from
-// one run:
+// Command e2e is the end-to-end benchmark of the long-running mode. It is
+// test tooling, not product: a module of its own (bench/e2e, like tools/),
+// so its dependencies stay out of the library's go.mod, and it builds the
+// consumer through the library's public API only (lambdaadapter.New with
+// WithMode(ModeECS), then Adapter.Run). It runs against the local
+// stand-ins (kinesis-local and dynalite; run scripts/bench-e2e.sh, which
+// starts a set of its own and stops it again, or start them with
+// scripts/standins.sh start) and prints every figure from one run:
 //
 //   - records/s of a plain GetRecords loop, of the consumer with an
 //     in-memory lease store and of the consumer with a DynamoDB lease store,
@@ -18,9 +21,10 @@
 //     half-way and a second one finishes the stream;
 //   - the peak RSS of each worker process (VmHWM).
 //
-// Usage:
+// Usage, from the repository's root (scripts/bench-e2e.sh builds it and
+// passes the stand-ins' endpoints and pids):
 //
-//	go run ./cmd/bench [-records 20000] [-size 512] [-shards 4] [-limit 500]
+//	cd bench/e2e && go run . [-records 20000] [-size 512] [-shards 4] [-limit 500]
 //	    [-checkpoint-interval 1s] [-rounds 10] [-concurrent-rounds 10] [-cpuprofile-dir DIR]
 //
 // Each measured phase runs in a fresh child process (the same binary, with
@@ -59,8 +63,9 @@
 // the consumer's handler (parse the id in the payload, mark it seen). It has
 // no leases, no checkpoints, no channel and no lanes. Its clock runs from
 // before ListShards to the moment the last distinct record is marked; the
-// consumer's runs from Run to the moment its handler marks the last
-// distinct record.
+// consumer's runs from Adapter.Run (which, with a DynamoDB lease store,
+// first checks the table with DescribeTable) to the moment its handler
+// marks the last distinct record.
 //
 // A wrapper around each worker's Kinesis client follows every shard's calls
 // and reports, besides counts and latencies, the start-up (until the last
