@@ -56,7 +56,7 @@ func TestECSRetriesAndDeadLetters(t *testing.T) {
 	w := ecsStartWorker(t, env, "w1", stream, table,
 		"LAMBDAADAPTER_MAX_ATTEMPTS=3", "LAMBDAADAPTER_DEAD_LETTER_STREAM="+dlStream,
 		"LAMBDAADAPTER_DELAY_QUEUE="+delayQueue, "LAMBDAADAPTER_MAX_INPROCESS_DELAY=1s")
-	dls := env.ReadAll(sdkContext(t), t, dlStream, 22, ecsHandledTimeout)
+	dls := env.ReadAll(t.Context(), t, dlStream, 22, ecsHandledTimeout)
 	if len(dls) != 22 {
 		t.Fatalf("dead-letter stream holds %d records, want 22", len(dls))
 	}
@@ -145,7 +145,7 @@ func TestECSReplies(t *testing.T) {
 	ecsWrite(t, env, stream, es)
 	recs := ecsReadStream(t, env, stream, 20)
 	w := ecsStartWorker(t, env, "w1", stream, table, "LAMBDAADAPTER_REPLY_STREAM="+replyStream)
-	replies := env.ReadAll(sdkContext(t), t, replyStream, 20, ecsHandledTimeout)
+	replies := env.ReadAll(t.Context(), t, replyStream, 20, ecsHandledTimeout)
 	ecsAwaitCheckpointsAtEnd(t, store, stream, recs)
 	w.terminate(t)
 	if len(replies) != 20 {

@@ -752,7 +752,7 @@ func TestECSOneWorkerCheckpoints(t *testing.T) {
 			f := strings.Fields(line)
 			if len(f) > 2 && f[0] == id {
 				found = true
-				if f[1] != "(free)" || f[2] != seq || !strings.Contains(line, "caught up") {
+				if f[1] != "(free)" || !slices.Contains(f, seq) || !strings.Contains(line, "caught up") {
 					t.Errorf("bootstrap leases shows %q, want shard %s free, at checkpoint %s, caught up", line, id, seq)
 				}
 			}
@@ -834,6 +834,11 @@ func TestECSBalance(t *testing.T) {
 	took = ecsAwaitHandled(t, ids, ecsHandledTimeout, ws...)
 	d, dup := ecsDuplicates(ecsHandledCounts(ws...))
 	t.Logf("%d records written while balancing, all handled (%v after the writing stopped), %d duplicates (e.g. %v)", len(ids), took, d, dup)
+	if d != 0 {
+		// Leases move to joining workers by hand-over (stop, settle,
+		// checkpoint, transfer): a planned move delivers nothing twice.
+		t.Errorf("%d records handled twice while leases moved to joining workers, e.g. %v; want none", d, dup)
+	}
 	for _, w := range ws {
 		w.terminate(t)
 	}

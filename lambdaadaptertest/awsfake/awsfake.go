@@ -245,12 +245,18 @@ type Sent struct {
 }
 
 // SQS is an in-memory fake of the SQS calls the adapter makes
-// (SendMessage, SendMessageBatch). It is safe for concurrent use.
+// (SendMessage, SendMessageBatch), and of the receiving side of a queue
+// (ReceiveMessage with delays, visibility timeouts and long polls;
+// DeleteMessage, DeleteMessageBatch), so a delay queue can be forwarded. It
+// is safe for concurrent use.
 type SQS struct {
-	mu    sync.Mutex
-	sent  []Sent
-	calls map[string]int
-	n     int
+	mu       sync.Mutex
+	sent     []Sent
+	calls    map[string]int
+	n        int
+	queues   map[string][]*queued
+	receipts int
+	arrived  chan struct{} // closed when a message is enqueued
 	// Fail, when set, is asked for every message before it is accepted; a
 	// non-empty error code fails it.
 	Fail func(queueURL, body string) (errorCode string)
@@ -285,7 +291,9 @@ func (s *SQS) accept(url, body string, delay int32, attrs map[string]sqstypes.Me
 	}
 	s.n++
 	s.sent = append(s.sent, Sent{QueueURL: url, Body: body, DelaySeconds: delay, Attributes: a})
-	return "msg-" + strconv.Itoa(s.n), ""
+	id := "msg-" + strconv.Itoa(s.n)
+	s.enqueue(url, id, body, delay, attrs)
+	return id, ""
 }
 
 // SendMessage implements the adapter's SQS client interface.

@@ -1,0 +1,18 @@
+package lambdaadapter_test
+
+import (
+	"testing"
+
+	"github.com/shardsettle/lambdaadapter/internal/conformance"
+)
+
+// TestConformanceLambda and TestConformanceECS run the one suite of outcome
+// semantics (internal/conformance: every row of the semantics table) through
+// each mode, end to end through the public Adapter.
+func TestConformanceLambda(t *testing.T) {
+	conformance.Run(t, conformance.Lambda{}, conformance.Cases())
+}
+
+func TestConformanceECS(t *testing.T) {
+	conformance.Run(t, conformance.ECS{}, conformance.Cases())
+}

@@ -1,0 +1,107 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	lambdaadapter "github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// settleDeadline bounds a case in virtual time: far beyond any backoff or
+// delay a case uses, so only a record that never settles reaches it.
+const settleDeadline = 2 * time.Hour
+
+// Lambda drives Lambda mode: the Adapter's Invoke behind a local event
+// source for the source stream (batches of BatchSize records per shard,
+// checkpointed by the partial batch response) and for the delay queue.
+type Lambda struct {
+	// BatchSize is the event source's batch size (default 10, so a case's
+	// records span several invocations).
+	BatchSize int
+}
+
+// Mode returns ModeLambda.
+func (Lambda) Mode() lambdaadapter.Mode { return lambdaadapter.ModeLambda }
+
+// Drive runs h in Lambda mode until the world settled.
+func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
+	t.Helper()
+	a, err := lambdaadapter.New(h, append(w.Options(), opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	batch := d.BatchSize
+	if batch <= 0 {
+		batch = 10
+	}
+	src := &lambdaadaptertest.EventSource{
+		StreamARN: Stream, Kinesis: w.Kinesis, BatchSize: batch, Timeout: time.Minute,
+		QueueURL: DelayQueue, SQS: w.SQS,
+	}
+	deadline := time.Now().Add(settleDeadline)
+	for !w.Settled(src.Checkpoint) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lambda: not settled after %v (virtual)", settleDeadline)
+		}
+		st, err := src.Round(t.Context(), a.Invoke)
+		if err != nil {
+			t.Fatalf("lambda: event source: %v", err)
+		}
+		if st.Invocations == 0 {
+			time.Sleep(time.Second) // the event source polls again
+		}
+	}
+}
+
+// ECS drives long-running mode: the Adapter's Run with the source stream,
+// an in-memory lease store and one worker, stopped once the world settled.
+type ECS struct{}
+
+// Mode returns ModeECS.
+func (ECS) Mode() lambdaadapter.Mode { return lambdaadapter.ModeECS }
+
+// Drive runs h in long-running mode until the world settled, then stops
+// the consumer and waits for Run to return.
+func (ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
+	t.Helper()
+	store := lease.NewMemory()
+	all := append(w.Options(),
+		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(Stream),
+		lambdaadapter.WithLeaseStore(store), lambdaadapter.WithOwnerID("worker-1"),
+		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
+	a, err := lambdaadapter.New(h, append(all, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	checkpoint := func(shard string) string {
+		l, err := store.Get(context.Background(), lease.Key{Stream: Stream, ShardID: shard})
+		if err != nil {
+			return ""
+		}
+		return l.Checkpoint
+	}
+	deadline := time.Now().Add(settleDeadline)
+	for !w.Settled(checkpoint) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("ecs: not settled after %v (virtual)", settleDeadline)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ecs: Run returned early: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("ecs: Run: %v", err)
+	}
+}
