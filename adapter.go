@@ -152,6 +152,8 @@ type config struct {
 	concurrencySet  bool
 	margin          time.Duration
 	logger          *slog.Logger
+	logLevel        slog.Level
+	logLevelSet     bool
 	maxAttempts     int
 	maxAttemptsSet  bool
 	inProcessDelay  time.Duration
@@ -355,7 +357,11 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 		return nil, errors.New("lambdaadapter: batch handlers run in long-running mode only")
 	}
 	logger := c.logger
-	if logger == nil {
+	switch {
+	case logger != nil:
+	case c.logLevelSet:
+		logger = NewLogger(c.mode, c.logLevel)
+	default:
 		logger = slog.New(slog.DiscardHandler)
 	}
 	needSQS := c.deadLetterQueue != "" || c.delayQueue != ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -118,8 +119,8 @@ func WithLeaseStore(s lease.Store) Option {
 }
 
 // WithOwnerID (long-running mode only) sets this instance's lease owner
-// id; it must be unique per process (default: the host name plus random
-// digits; cmd/bootstrap adds the ECS task id when it runs in ECS).
+// id; it must be unique per process (default: the host name, the ECS task's
+// container id when it runs on ECS, and random digits).
 func WithOwnerID(id string) Option {
 	return func(c *config) { c.only(ModeECS, "WithOwnerID"); c.ecs.owner = id }
 }
@@ -207,7 +208,7 @@ func NewBatch(bh BatchHandler, opts ...Option) (*Adapter, error) {
 func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
 	x := &c.ecs
 	if x.stream == "" {
-		return consumer.Config{}, errors.New("lambdaadapter: long-running mode needs WithStream")
+		return consumer.Config{}, errors.New("lambdaadapter: long-running mode needs the stream: WithStream, or LAMBDAADAPTER_STREAM in the environment")
 	}
 	k, ok := c.kinesis.(consumer.KinesisAPI)
 	if !ok {
@@ -259,26 +260,58 @@ func (a *Adapter) Run(ctx context.Context) error {
 	return a.consumer.Run(ctx)
 }
 
-// Handle runs h and blocks. In Lambda mode (the default) it starts the Lambda
-// runtime loop and never returns. In long-running mode (WithMode(ModeECS)) it
-// reads the stream until SIGTERM or SIGINT, stops gracefully and returns. It
-// panics if h is nil, the options are invalid or the consumer cannot start:
-// all are found on the first start. Programs that want to handle those
-// errors call New and Adapter.Run themselves.
+// Handle runs h and blocks: the whole main of a consumer program. In Lambda
+// mode (the default) it starts the Lambda runtime loop and never returns. In
+// long-running mode it reads the stream until SIGTERM or SIGINT, stops
+// gracefully and returns.
+//
+// The mode and settings come from, in increasing precedence: the
+// LAMBDAADAPTER_* environment (Environment), a -mode=ecs (or -mode ecs)
+// argument on the command line (read without claiming the program's flag
+// set), and opts. Without WithLogger or WithLogLevel it logs warnings and
+// errors as JSON lines on stdout. A configuration or start-up error (a bad
+// variable, an invalid option, a missing stream or lease table) is printed
+// as one line on stderr and the program exits with status 1. Programs that
+// want to handle those errors themselves call New and Adapter.Run.
 func Handle(h Handler, opts ...Option) {
-	a, err := New(h, opts...)
+	if err := handle(h, os.Args[1:], os.Getenv, opts); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// handle is Handle without the process: it returns the error Handle
+// prints.
+func handle(h Handler, args []string, getenv func(string) string, opts []Option) error {
+	a, err := newFromProcess(h, args, getenv, opts)
 	if err != nil {
-		panic(err)
+		return err
 	}
 	if a.mode == ModeECS {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		if err := a.Run(ctx); err != nil {
-			panic(err)
-		}
-		return
+		return a.Run(ctx)
 	}
 	awslambda.Start(a)
+	return nil
+}
+
+// newFromProcess builds the Adapter Handle runs: environment, then the
+// -mode argument, then opts.
+func newFromProcess(h Handler, args []string, getenv func(string) string, opts []Option) (*Adapter, error) {
+	all, err := Environment(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if v, ok := modeFlag(args); ok {
+		m, err := ParseMode(v)
+		if err != nil {
+			return nil, fmt.Errorf("lambdaadapter: -mode=%s: want lambda or ecs", v)
+		}
+		all = append(all, WithMode(m))
+	}
+	all = append([]Option{WithLogLevel(slog.LevelWarn)}, all...)
+	return New(h, append(all, opts...)...)
 }
 
 var _ consumer.KinesisAPI = (*kinesis.Client)(nil)

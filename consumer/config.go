@@ -70,7 +70,8 @@ type Config struct {
 	// Store holds the leases; nil means an in-memory store (one instance).
 	Store lease.Store
 	// Owner is this worker's owner id; "" means lease.NewOwnerID of the
-	// host name (unique per process: the host name plus random digits).
+	// host name and, on ECS, the task's container id (from
+	// ECS_CONTAINER_METADATA_URI_V4): unique per process, with random digits.
 	Owner string
 	// Engine runs the handler (or batch handler) and settles the records:
 	// the same engine, with the same semantics, as Lambda mode.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -59,7 +60,11 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	if cfg.Owner == "" {
 		host, _ := os.Hostname()
-		cfg.Owner = lease.NewOwnerID(host, "")
+		task := ""
+		if uri := os.Getenv("ECS_CONTAINER_METADATA_URI_V4"); uri != "" {
+			task = path.Base(uri) // on ECS: the task's container id
+		}
+		cfg.Owner = lease.NewOwnerID(host, task)
 	}
 	return &Consumer{
 		cfg:       cfg,
@@ -154,6 +159,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		if errors.Is(err, lease.ErrTableNotFound) || errors.Is(err, ErrStreamNotFound) {
 			c.abort(stopReaders, dispatched)
+			c.unregister() // the heartbeat above made it known
 			return err
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
@@ -208,6 +214,9 @@ loop:
 	c.shutdown(stopReaders, stopDispatch, dispatched)
 	stopRenewing()
 	<-renewed
+	// After the last heartbeat: a heartbeat in flight cannot bring the
+	// worker row back.
+	c.unregister()
 	<-forwarded
 	c.tasks.Wait()
 	return nil
@@ -297,7 +306,6 @@ func (c *Consumer) shutdown(stopReaders, stopDispatch context.CancelFunc, dispat
 		})
 	}
 	wg.Wait()
-	c.unregister()
 }
 
 // lose stops a shard whose lease another worker holds now: at once,
