@@ -67,8 +67,16 @@ type EventSource struct {
 	BatchSize int
 	// StartingPosition is "TRIM_HORIZON" (default) or "LATEST".
 	StartingPosition string
+	// BatchWindow is MaximumBatchingWindowInSeconds: a shard's batch is
+	// gathered until it holds BatchSize records or the window has passed
+	// since the first read of the round (0: one read per batch).
+	BatchWindow time.Duration
 	// Timeout is each invocation's deadline (default 60 s).
 	Timeout time.Duration
+	// MaxConcurrency bounds the invocations in flight at once (0: one per
+	// shard, all shards at once; 1 for a function that takes one invocation
+	// at a time, such as one Runtime Interface Emulator).
+	MaxConcurrency int
 
 	// QueueURL and SQS, when set, are an SQS event source (the delay queue
 	// wired back to the same function).
@@ -121,8 +129,16 @@ func (s *EventSource) Round(ctx context.Context, fn Function) (Stats, error) {
 		errs  []error
 		wg    sync.WaitGroup
 	)
+	var sem chan struct{}
+	if s.MaxConcurrency > 0 {
+		sem = make(chan struct{}, s.MaxConcurrency)
+	}
 	for _, sh := range s.ready() {
 		wg.Go(func() {
+			if sem != nil {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+			}
 			st, err := s.poll(ctx, sh, fn)
 			mu.Lock()
 			defer mu.Unlock()
@@ -252,7 +268,7 @@ func (s *EventSource) poll(ctx context.Context, sh *sourceShard, fn Function) (S
 	if batch <= 0 {
 		batch = 100
 	}
-	out, err := s.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it, StreamARN: aws.String(s.StreamARN), Limit: aws.Int32(int32(batch))})
+	out, err := s.read(ctx, it, batch)
 	if err != nil {
 		var expired *kinesistypes.ExpiredIteratorException
 		if errors.As(err, &expired) {
@@ -276,7 +292,7 @@ func (s *EventSource) poll(ctx context.Context, sh *sourceShard, fn Function) (S
 	}
 	st.Invocations, st.Records = 1, len(out.Records)
 	resp, ferr := s.invoke(ctx, fn, payload)
-	failed := len(out.Records) // index of the first record not done
+	failed := 0 // index of the first record not done: none on an error
 	if ferr == nil {
 		var r events.KinesisEventResponse
 		if json.Unmarshal(resp, &r) == nil {
@@ -298,6 +314,38 @@ func (s *EventSource) poll(ctx context.Context, sh *sourceShard, fn Function) (S
 		sh.iterator = nil // from the checkpoint again
 	}
 	return st, nil
+}
+
+// read gathers one batch from it: up to batch records, reading again within
+// BatchWindow while the batch is short and the shard open.
+func (s *EventSource) read(ctx context.Context, it *string, batch int) (*kinesis.GetRecordsOutput, error) {
+	until := time.Now().Add(s.BatchWindow)
+	var all *kinesis.GetRecordsOutput
+	for {
+		out, err := s.Kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: it, StreamARN: aws.String(s.StreamARN), Limit: aws.Int32(int32(batch))})
+		if err != nil {
+			if all != nil && len(all.Records) > 0 {
+				return all, nil // what was gathered; the error comes again
+			}
+			return nil, err
+		}
+		if all == nil {
+			all = out
+		} else {
+			all.Records = append(all.Records, out.Records...)
+			all.NextShardIterator = out.NextShardIterator
+		}
+		batch -= len(out.Records)
+		if batch <= 0 || out.NextShardIterator == nil || s.BatchWindow <= 0 || !time.Now().Before(until) {
+			return all, nil
+		}
+		it = out.NextShardIterator
+		select {
+		case <-ctx.Done():
+			return all, nil
+		case <-time.After(min(200*time.Millisecond, time.Until(until))):
+		}
+	}
 }
 
 // firstFailed returns the index of the record named by the response (the
