@@ -429,9 +429,6 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 
 // validate checks the options once.
 func (c *config) validate() error {
-	if len(c.errs) > 0 {
-		return c.errs[0]
-	}
 	var wrong []string
 	for _, u := range c.used {
 		if u.mode != c.mode && !slices.Contains(wrong, u.name) {
@@ -443,8 +440,14 @@ func (c *config) validate() error {
 		if c.mode == ModeECS {
 			other = "Lambda mode"
 		}
-		return fmt.Errorf("%s belongs to %s, but this adapter runs in %s mode (wrap options of the other mode in OnlyIn)",
-			strings.Join(wrong, ", "), other, c.mode)
+		return wrongModeError(fmt.Sprintf("%s belongs to %s, but this adapter runs in %s mode (wrap options of the other mode in OnlyIn)",
+			strings.Join(wrong, ", "), other, c.mode))
+	}
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	if c.ecs.store != nil && c.ecs.table != "" {
+		return errors.New("set WithLeaseStore or WithLeaseTable, not both")
 	}
 	switch {
 	case c.concurrencySet && c.concurrency < 1:

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -137,5 +138,24 @@ func TestHandleConfigErrorExits(t *testing.T) {
 	out := strings.TrimSpace(stderr.String())
 	if strings.Count(out, "\n") != 0 || !strings.Contains(out, "LAMBDAADAPTER_CONCURRENCY") || strings.Contains(out, "panic") {
 		t.Errorf("stderr %q, want one line naming LAMBDAADAPTER_CONCURRENCY", out)
+	}
+}
+
+func TestLeaseStoreAndTableConflict(t *testing.T) {
+	_, err := New(nopHandler, WithMode(ModeECS), WithStream("s"), WithKinesisClient(awsfake.NewKinesis()),
+		WithLeaseStore(lease.NewMemory()), WithLeaseTable("leases"))
+	if err == nil || !strings.Contains(err.Error(), "WithLeaseTable") {
+		t.Errorf("store and table together: err = %v, want an error naming both", err)
+	}
+}
+
+func TestOutcomeKinds(t *testing.T) {
+	for out, want := range map[OutcomeKind]OutcomeKind{
+		Ack().Kind(): KindAck, Drop(nil).Kind(): KindDrop, Retry(nil).Kind(): KindRetry,
+		RetryAfter(time.Second, nil).Kind(): KindRetryAfter, (Outcome{}).Kind(): KindInvalid,
+	} {
+		if out != want {
+			t.Errorf("kind %v, want %v", out, want)
+		}
 	}
 }

@@ -55,7 +55,9 @@ func TestEventSourceRules(t *testing.T) {
 			t.Fatalf("function error checkpointed")
 		}
 		// An identifier that names no record of the batch: the whole batch again.
-		answer = func(events.KinesisEvent) ([]byte, error) { return []byte(`{"batchItemFailures":[{"itemIdentifier":"1"}]}`), nil }
+		answer = func(events.KinesisEvent) ([]byte, error) {
+			return []byte(`{"batchItemFailures":[{"itemIdentifier":"1"}]}`), nil
+		}
 		round()
 		if src.Checkpoint("shardId-000000000000") != "" {
 			t.Fatalf("invalid identifier checkpointed")
