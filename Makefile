@@ -21,6 +21,7 @@ unit:
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -race -count=1 ./...
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Starts the pinned local stand-ins (Kinesis, DynamoDB, SQS; standins/package-lock.json),
 # runs the end-to-end tests against them and the Lambda Runtime Interface Emulator,
@@ -41,7 +42,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/
 	$(MAKE) bench-lanes
 
-# Long-running mode end to end against its own stand-ins (about 6 minutes);
+# Long-running mode end to end against its own stand-ins (about 3–6 minutes);
 # the benchmark is the separate module bench/e2e.
 bench-e2e:
 	scripts/bench-e2e.sh

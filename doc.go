@@ -1,5 +1,9 @@
 // Package lambdaadapter runs a per-record Go handler over Amazon Kinesis Data
-// Streams records in AWS Lambda, with exact per-record settlement.
+// Streams records, with exact per-record settlement: in AWS Lambda (the
+// default) or as a long-running service that reads the stream itself
+// (WithMode(ModeECS)). Both modes go through one settlement engine, so an
+// outcome means the same in each; where they differ, the table below says
+// how.
 //
 // Wrap a handler and start the Lambda runtime loop:
 //
@@ -22,11 +26,11 @@
 // partition key one after another in stream order, different keys in
 // parallel (WithConcurrency). Each shard keeps a watermark: the run of
 // settled records from its oldest one. The response names exactly one
-// record: the first that is not settled. Lambda checkpoints just before it
-// and delivers it again with everything after it, so nothing after an
-// unsettled record is ever reported done, whatever order lanes finish in.
-// Once a record is left unsettled, later records of its shard that have not
-// started are not started: Lambda delivers them again anyway.
+// record per shard: the first that is not settled. Lambda checkpoints just
+// before it and delivers it again with everything after it, so nothing
+// after an unsettled record is ever reported done, whatever order lanes
+// finish in. Once a record is left unsettled, later records of its shard
+// that have not started are not started: Lambda delivers them again anyway.
 //
 // A handler panic is recovered, logged with its stack, and counts as Retry
 // for that record only. At the invocation deadline minus the deadline
@@ -38,20 +42,22 @@
 //
 // What each outcome does, by mode and configuration. "Counted" means
 // WithMaxAttempts or a dead-letter target is set (a dead-letter target alone
-// caps at 3 attempts). A copy is written to the record's own stream (the
-// stream of an enhanced fan-out consumer ARN) with the same payload, user
-// headers and partition key and x-ruststream-retry-count incremented; the
-// original settles only once its copy, delay message or dead letter is
-// written, and stays unsettled when that write fails. No record is ever
-// lost; delivery is at least once.
+// caps at 3 attempts). A counted copy is written to the record's own stream
+// (the stream of an enhanced fan-out consumer ARN) with the same payload,
+// user headers and partition key, and x-ruststream-retry-count set to the
+// attempt that failed ("1" on the first copy); the original settles only
+// once its copy, delay message or dead letter is written, and stays
+// unsettled when that write fails. No record is ever lost; delivery is at
+// least once.
 //
 //	outcome            Lambda mode                           long-running mode (WithMode(ModeECS))
 //	Ack()              settles                               settles; the checkpoint may pass it
 //	Drop(err)          settles, err logged (dead-lettered     same
 //	                   first with WithDeadLetterDrops)
-//	Retry(err),        unsettled: reported in the response;  unsettled: holds the shard's checkpoint;
-//	not counted        Lambda redelivers it and all after it  the reader goes on, and the shard is read
-//	                                                         again from it when its lease is next taken
+//	Retry(err),        unsettled: reported in the response;  unsettled: holds the shard's checkpoint
+//	not counted        Lambda redelivers it and all after it  and is delivered again in process after
+//	                                                         a backoff (WithRetryBackoff), Attempt + 1;
+//	                                                         later records of its key wait for it
 //	Retry(err),        copy written, then settles; the n-th  same
 //	counted            failed attempt is dead-lettered, or
 //	                   retired (logged) without a target
@@ -61,8 +67,31 @@
 //	                   Retry with a warning naming it
 //	panic              as Retry, logged with the stack       same
 //	zero Outcome{}     as Retry, logged as a handler bug     same
+//	a failed write     unsettled: reported (as above)        delivered again in process (as above)
+//	(copy, delay,
+//	dead letter, reply)
 //	still running at   unsettled (reported); its context     (no deadline) at shutdown: waited for up
-//	deadline - margin  is cancelled                          to WithShutdownTimeout, else unsettled
+//	deadline - margin  is cancelled                          to WithShutdownTimeout, then cancelled;
+//	                                                         it comes again from the checkpoint
+//
+// In long-running mode only the record is delivered again, not its shard:
+// records that settled are not handled twice. Every in-process delivery
+// counts as an attempt toward the cap. If the shard is handed over, lost or
+// stopped while a record waits for its next attempt, the record comes again
+// from the checkpoint, on the shard's next owner.
+//
+// In Lambda mode, writes (copies, delay messages, dead letters) go out in
+// shard order: a record's write goes out only once it is its shard's first
+// unsettled record, one write per shard at a time, the writes of different
+// shards together in one PutRecords (or SendMessageBatch) call. A write
+// that fails leaves its record unsettled and nothing after it in its shard
+// is written (Lambda delivers those records again), so no record that
+// Lambda delivers again already has a copy. The cost: copies on one shard go out one round trip
+// each, and a RetryAfter delay holds back the writes of later records of its
+// shard. Writes stop a fifth of the margin before the deadline; what is not
+// written by then stays unsettled and is reported. In long-running mode
+// writes are batched freely (PutRecords of up to 500 records, several calls
+// at once) while the lanes go on.
 //
 // A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
 // for longer) that is forwarded to the stream as the counted copy once due.
@@ -81,18 +110,33 @@
 // # Replies
 //
 // A handler may publish records with Message.Reply (one PutRecord, encoded
-// into a buffer reused per lane), in either mode. The record being handled settles only if
-// every reply succeeded. A reply's partition key is the one given in the
-// call, else its partition-key header, else WithReplyPartitionKey, else a
-// generated key that spreads replies over the shards.
+// into a buffer reused per lane), in either mode. The record being handled
+// settles only if every reply succeeded. A reply's partition key is the one
+// given in the call, else its partition-key header, else
+// WithReplyPartitionKey, else a generated key that spreads replies over the
+// shards.
 //
 // # Messages
 //
 // A Message carries the payload with any RSK1 envelope removed (records
 // written by the Rust crate ruststream-kinesis or by this module's publisher
 // carry user headers that way), the user headers, and the delivery headers
-// partition-key, kinesis-sequence-number and kinesis-shard-id. Attempt is 1 on
-// a first delivery and x-ruststream-retry-count + 1 on a counted copy.
+// partition-key, kinesis-sequence-number and kinesis-shard-id. Attempt is 1
+// on a first delivery and x-ruststream-retry-count + 1 on a counted copy; in
+// long-running mode each in-process delivery adds one. (Lambda does not say
+// how often it delivered a record: a record it delivers again after an
+// uncounted Retry has the same Attempt as before.) A counted retry gives up
+// the record's place in its key's order, since its copy is appended to the
+// stream; an uncounted Retry keeps it.
+//
+// # Options and modes
+//
+// New validates the options once. An option that belongs to the other mode
+// is an error naming it and its mode (matching ErrWrongMode): WithLeaseTable
+// and the other long-running options in Lambda mode, WithDeadlineMargin in
+// long-running mode. OnlyIn(mode, opts...) applies options in one mode only,
+// so one program can carry both sets and choose its mode at start (Handle
+// reads -mode and LAMBDAADAPTER_MODE).
 //
 // # Long-running mode
 //
@@ -101,12 +145,16 @@
 // at most 5 calls per second per shard, one channel of 64 deliveries that
 // the handlers drain, the same lanes), shares them with other instances
 // through DynamoDB leases (package lease: fenced by owner and counter,
-// expiry by local observation of the counter, never by wall clocks), starts
-// child shards only after their parents are SHARD_END, and writes a shard's
-// checkpoint only when its watermark moves, only while its lease is held,
-// at most once per WithCheckpointInterval. Handle blocks until SIGTERM, then
-// stops gracefully: reading stops, records in flight settle, checkpoints are
+// expiry by local observation of the counter, never by wall clocks; leases
+// move to a joining instance by a planned hand-over that re-delivers nothing
+// that settled), starts child shards only after their parents are SHARD_END
+// or trimmed away, and writes a shard's checkpoint only when its watermark
+// moves, only while its lease is held, at most once per
+// WithCheckpointInterval. Handle blocks until SIGTERM or SIGINT, then stops
+// gracefully: reading stops, records in flight settle, checkpoints are
 // written and the leases released, so other instances take them at once.
+// Nothing the adapter started runs after Run returns, except a handler
+// that ignores its cancelled context (logged).
 //
 // The package lambdaadaptertest builds realistic events and runs handlers
 // through the adapter in tests.

@@ -169,11 +169,11 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	return opts, nil
 }
 
-// WithLogLevel sets the level of the adapter's own logger, used when no
-// WithLogger is given: JSON lines on stdout; in Lambda mode through
-// aws-lambda-go's lambdacontext log handler, which adds each invocation's
-// requestId (and whose format and level follow the function's logging
-// configuration, AWS_LAMBDA_LOG_FORMAT and AWS_LAMBDA_LOG_LEVEL, as well).
+// WithLogLevel sets the level of the adapter's own logger (NewLogger), used
+// when no WithLogger is given: in long-running mode JSON lines on stdout; in
+// Lambda mode aws-lambda-go's lambdacontext log handler, which adds each
+// invocation's requestId and whose format and level follow the function's
+// logging configuration (AWS_LAMBDA_LOG_FORMAT, AWS_LAMBDA_LOG_LEVEL) as well.
 // Handle uses it at slog.LevelWarn by default; New logs nothing unless one
 // of the two is given.
 func WithLogLevel(l slog.Level) Option {

@@ -9,7 +9,7 @@ import (
 // ErrWrongMode is wrapped by the error New returns for an option that
 // belongs to the other mode (WithLeaseTable in Lambda mode,
 // WithDeadlineMargin in long-running mode); the message names the options.
-var ErrWrongMode = errors.New("option of the other mode")
+var ErrWrongMode = errors.New("lambdaadapter: option of the other mode")
 
 // wrongModeError names the options of the other mode; it matches
 // ErrWrongMode.

@@ -269,7 +269,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 // LAMBDAADAPTER_* environment (Environment), a -mode=ecs (or -mode ecs)
 // argument on the command line (read without claiming the program's flag
 // set), and opts. Without WithLogger or WithLogLevel it logs warnings and
-// errors as JSON lines on stdout. A configuration or start-up error (a bad
+// errors with NewLogger (in Lambda through aws-lambda-go's lambdacontext
+// handler: text, or JSON with AWS_LAMBDA_LOG_FORMAT=JSON; in long-running
+// mode JSON lines on stdout). A configuration or start-up error (a bad
 // variable, an invalid option, a missing stream or lease table) is printed
 // as one line on stderr and the program exits with status 1. Programs that
 // want to handle those errors themselves call New and Adapter.Run.

@@ -1,38 +1,50 @@
 // Package consumer is lambdaadapter's long-running mode: a Kinesis consumer
 // that reads a stream's shards itself, shares them with other instances
-// through leases (package lease), and runs the same message.Handler with the
-// same settlement as Lambda mode. It is the Go equivalent of the Kinesis
-// Client Library, without its flaws.
+// through leases (package lease), and hands the records to the same
+// settlement engine as Lambda mode, with the same outcome semantics. It is
+// the Go equivalent of the Kinesis Client Library, without its flaws.
 //
-//	c, err := consumer.New(consumer.Config{
-//		Stream:  "orders",
-//		Kinesis: kinesis.NewFromConfig(cfg),
-//		Store:   lease.NewDynamoDB(dynamodb.NewFromConfig(cfg), "orders-leases"),
-//		Handler: handler,
-//		Start:   consumer.TrimHorizon(),
-//	})
+// Users reach it through the module root: the engine that Config.Engine
+// needs is built there, from the handler and the retry options.
+//
+//	a, err := lambdaadapter.New(handler,
+//		lambdaadapter.WithMode(lambdaadapter.ModeECS),
+//		lambdaadapter.WithStream("orders"),
+//		lambdaadapter.WithLeaseTable("orders-leases"),
+//		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
 //	...
-//	err = c.Run(ctx) // until ctx is cancelled (SIGTERM), then a graceful stop
-//
-// Most users reach it through lambdaadapter.Handle with
-// WithMode(ModeECS).
+//	err = a.Run(ctx) // until ctx is cancelled (SIGTERM), then a graceful stop
+//	// a.Consumer() is this package's Consumer: Seek, Owned, Owner.
 //
 // # What it guarantees
 //
-//   - Leases: every write that matters (take, renew, checkpoint, release) is
-//     conditional on the owner and the lease counter, so a worker that lost a
-//     lease can never checkpoint it. Expiry is judged by each worker's own
-//     monotonic clock watching a lease's counter not change for
-//     Config.LeaseDuration; wall clocks of different hosts never meet.
-//     Renewal runs on its own timer (every third of the lease duration),
-//     independent of reading, so a reader blocked on a full channel does not
-//     lose its lease.
+//   - Leases: every write that matters (take, renew, checkpoint, transfer,
+//     release, delete) is conditional on the owner and the lease counter, so
+//     a worker that lost a lease can never checkpoint it. Expiry is judged
+//     by each worker's own monotonic clock watching a lease's counter not
+//     change for Config.LeaseDuration; wall clocks of different hosts never
+//     meet. Renewal runs on its own goroutine and timer (every third of the
+//     lease duration), independent of reading, listing and balancing, so a
+//     reader blocked on a full channel does not lose its lease. Every
+//     lease-store call has a deadline (a third of the lease duration, at
+//     least 1s), and a shard's lease writes wait in turn without holding
+//     the lease value, so a hung store call delays a renewal by at most one
+//     call deadline.
+//   - Workers: each worker heartbeats a row of its own in the lease table
+//     (at start and at every renewal round) and removes it when Run ends;
+//     the row of a worker whose counter stood still for the lease duration
+//     is removed by the others (fenced by that counter).
 //   - Balance: shards are listed (paginated) at start and every
 //     Config.ListInterval; each live worker aims at ceil(shards / workers)
-//     leases, takes free and expired ones first, and steals at most one lease
-//     at a time from the most-loaded worker. At start-up lease rows are
-//     written (parents before children) and free leases taken concurrently,
-//     eight store calls at a time.
+//     leases. It takes free and expired leases (those of dead workers) up
+//     to its share; short of that, it asks the busiest workers for leases
+//     (lease.Store.RequestHandoff). The owner that sees the request stops
+//     reading the shard, lets its records in flight settle (at most
+//     Config.ShutdownTimeout), writes the checkpoint and transfers the lease;
+//     the new owner reads on from that checkpoint, so a planned move
+//     re-delivers nothing that settled. At start-up lease rows are written
+//     (parents before children) and free leases taken concurrently, eight
+//     store calls at a time.
 //   - Reading: one reader per owned shard, starting after the checkpoint
 //     (AFTER_SEQUENCE_NUMBER) or at Config.Start (LATEST by default); at most
 //     5 GetRecords calls per second per shard, Limit Config.Limit (≤ 10,000);
@@ -40,32 +52,59 @@
 //     the iterator; an expired iterator is replaced by one after the last
 //     read record (never a rewind to the checkpoint, never LATEST). Each
 //     reader fetches one batch ahead: the next GetRecords call runs while the
-//     records of the last one are handed off, so a shard holds at most two
-//     batches beyond what the handlers got (memory: 2 × Limit records per
-//     owned shard at most).
+//     records of the last one are handed off (at most two batches per shard
+//     held on the way to the channel). A reader also pauses while
+//     Config.MaxWaiting + 2 × Limit records of its shard are past the
+//     checkpoint (a record that does not settle holds every later one).
 //   - Pace: all readers feed one channel of 64 deliveries; a reader waits
-//     while it is full. Lanes keep order per partition key (a key always
-//     maps to the same lane) with Config.Concurrency lanes. A BatchHandler
-//     gets up to Config.BatchSize records, closed 50 ms after the first; every
-//     element settles on its own.
+//     while it is full, and while Config.MaxWaiting records wait for a
+//     lane. Lanes keep order per partition key, Config.Concurrency keys at
+//     a time. A BatchHandler gets up to Config.BatchSize records, closed 50
+//     ms after the first; every element settles on its own.
 //   - Checkpoints: each shard has a settle.Watermark. Its checkpoint is
 //     written only when the watermark moves, only while the lease is held,
 //     with at most one write in flight (the newest value wins) and at most one
-//     write per Config.CheckpointInterval, and always on shutdown. A kill -9
-//     re-delivers about one interval of records; a graceful stop none.
-//   - Retries: as in Lambda mode. Copies and dead letters to a stream go
-//     through a batching writer (PutRecords; the lane moves on, the record
-//     holds the checkpoint until written). A long RetryAfter becomes a
-//     durable delay message on Config.DelayQueue, which Run forwards itself
-//     with Config.DelayReceiver: due messages are written to their stream and
-//     deleted only after the write.
+//     write per Config.CheckpointInterval, and always on hand-over and
+//     shutdown. A kill -9 re-delivers about one interval of records; a
+//     graceful stop none.
+//   - Retries: a record that stays unsettled (an uncounted Retry, or a copy,
+//     dead letter, delay message or reply that could not be written) holds
+//     its shard's checkpoint and is delivered again in process after a
+//     backoff (Config.RetryBackoff doubling up to Config.MaxRetryBackoff,
+//     500ms and 30s by default), with Message.Attempt counted up; later
+//     records of its partition key that have not started wait for it, other
+//     keys go on. Only the record comes again; the shard is not read again.
+//     When the shard is handed over, lost or stopped meanwhile, the record
+//     comes again from the checkpoint, on the shard's next owner.
+//   - Writes: counted copies, dead letters and delay messages are written
+//     by the engine's batching writer (rounds of up to 500 writes with
+//     PutRecords and SendMessageBatch, four rounds at once, each at most 30s,
+//     retries included) while the lanes go on; the record settles once
+//     written, and holds the checkpoint until then. A long RetryAfter
+//     becomes a durable delay message on the delay queue, which Run forwards
+//     itself with Config.DelayReceiver: due messages are written to their
+//     stream and deleted only after the write.
 //   - Resharding: a closed shard is checkpointed SHARD_END only once every
 //     delivery settled; a child starts only when each parent is SHARD_END or
-//     trimmed away.
-//   - Seek: Consumer.Seek moves running readers; the shard's watermark starts
+//     trimmed away. A child that starts from its first record because this
+//     consumer read its parents records that start as its checkpoint
+//     (lease.TrimHorizon, or lease.AtTimestamp when Config.Start is a
+//     timestamp), so it starts there again after the parents' rows are
+//     gone. Starting at TRIM_HORIZON or a timestamp gives closed shards rows
+//     too, so a parent's records after the start are read.
+//   - Trimmed shards: a shard no longer listed (retention passed) counts as
+//     done for its children and is never taken; a reader whose shard
+//     disappears releases its lease; the row is deleted (fenced by owner and
+//     counter) once it is free, expired or this worker's, and no child still
+//     needs it (it is SHARD_END, or every child has a checkpoint of its own).
+//   - Seek: Consumer.Seek moves running readers; seeks of one shard are
+//     serialised (one reader at a time, always); the shard's watermark starts
 //     afresh, records read before the seek are dropped on their way out of
 //     the channel, and their late settlements change nothing.
 //   - Shutdown: Run stops reading, lets deliveries in flight settle (at most
-//     Config.ShutdownTimeout), writes the checkpoints and releases the
-//     leases.
+//     Config.ShutdownTimeout; records waiting for an in-process retry are
+//     left to the next owner), writes the checkpoints, releases the leases
+//     and removes its worker row. Every goroutine and timer it started has
+//     ended when it returns — no delayed copy is written afterwards —
+//     except a handler that ignores its cancelled context (logged).
 package consumer

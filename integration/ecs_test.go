@@ -775,7 +775,7 @@ func ecsOwnerCounts(ls map[string]lease.Lease, names ...string) (counts []int, f
 
 // TestECSBalance starts three workers over six shards, which settle at two
 // shards each; a fourth joins and they settle at 2/2/1/1 (each worker's share
-// is ceil(6/4) = 2, leases are stolen one at a time) and stay there. Records
+// is ceil(6/4) = 2, leases are handed over one at a time) and stay there. Records
 // are written the whole time; none is lost.
 func TestECSBalance(t *testing.T) {
 	env := standin.Require(t)

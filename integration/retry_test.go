@@ -876,8 +876,9 @@ func TestRetryDelayQueueMessages(t *testing.T) {
 // TestRetryThousandCopies is the end-to-end side of the benchmark claim: one
 // invocation with 1,000 real records that all ask for a retry settles them
 // all and writes 1,000 counted copies, one per record, each with its
-// record's key and payload. (That they take at most 3 PutRecords calls is
-// proven by a unit test with a fake client.)
+// record's key and payload. (Copies of one shard are written in shard order,
+// one call per copy, so that a failed write never leaves a later copy
+// behind it: TestThousandCopies counts the calls with a fake client.)
 func TestRetryThousandCopies(t *testing.T) {
 	const n = 1000
 	env := standin.Require(t)

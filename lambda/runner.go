@@ -18,13 +18,17 @@
 // Writes: a Retry on a counted configuration, a RetryAfter and a dead letter
 // become writes (counted copies to the record's stream, delay messages, dead
 // letters), made while the lanes run, in shard order: a record's write goes
-// out once every earlier record of its shard has settled, so a write that
-// fails stops every later write of its shard and no record that Lambda
-// delivers again already has a copy. Writes of different shards go out
-// together (PutRecords, SendMessageBatch). Writes end at a fifth of the
-// margin before the deadline; each record settles only once its write
-// succeeded. An SQS event from the delay queue is forwarded to the stream
-// (see Runner.InvokeSQS).
+// out only once it is its shard's first unsettled record (every earlier
+// record settled), one write per shard at a time, so a write that fails
+// stops every later write of its shard and no record that Lambda delivers
+// again already has a copy. Writes of different shards go out together, one
+// of each shard per PutRecords (or SendMessageBatch) call: 1,000 copies on
+// one shard take 1,000 calls one after another, 1,000 over four shards
+// about 250. A RetryAfter copy waiting for its delay holds back the writes
+// of later records of its shard. Writes end at a fifth of the margin before
+// the deadline; each record settles only once its write succeeded, and what
+// is not written by then stays unsettled and is reported. An SQS event from
+// the delay queue is forwarded to the stream (see Runner.InvokeSQS).
 //
 // Most users reach this package through the module root
 // (lambdaadapter.New, lambdaadapter.Handle).

@@ -64,6 +64,20 @@
 // lease as it read it, so a row that changed in between (renewed by a live
 // owner, say) is not deleted.
 //
+// # Checkpoint values
+//
+// A checkpoint is a sequence number (the last settled record: reading
+// resumes after it), or one of three sentinels. ShardEnd marks a closed
+// shard read to its end: finished, never taken again, and its children may
+// start. TrimHorizon and AtTimestamp record where a child shard (of a split
+// or merge) started when it started from its first record, or from the
+// consumer's start timestamp, because its parents were read: written before
+// any of its records settled, they keep the child starting there after a
+// restart even once its parents' rows are deleted, instead of at the
+// consumer's configured start (LATEST, say). The long-running consumer
+// deletes a trimmed parent's row only once it is ShardEnd or every child
+// has a checkpoint of its own.
+//
 // # Fencing
 //
 // Every lease has a Counter that every write (take, renew, checkpoint,
@@ -116,7 +130,7 @@
 //	leaseKey         S        hash key: "stream:shardId" (Key.String), the stream's NAME, never its ARN
 //	leaseOwner       S        owner id of the holder; absent when the lease is free
 //	leaseCounter     N        fencing token, bumped by every take, renew, checkpoint, transfer and release
-//	checkpoint       S        last settled sequence number, or SHARD_END; absent when none
+//	checkpoint       S        last settled sequence number, SHARD_END, TRIM_HORIZON or AT_TIMESTAMP; absent when none
 //	parentShardIds   L of S   parents of a child shard (split or merge); absent when none
 //	ownerSwitches    N        takes and transfers that changed the owner (for operators)
 //	handoff          S        owner id of the worker that asked for the lease (RequestHandoff); absent when none

@@ -144,7 +144,9 @@ type Lease struct {
 	// missed a change cannot write. Expiry watches it too (see Tracker).
 	Counter int64
 	// Checkpoint is the sequence number of the last settled record, ShardEnd,
-	// or "" when nothing settled yet.
+	// TrimHorizon or AtTimestamp (a child that started where its parents
+	// left off, before any record of its own settled), or "" when nothing
+	// settled yet.
 	Checkpoint string
 	// ParentShardIDs are the parents of a child shard (after a split or a
 	// merge), as ListShards reported them; nil for a shard without parents.

@@ -2,6 +2,8 @@
 // Kinesis streams (Publisher: PutRecord, PutRecords) and messages to SQS
 // queues (Queue: SendMessage, SendMessageBatch), and the data formats of
 // what it writes there (dead letters, durable delays, retry copies).
+// Deciding what to write, and when, is not its business: the adapter's
+// settlement engine does that for both modes.
 //
 // # Clients
 //
@@ -86,9 +88,17 @@
 // is "". Payloads are standard base64 with padding. Readers ignore members
 // they do not know.
 //
-// A retry copy (Copy) is the delivered record republished to its own stream
-// with its partition key, its user headers, and x-ruststream-retry-count
-// incremented, as ruststream-kinesis writes it.
+// A counted retry copy (written by the adapter's settlement engine, not by a
+// function of this package) is the delivered record republished to its own
+// stream with its partition key, its payload and its user headers (the
+// delivery headers dropped), x-ruststream-retry-count set to the attempt
+// that failed ("1" on the first copy of an original, as ruststream-kinesis
+// writes it), and FirstArrivalHeader carrying the original's arrival time
+// from the first copy on. A durable delay carries the same headers.
+//
+// ForwardDelayed is the delay-queue forwarding both modes share: it writes
+// the due delay messages to their streams with one PutBatch and sends the
+// ones not yet due round the delay queue again.
 //
 // # Concurrency
 //

@@ -9,7 +9,7 @@
 # Usage: scripts/bench-e2e.sh [bench/e2e flags]
 #
 #   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500,
-#                                            10 sequential and 10 concurrent rounds (about 6 minutes)
+#                                            10 sequential and 10 concurrent rounds (about 3–6 minutes)
 #   scripts/bench-e2e.sh -limit 250 -rounds 3 -concurrent-rounds 3
 #   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof
 #   (cd bench/e2e && go run . -h)            every flag

@@ -82,15 +82,15 @@ func Bind(m *Message, r Replier) { m.replier = r }
 
 // ErrNoReplier is returned by Message.Reply on a message whose runner
 // offers no replies (for example one built by hand in a test).
-var ErrNoReplier = errors.New("message: replies are not available for this message")
+var ErrNoReplier = errors.New("lambdaadapter: replies are not available for this message")
 
 // ErrReplyAfterReturn is returned by Message.Reply after the handler
 // returned.
-var ErrReplyAfterReturn = errors.New("message: reply after the handler returned")
+var ErrReplyAfterReturn = errors.New("lambdaadapter: reply after the handler returned")
 
 // ErrNoReplyStream is returned by Message.Reply when neither the reply nor
 // the adapter names a stream.
-var ErrNoReplyStream = errors.New("message: reply names no stream and no reply stream is set (WithReplyStream)")
+var ErrNoReplyStream = errors.New("lambdaadapter: reply names no stream and no reply stream is set (WithReplyStream)")
 
 // Reply writes r (one Kinesis PutRecord) and returns once it is written or
 // has failed. The record being handled settles only if every reply written
