@@ -29,6 +29,8 @@
 //	LAMBDAADAPTER_DELAY_QUEUE         SQS queue URL for long RetryAfter delays
 //	LAMBDAADAPTER_MAX_INPROCESS_DELAY longest delay waited in the invocation (default 5s)
 //	LAMBDAADAPTER_REPLY_STREAM        default stream of replies
+//	LAMBDAADAPTER_REPLY_PARTITION_KEY key of replies that name none
+//	LAMBDAADAPTER_MODE                lambda (default) or ecs; the -mode flag wins
 //
 // The AWS clients take the standard AWS configuration (region, credentials,
 // AWS_ENDPOINT_URL_KINESIS / _SQS for local stand-ins).

@@ -1,0 +1,459 @@
+package deploy
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/awslabs/goformation/v7/cloudformation/iam"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The allow-list: every IAM action a role of template.yaml may be granted,
+// and why.
+
+// adapterCall is one AWS operation of the library's code: its client
+// method, the IAM action that authorises it, the modes that call it with
+// the template's configuration, and where. Every operation the code has a
+// client method for must have a row (TestEveryAdapterCallIsListed); a row
+// with notGranted is one the template deliberately does not grant.
+type adapterCall struct {
+	op, action string
+	modes      []string
+	file       string // calls op, relative to the module root
+	why        string
+	notGranted string
+}
+
+var (
+	bothModes = []string{"lambda", "ecs"}
+	ecsOnly   = []string{"ecs"}
+)
+
+var adapterCalls = []adapterCall{
+	{"kinesis.PutRecords", "kinesis:PutRecords", bothModes, "publish/publisher.go",
+		"counted copies to the record's own stream, dead letters to a stream, forwarded delays (batched)", ""},
+	{"kinesis.PutRecord", "kinesis:PutRecord", bothModes, "publish/publisher.go",
+		"replies (Message.Reply), one record each", ""},
+	{"sqs.SendMessageBatch", "sqs:SendMessage", bothModes, "publish/queue.go",
+		"durable delays and SQS dead letters (a batch action is authorised as its single action)", ""},
+	{"sqs.SendMessage", "sqs:SendMessage", bothModes, "publish/queue.go",
+		"a delay past 15 minutes sent round again", ""},
+	{"kinesis.ListShards", "kinesis:ListShards", ecsOnly, "consumer/discover.go", "the shards, at start and every list interval", ""},
+	{"kinesis.GetShardIterator", "kinesis:GetShardIterator", ecsOnly, "consumer/reader.go", "one reader per leased shard", ""},
+	{"kinesis.GetRecords", "kinesis:GetRecords", ecsOnly, "consumer/reader.go", "one reader per leased shard", ""},
+	{"kinesis.DescribeStreamSummary", "kinesis:DescribeStreamSummary", ecsOnly, "consumer/discover.go",
+		"the stream's ARN when only its name is configured",
+		"the task is given LAMBDAADAPTER_STREAM_ARN, so resolveStreamARN never calls it"},
+	{"sqs.ReceiveMessage", "sqs:ReceiveMessage", ecsOnly, "consumer/delays.go", "the service forwards its own delay queue", ""},
+	{"sqs.DeleteMessageBatch", "sqs:DeleteMessage", ecsOnly, "consumer/delays.go",
+		"forwarded delay messages (a batch action is authorised as its single action)", ""},
+	{"dynamodb.DescribeTable", "dynamodb:DescribeTable", ecsOnly, "lease/dynamodb.go", "Check at Run's start", ""},
+	{"dynamodb.GetItem", "dynamodb:GetItem", ecsOnly, "lease/dynamodb.go", "consistent lease reads", ""},
+	{"dynamodb.PutItem", "dynamodb:PutItem", ecsOnly, "lease/dynamodb.go", "new leases, worker heartbeats", ""},
+	{"dynamodb.UpdateItem", "dynamodb:UpdateItem", ecsOnly, "lease/dynamodb.go", "take, renew, checkpoint, release (conditional)", ""},
+	{"dynamodb.DeleteItem", "dynamodb:DeleteItem", ecsOnly, "lease/dynamodb.go", "rows of trimmed shards, worker rows", ""},
+	{"dynamodb.Scan", "dynamodb:Scan", ecsOnly, "lease/dynamodb.go", "the leases of a stream", ""},
+	{"dynamodb.CreateTable", "dynamodb:CreateTable", nil, "lease/dynamodb.go", "bootstrap leases init",
+		"the stack creates the lease table; bootstrap leases init is an operator's command"},
+}
+
+// serviceCall is an IAM action AWS uses with a role of the template on its
+// behalf: the adapter does not call it.
+type serviceCall struct {
+	role, action, who string
+	// star: AWS requires Resource "*" for the action (it has no resource
+	// type); the only Resource "*" the checks accept.
+	star bool
+}
+
+var serviceCalls = []serviceCall{
+	{"FunctionRole", "logs:CreateLogStream", "the Lambda runtime (function logs)", false},
+	{"FunctionRole", "logs:PutLogEvents", "the Lambda runtime (function logs)", false},
+	{"FunctionRole", "kinesis:DescribeStream", "the Kinesis event source mapping", false},
+	{"FunctionRole", "kinesis:DescribeStreamSummary", "the Kinesis event source mapping", false},
+	{"FunctionRole", "kinesis:ListShards", "the Kinesis event source mapping", false},
+	{"FunctionRole", "kinesis:GetShardIterator", "the Kinesis event source mapping", false},
+	{"FunctionRole", "kinesis:GetRecords", "the Kinesis event source mapping", false},
+	{"FunctionRole", "sqs:ReceiveMessage", "the delay queue's SQS event source mapping", false},
+	{"FunctionRole", "sqs:DeleteMessage", "the delay queue's SQS event source mapping", false},
+	{"FunctionRole", "sqs:GetQueueAttributes", "the delay queue's SQS event source mapping", false},
+	{"TaskExecutionRole", "logs:CreateLogStream", "the awslogs log driver", false},
+	{"TaskExecutionRole", "logs:PutLogEvents", "the awslogs log driver", false},
+	{"TaskExecutionRole", "ecr:BatchGetImage", "ECS pulling the image from ECR", false},
+	{"TaskExecutionRole", "ecr:GetDownloadUrlForLayer", "ECS pulling the image from ECR", false},
+	{"TaskExecutionRole", "ecr:GetAuthorizationToken", "ECS logging in to ECR", true},
+}
+
+// roleMode is the mode the adapter runs in with each role ("" for a role
+// the adapter does not run with).
+var roleMode = map[string]string{"FunctionRole": "lambda", "TaskRole": "ecs", "TaskExecutionRole": ""}
+
+// trustedService is the service each role trusts.
+var trustedService = map[string]string{
+	"FunctionRole": "lambda.amazonaws.com", "TaskRole": "ecs-tasks.amazonaws.com", "TaskExecutionRole": "ecs-tasks.amazonaws.com",
+}
+
+// allowedActions returns the actions role may be granted.
+func allowedActions(role string) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range adapterCalls {
+		if c.notGranted == "" && roleMode[role] != "" && slices.Contains(c.modes, roleMode[role]) {
+			out[c.action] = true
+		}
+	}
+	for _, c := range serviceCalls {
+		if c.role == role {
+			out[c.action] = true
+		}
+	}
+	return out
+}
+
+// starActions are the actions for which AWS requires Resource "*".
+func starActions() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range serviceCalls {
+		if c.star {
+			out[c.action] = true
+		}
+	}
+	return out
+}
+
+// resourceService is the ARN service of each resource type a statement
+// may name.
+var resourceService = map[string]string{
+	"AWS::Kinesis::Stream": "kinesis", "AWS::SQS::Queue": "sqs", "AWS::DynamoDB::Table": "dynamodb", "AWS::Logs::LogGroup": "logs",
+}
+
+// symbolicARN matches a resource's ARN as Evaluate writes it.
+var symbolicARN = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.Arn\}$`)
+
+// policyStatements returns every statement of every IAM policy in s, by the
+// role it applies to.
+func policyStatements(t *testing.T, s *Stack) map[string][]Statement {
+	t.Helper()
+	out := map[string][]Statement{}
+	for _, id := range slices.Sorted(maps.Keys(s.Resources)) {
+		r := s.Resources[id]
+		switch r.Type {
+		case "AWS::IAM::Role":
+			role := &iam.Role{}
+			if err := s.Decode(id, role); err != nil {
+				t.Fatal(err)
+			}
+			if len(role.ManagedPolicyArns) > 0 {
+				t.Errorf("role %s has managed policies %q: their statements escape the checks", id, role.ManagedPolicyArns)
+			}
+			for _, p := range role.Policies {
+				st, err := PolicyStatements(p.PolicyDocument)
+				if err != nil {
+					t.Fatalf("role %s policy %s: %v", id, p.PolicyName, err)
+				}
+				out[id] = append(out[id], st...)
+			}
+			checkTrust(t, id, role.AssumeRolePolicyDocument)
+		case "AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::RolePolicy", "AWS::IAM::User", "AWS::IAM::Group":
+			t.Errorf("%s is a %s: keep every grant inline in the roles, where the checks see it", id, r.Type)
+		case "AWS::Serverless::Function":
+			for _, k := range []string{"Policies", "Role"} {
+				if _, ok := r.Properties[k]; !ok && k == "Role" {
+					t.Errorf("function %s has no Role: SAM would generate one with managed policies on every resource", id)
+				} else if ok && k == "Policies" {
+					t.Errorf("function %s has SAM Policies: grant through its role", id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkTrust checks that a role trusts its service only.
+func checkTrust(t *testing.T, role string, doc any) {
+	t.Helper()
+	st, err := PolicyStatements(doc)
+	if err != nil {
+		t.Fatalf("role %s trust policy: %v", role, err)
+	}
+	want, ok := trustedService[role]
+	if !ok {
+		t.Errorf("role %s: the checks do not know it (add it to trustedService, roleMode and the allow-list)", role)
+		return
+	}
+	for _, s := range st {
+		p, _ := s.Principal.(map[string]any)
+		if s.Effect != "Allow" || !slices.Equal(s.Action, []string{"sts:AssumeRole"}) || len(p) != 1 || p["Service"] != want {
+			t.Errorf("role %s trusts %+v, want %s only", role, s, want)
+		}
+	}
+}
+
+// TestIAMStatements checks every statement of every role in every
+// combination: Allow only; actions from the role's allow-list; no
+// Resource "*" but for the actions AWS requires it for; every resource the
+// ARN of a resource of this stack (or the StreamArn or ECR repository
+// parameter) of the service of the actions.
+func TestIAMStatements(t *testing.T) {
+	star := starActions()
+	eachCombination(t, func(c combination) {
+		s := evaluate(t, c.params)
+		for role, sts := range policyStatements(t, s) {
+			allowed := allowedActions(role)
+			for i, st := range sts {
+				at := fmt.Sprintf("%s: %s statement %d (%s)", c.name, role, i, st.Sid)
+				if st.Effect != "Allow" || st.NotAction != nil || st.NotResource != nil {
+					t.Errorf("%s: want Effect Allow with Action and Resource, got %+v", at, st)
+				}
+				if len(st.Action) == 0 || len(st.Resource) == 0 {
+					t.Errorf("%s: no actions or no resources", at)
+				}
+				services := map[string]bool{}
+				starOK := true
+				for _, a := range st.Action {
+					if !allowed[a] {
+						t.Errorf("%s: action %q is not in the allow-list of %s (deploy/iam_test.go)", at, a, role)
+					}
+					if strings.Contains(a, "*") {
+						t.Errorf("%s: wildcard action %q", at, a)
+					}
+					services[strings.Split(a, ":")[0]] = true
+					starOK = starOK && star[a]
+				}
+				for _, res := range st.Resource {
+					if res == "*" {
+						if !starOK {
+							t.Errorf("%s: Resource \"*\" for %q: scope it to the stack's resources (only %q may have \"*\")", at, st.Action, slices.Sorted(maps.Keys(star)))
+						}
+						continue
+					}
+					if strings.Contains(res, "*") {
+						t.Errorf("%s: wildcard in resource %q", at, res)
+					}
+					svc, err := arnService(s, res)
+					if err != nil {
+						t.Errorf("%s: %v", at, err)
+						continue
+					}
+					if len(services) != 1 || !services[svc] {
+						t.Errorf("%s: resource %q (%s) does not belong to the service of %q", at, res, svc, st.Action)
+					}
+				}
+			}
+		}
+	})
+}
+
+// arnService returns the service of a statement's resource: a resource of
+// the stack (${Id.Arn}) or an ARN.
+func arnService(s *Stack, res string) (string, error) {
+	if m := symbolicARN.FindStringSubmatch(res); m != nil {
+		r, ok := s.Resources[m[1]]
+		if !ok {
+			return "", fmt.Errorf("resource %q: no such resource", res)
+		}
+		svc, ok := resourceService[r.Type]
+		if !ok {
+			return "", fmt.Errorf("resource %q is a %s, which no statement should name", res, r.Type)
+		}
+		return svc, nil
+	}
+	// ${AWS::Partition} and friends hold colons of their own.
+	plain := regexp.MustCompile(`\$\{AWS::[A-Za-z]+\}`).ReplaceAllString(res, "pseudo")
+	parts := strings.SplitN(plain, ":", 6)
+	if len(parts) < 6 || parts[0] != "arn" {
+		return "", fmt.Errorf("resource %q is neither a resource of the stack nor an ARN", res)
+	}
+	return parts[2], nil
+}
+
+// TestIAMGrants checks, in every combination, exactly which action each
+// role may take on which resource.
+func TestIAMGrants(t *testing.T) {
+	eachCombination(t, func(c combination) {
+		s := evaluate(t, c.params)
+		got := map[string]map[string][]string{} // role → action → resources
+		for role, sts := range policyStatements(t, s) {
+			got[role] = map[string][]string{}
+			for _, st := range sts {
+				for _, a := range st.Action {
+					got[role][a] = append(got[role][a], st.Resource...)
+				}
+			}
+			for a := range got[role] {
+				slices.Sort(got[role][a])
+				got[role][a] = slices.Compact(got[role][a])
+			}
+		}
+		if diff := cmp.Diff(wantGrants(c.params), got); diff != "" {
+			t.Errorf("%s: grants (-want +got):\n%s", c.name, diff)
+		}
+	})
+}
+
+// wantGrants is what each role of the stack may do with parameters p.
+func wantGrants(p map[string]string) map[string]map[string][]string {
+	source := sourceStream(p)
+	sorted := func(l ...string) []string { slices.Sort(l); return l }
+	writes := []string{source}
+	if p["DeadLetterTarget"] == "stream" {
+		writes = append(writes, "${DeadLetterStream.Arn}")
+	}
+	if p["CreateReplyStream"] == "true" {
+		writes = append(writes, "${ReplyStream.Arn}")
+	}
+	sends := []string{"${DelayQueue.Arn}"}
+	if p["DeadLetterTarget"] == "queue" {
+		sends = append(sends, "${DeadLetterQueue.Arn}")
+	}
+	delay := []string{"${DelayQueue.Arn}"}
+	if p["Mode"] != "ecs" {
+		logs := []string{"${FunctionLogGroup.Arn}"}
+		return map[string]map[string][]string{"FunctionRole": {
+			"logs:CreateLogStream": logs, "logs:PutLogEvents": logs,
+			"kinesis:DescribeStream": {source}, "kinesis:DescribeStreamSummary": {source}, "kinesis:ListShards": {source},
+			"kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
+			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
+			"sqs:SendMessage":    sorted(sends...),
+			"sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay, "sqs:GetQueueAttributes": delay,
+		}}
+	}
+	table := []string{"${LeaseTable.Arn}"}
+	logs := []string{"${TaskLogGroup.Arn}"}
+	exec := map[string][]string{"logs:CreateLogStream": logs, "logs:PutLogEvents": logs}
+	if repo := p["ImageRepository"]; repo != "" {
+		arn := []string{"arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/" + repo}
+		exec["ecr:BatchGetImage"], exec["ecr:GetDownloadUrlForLayer"], exec["ecr:GetAuthorizationToken"] = arn, arn, []string{"*"}
+	}
+	return map[string]map[string][]string{
+		"TaskRole": {
+			"kinesis:ListShards": {source}, "kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
+			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
+			"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
+			"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
+			"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
+		},
+		"TaskExecutionRole": exec,
+	}
+}
+
+// TestAllowListMatchesTheCode checks each row of adapterCalls against the
+// file it names: the call is there.
+func TestAllowListMatchesTheCode(t *testing.T) {
+	for _, c := range adapterCalls {
+		src, err := os.ReadFile(filepath.Join("..", c.file))
+		if err != nil {
+			t.Errorf("%s: %v", c.op, err)
+			continue
+		}
+		method := strings.Split(c.op, ".")[1]
+		if !regexp.MustCompile(`\.` + method + `\(`).Match(src) {
+			t.Errorf("%s: %s does not call %s; update the allow-list", c.op, c.file, method)
+		}
+	}
+}
+
+// TestEveryAdapterCallIsListed finds every AWS operation the library's code
+// declares a client method for (a parameter of type *kinesis.XInput,
+// *sqs.XInput or *dynamodb.XInput in non-test code) and checks that
+// adapterCalls has a row for it: a new call must be granted, or its absence
+// explained, in the template.
+func TestEveryAdapterCallIsListed(t *testing.T) {
+	services := map[string]string{
+		"github.com/aws/aws-sdk-go-v2/service/kinesis":  "kinesis",
+		"github.com/aws/aws-sdk-go-v2/service/sqs":      "sqs",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb": "dynamodb",
+	}
+	// Not the library: test kits, tests, other modules, tools.
+	skip := map[string]bool{"deploy": true, "bench": true, "integration": true, "lambdaadaptertest": true,
+		"standins": true, "node_modules": true, "testdata": true, "tools": true, "scripts": true}
+	found := map[string][]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != ".." && (skip[d.Name()] || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		alias := map[string]string{}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			svc, ok := services[p]
+			if !ok {
+				continue
+			}
+			name := svc
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			alias[name] = svc
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ft, ok := n.(*ast.FuncType)
+			if !ok || ft.Params == nil {
+				return true
+			}
+			for _, p := range ft.Params.List {
+				star, ok := p.Type.(*ast.StarExpr)
+				if !ok {
+					continue
+				}
+				sel, ok := star.X.(*ast.SelectorExpr)
+				if !ok {
+					continue
+				}
+				pkg, ok := sel.X.(*ast.Ident)
+				if !ok || alias[pkg.Name] == "" || !strings.HasSuffix(sel.Sel.Name, "Input") {
+					continue
+				}
+				op := alias[pkg.Name] + "." + strings.TrimSuffix(sel.Sel.Name, "Input")
+				rel, _ := filepath.Rel("..", path)
+				found[op] = append(found[op], rel)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 5 {
+		t.Fatalf("found only %d operations; is the scan broken? %v", len(found), found)
+	}
+	listed := map[string]bool{}
+	for _, c := range adapterCalls {
+		listed[c.op] = true
+	}
+	for _, op := range slices.Sorted(maps.Keys(found)) {
+		if !listed[op] {
+			t.Errorf("the code calls %s (%s): add it to adapterCalls with the IAM action and the modes, grant it in template.yaml or say why not",
+				op, strings.Join(slices.Compact(found[op]), ", "))
+		}
+	}
+	for _, c := range adapterCalls {
+		if _, ok := found[c.op]; !ok {
+			t.Errorf("adapterCalls lists %s, which the code no longer declares", c.op)
+		}
+	}
+}
