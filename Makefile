@@ -1,5 +1,5 @@
 # lambdaadapter — the two commands a new user types:
-#   make demo   run the Lambda binary locally under the Runtime Interface Emulator
+#   make demo   both modes end to end on local stand-ins (Lambda under the Runtime Interface Emulator, ECS workers)
 #   make test   vet, unit tests with the race detector, end-to-end tests
 SHELL := /bin/bash
 GO    ?= go
@@ -64,7 +64,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
 
-demo: tools
+# Everything end to end on local stand-ins (installs and stops them itself).
+demo:
 	scripts/demo.sh
 
 clean:

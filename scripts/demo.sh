@@ -1,62 +1,86 @@
 #!/usr/bin/env bash
-# make demo: builds the Lambda binary (cmd/bootstrap, with its demonstration
-# handler), runs it under the AWS Lambda Runtime Interface Emulator on
-# loopback, sends it real-shaped Kinesis events and prints what it answers.
+# make demo: the whole adapter end to end on this machine, against local
+# stand-ins for AWS, in well under three minutes (about 30 s once installed).
+# Needs Go and Node.js 20 or newer; it never touches an AWS account (every
+# endpoint is 127.0.0.1, the credentials are dummies).
+#
+#   1. installs and starts the stand-ins (scripts/standins.sh: kinesis-local,
+#      dynalite, fauxqs), unless they are already running
+#   2. builds bin/bootstrap and installs the Lambda Runtime Interface Emulator
+#      (scripts/install-rie.sh)
+#   3. runs the driver (integration/demo): phase 1 sends a few thousand sample
+#      records (acks, poison, transient failures, delays, replies) through a
+#      local Kinesis + SQS event-source loop into bin/bootstrap under the
+#      emulator; phase 2 sends a second batch through two bin/bootstrap
+#      -mode=ecs workers sharing a DynamoDB lease table. Each phase shows a
+#      live progress line and ends with a summary (lost must be 0).
+#   4. stops everything it started (emulator, workers, stand-ins), also on
+#      failure and on Ctrl-C.
+#
+# Environment: LAMBDAADAPTER_DEMO_RECORDS (records per phase, default 2000),
+# LAMBDAADAPTER_RIE (the emulator's path), and the stand-ins' port variables
+# (see scripts/standins.sh).
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+records="${LAMBDAADAPTER_DEMO_RECORDS:-2000}"
 rie="${LAMBDAADAPTER_RIE:-$root/bin/aws-lambda-rie}"
-[[ -x "$rie" ]] || { echo "demo: the Runtime Interface Emulator is missing; run: make tools" >&2; exit 1; }
-port="${LAMBDAADAPTER_DEMO_PORT:-9000}"
-api_port="${LAMBDAADAPTER_DEMO_API_PORT:-9001}"
-url="http://127.0.0.1:$port/2015-03-31/functions/function/invocations"
-work="$(mktemp -d)"
-pid=""
+
+command -v go >/dev/null 2>&1 || { echo "demo: go is not on PATH; install Go (https://go.dev/dl/)" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/lambdaadapter-demo.XXXXXX")"
+started_standins=0
+ok=0
 cleanup() {
-  if [[ -n "$pid" ]]; then
-    pkill -P "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
+	local rc=$?
+	trap - EXIT INT TERM
+	# The driver stops its processes itself; this catches any it left
+	# behind if it was killed (only ours: the command line must match).
+	if [[ -f "$work/pids" ]]; then
+		local pid name
+		while read -r pid name; do
+			if kill -0 "$pid" 2>/dev/null && ps -p "$pid" -o args= 2>/dev/null | grep -qE 'aws-lambda-rie|bootstrap'; then
+				echo "demo: stopping leftover $name (pid $pid)"
+				kill -TERM "$pid" 2>/dev/null || true
+				sleep 2
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+		done <"$work/pids"
+	fi
+	if ((started_standins)); then
+		echo
+		scripts/standins.sh stop || true
+	fi
+	if ((ok)); then
+		rm -rf "$work"
+	else
+		echo "demo: failed or interrupted; the processes' logs are in $work/logs" >&2
+	fi
+	exit "$rc"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-echo "== building bin/bootstrap (CGO_ENABLED=0, -tags lambda.norpc)"
-CGO_ENABLED=0 go build -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
-
-echo "== starting the Runtime Interface Emulator on 127.0.0.1:$port"
-env -i PATH="$PATH" HOME="${HOME:-/tmp}" AWS_LAMBDA_FUNCTION_TIMEOUT=3 \
-  AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=demo AWS_SECRET_ACCESS_KEY=demo \
-  LAMBDAADAPTER_LOG_LEVEL=info LAMBDAADAPTER_DEADLINE_MARGIN=500ms \
-  "$rie" --runtime-interface-emulator-address "127.0.0.1:$port" \
-  --runtime-api-address "127.0.0.1:$api_port" "$root/bin/bootstrap" >"$work/rie.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
-
-invoke() {
-  local title="$1" file="$2"
-  echo
-  echo "== $title"
-  echo "   event: $file ($(grep -c '"sequenceNumber"' "$file") records)"
-  local start end
-  start=$(date +%s%N)
-  local out
-  out=$(curl -sS -X POST --data-binary @"$file" "$url")
-  end=$(date +%s%N)
-  echo "   response in $(( (end - start) / 1000000 )) ms: $out"
-}
-
-invoke "every record acked or dropped (some carry RSK1 headers)" integration/testdata/all_ack.json
-invoke "a record in the middle asks for a retry: exactly its sequence number comes back" integration/testdata/retry_middle.json
-invoke "the first record's handler panics: recovered, reported, the rest untouched" integration/testdata/panic_first.json
-invoke "two shards in one (test) event: the first unsettled record of each" integration/testdata/multi_shard.json
-invoke "a handler still running at the deadline minus the margin (timeout 3s)" integration/testdata/deadline.json
-invoke "a malformed invocation: a clear error, nothing handled" integration/testdata/truncated.json
+start=$SECONDS
+echo "== Stand-ins for AWS (kinesis-local, dynalite, fauxqs) on 127.0.0.1"
+scripts/standins.sh install
+if scripts/standins.sh status >/dev/null 2>&1; then
+	echo "demo: the stand-ins are already running; using them (and leaving them running)"
+else
+	started_standins=1
+	scripts/standins.sh start
+fi
+eval "$(scripts/standins.sh env)"
 
 echo
-echo "== the function's structured logs (JSON, with the Lambda request id)"
-grep -E '^\{' "$work/rie.log" | head -20 || true
+echo "== Building bin/bootstrap (CGO_ENABLED=0, -tags lambda.norpc) and the demo driver"
+CGO_ENABLED=0 go build -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
+go build -o "$work/demo" ./integration/demo
+LAMBDAADAPTER_RIE="$rie" scripts/install-rie.sh
+
+"$work/demo" -bootstrap bin/bootstrap -rie "$rie" -logs "$work/logs" -pidfile "$work/pids" \
+	-lambda-records "$records" -ecs-records "$records"
+ok=1
+echo
+echo "demo: finished in $((SECONDS - start))s"

@@ -209,20 +209,28 @@ launch() {
 				AWS_REGION=us-east-1 AWS_ACCOUNT_ID=000000000000 \
 				LOG_LEVEL="${LAMBDAADAPTER_KINESIS_LOG_LEVEL:-WARN}"
 			unset INITIALIZE_STREAMS # an empty value is rejected
-			exec nohup node "$mods/kinesis-local/main.js" </dev/null >>"$log" 2>&1
+			exec $detach nohup node "$mods/kinesis-local/main.js" </dev/null >>"$log" 2>&1
 		) &
 		;;
 	dynamodb)
-		nohup node "$pkg/dynalite.js" --host 127.0.0.1 --port "$port" \
+		$detach nohup node "$pkg/dynalite.js" --host 127.0.0.1 --port "$port" \
 			--createTableMs 10 --deleteTableMs 10 --updateTableMs 10 </dev/null >>"$log" 2>&1 &
 		;;
 	sqs)
-		LAMBDAADAPTER_SQS_PORT="$port" nohup node "$pkg/fauxqs.js" </dev/null >>"$log" 2>&1 &
+		LAMBDAADAPTER_SQS_PORT="$port" $detach nohup node "$pkg/fauxqs.js" </dev/null >>"$log" 2>&1 &
 		;;
 	esac
 	echo "$!" >"$state/$name.pid"
 	echo "$port" >"$state/$name.port"
 }
+
+# detach runs a stand-in in a session of its own (where setsid exists), so a
+# Ctrl-C in the terminal reaches the demo or test, which then stops the
+# stand-ins in order, instead of killing them under it.
+detach=""
+if command -v setsid >/dev/null 2>&1; then
+	detach=setsid
+fi
 
 stop_one() {
 	local name="$1" pid

@@ -23,6 +23,10 @@ type demoCommand struct {
 	Reply string `json:"reply"`
 	// ReplyKey is the reply's partition key ("" lets the adapter resolve it).
 	ReplyKey string `json:"reply_key"`
+	// UntilAttempt, when above 0, limits Outcome to the attempts before it:
+	// from attempt UntilAttempt on the record is acknowledged (a transient
+	// failure). Sleep and reply apply on every attempt.
+	UntilAttempt int `json:"until_attempt"`
 }
 
 // demoHandler returns the demonstration handler described in the command
@@ -51,7 +55,11 @@ func demoHandler(logger *slog.Logger) lambdaadapter.Handler {
 				return lambdaadapter.Retry(err)
 			}
 		}
-		switch cmd.Outcome {
+		outcome := cmd.Outcome
+		if cmd.UntilAttempt > 0 && m.Attempt >= cmd.UntilAttempt {
+			outcome = "ack"
+		}
+		switch outcome {
 		case "retry_after":
 			return lambdaadapter.RetryAfter(time.Duration(cmd.DelayMS)*time.Millisecond, errors.New("demo: asked to retry later"))
 		case "drop":

@@ -13,6 +13,13 @@
 //	{"outcome":"retry_after","delay_ms":3000} → RetryAfter(3s)
 //	{"sleep_ms":200}     → sleeps first (cut short by the deadline)
 //	{"reply":"text","reply_key":"k"} → publishes a reply first (Message.Reply)
+//	{"outcome":"retry","until_attempt":2} → the outcome on the attempts before
+//	                       until_attempt only, Ack from then on (a transient
+//	                       failure: here a retry on the first delivery only)
+//	{"id":"x"}           → only logged, to tell records apart
+//
+// Each record is logged at debug level ("record": shard_id, sequence_number,
+// partition_key, attempt, bytes, id, command) before its outcome.
 //
 // Configuration (environment variables, read by lambdaadapter.Environment
 // as for any program that calls lambdaadapter.Handle):
