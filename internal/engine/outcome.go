@@ -288,11 +288,10 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 		case <-ch:
 		case <-expired:
 			s.mu.Lock()
-			s.waiters--
+			s.leaveLocked(ch)
 			return batch, keys
 		}
 		s.mu.Lock()
-		s.waiters--
 	}
 }
 

@@ -234,12 +234,11 @@ func (s *Session) Submit(ctx context.Context, d *Delivery) error {
 		case <-ch:
 		case <-ctx.Done():
 			s.mu.Lock()
-			s.waiters--
+			s.leaveLocked(ch)
 			s.mu.Unlock()
 			return ctx.Err()
 		}
 		s.mu.Lock()
-		s.waiters--
 	}
 	if s.closed {
 		s.mu.Unlock()
@@ -445,13 +444,24 @@ func (s *Session) waitLocked() <-chan struct{} {
 	return s.changed
 }
 
-// broadcastLocked wakes every waiter.
+// broadcastLocked wakes every waiter. The woken are no longer counted, so
+// the next broadcasts (a SubmitAll readies many keys under one lock) cost
+// nothing until someone waits again.
 func (s *Session) broadcastLocked() {
 	if s.waiters == 0 {
 		return
 	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.waiters = 0
+}
+
+// leaveLocked uncounts a waiter that stops waiting on ch before a
+// broadcast closed it.
+func (s *Session) leaveLocked(ch <-chan struct{}) {
+	if ch == s.changed {
+		s.waiters--
+	}
 }
 
 // emptyLocked reports whether nothing is left for a lane to do.
@@ -485,7 +495,6 @@ func (s *Session) take() *keyQueue {
 		s.mu.Unlock()
 		<-ch // a cut-off broadcasts too
 		s.mu.Lock()
-		s.waiters--
 	}
 }
 
