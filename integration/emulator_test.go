@@ -244,6 +244,16 @@ func (e *emulator) waitReady(addrs ...string) error {
 	for {
 		pending := 0
 		for _, a := range addrs {
+			// The emulator itself must hold the listening socket: a dial
+			// alone also succeeds when another process took the port between
+			// our probe and the emulator's bind (it then dies of "address
+			// already in use" and the invocation finds nobody).
+			if ours, known := listensOn(e.cmd.Process.Pid, a); known {
+				if !ours {
+					pending++
+				}
+				continue
+			}
 			c, err := net.DialTimeout("tcp", a, 100*time.Millisecond)
 			if err != nil {
 				pending++
@@ -372,4 +382,42 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// listensOn reports whether process pid holds a listening TCP socket on
+// addr (127.0.0.1:port), from /proc; known is false where /proc cannot tell.
+func listensOn(pid int, addr string) (ours, known bool) {
+	_, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, false
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return false, false
+	}
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, false
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false, false
+	}
+	want := map[string]bool{}
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseUint(hexPort, 16, 32); ok && err == nil && int(p) == port {
+			want["socket:["+f[9]+"]"] = true
+		}
+	}
+	for _, fd := range fds {
+		if link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && want[link] {
+			return true, true
+		}
+	}
+	return false, true
 }
