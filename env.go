@@ -65,13 +65,22 @@ func Environment(getenv func(string) string) ([]Option, error) {
 			*to = append(*to, opt(v))
 		}
 	}
+	// durOf parses a positive duration; ok is false when unset or bad (a
+	// bad one is reported).
+	durOf := func(name string) (d time.Duration, ok bool) {
+		v := getenv(name)
+		if v == "" {
+			return 0, false
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			bad(name, v, "a positive duration such as 500ms or 10s")
+			return 0, false
+		}
+		return d, true
+	}
 	dur := func(name string, to *[]Option, opt func(time.Duration) Option) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				bad(name, v, "a positive duration such as 500ms or 10s")
-				return
-			}
+		if d, ok := durOf(name); ok {
 			*to = append(*to, opt(d))
 		}
 	}
@@ -143,16 +152,14 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	dur("LAMBDAADAPTER_SHUTDOWN_TIMEOUT", &ecsOnly, WithShutdownTimeout)
 	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, WithListInterval)
 	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, WithGetRecordsLimit)
-	var backoff []Option // only to validate
-	dur("LAMBDAADAPTER_RETRY_BACKOFF", &backoff, func(time.Duration) Option { return nil })
-	dur("LAMBDAADAPTER_MAX_RETRY_BACKOFF", &backoff, func(time.Duration) Option { return nil })
-	if len(backoff) > 0 {
-		base, maxBackoff := consumer.DefaultRetryBackoff, consumer.DefaultMaxRetryBackoff
-		if v := getenv("LAMBDAADAPTER_RETRY_BACKOFF"); v != "" {
-			base, _ = time.ParseDuration(v)
+	base, baseSet := durOf("LAMBDAADAPTER_RETRY_BACKOFF")
+	maxBackoff, maxSet := durOf("LAMBDAADAPTER_MAX_RETRY_BACKOFF")
+	if baseSet || maxSet {
+		if !baseSet {
+			base = consumer.DefaultRetryBackoff
 		}
-		if v := getenv("LAMBDAADAPTER_MAX_RETRY_BACKOFF"); v != "" {
-			maxBackoff, _ = time.ParseDuration(v)
+		if !maxSet {
+			maxBackoff = consumer.DefaultMaxRetryBackoff
 		}
 		ecsOnly = append(ecsOnly, WithRetryBackoff(base, maxBackoff))
 	}

@@ -633,13 +633,9 @@ func (e *evaluator) intrinsic(fn string, arg any, at string) (any, error) {
 			return nil, bad("takes [separator, list]")
 		}
 		sep, _ := args[0].(string)
-		lv, err := e.value(args[1], at)
+		l, err := e.stringList(args[1], at, bad)
 		if err != nil {
 			return nil, err
-		}
-		l, err := stringList(lv)
-		if err != nil {
-			return nil, bad("%v", err)
 		}
 		return strings.Join(l, sep), nil
 	case "Fn::Select":
@@ -655,13 +651,9 @@ func (e *evaluator) intrinsic(fn string, arg any, at string) (any, error) {
 		if err != nil {
 			return nil, bad("index %v", iv)
 		}
-		lv, err := e.value(args[1], at)
+		l, err := e.stringList(args[1], at, bad)
 		if err != nil {
 			return nil, err
-		}
-		l, err := stringList(lv)
-		if err != nil {
-			return nil, bad("%v", err)
 		}
 		if i < 0 || i >= len(l) {
 			return nil, bad("index %d out of %d elements of %q", i, len(l), l)
@@ -1032,4 +1024,18 @@ func PolicyStatements(doc any) ([]Statement, error) {
 		return nil, fmt.Errorf("deploy: policy statements: %w", err)
 	}
 	return st, nil
+}
+
+// stringList evaluates v at path at and reads it as a list of strings; a
+// value that is not one is reported through bad.
+func (e *evaluator) stringList(v any, at string, bad func(string, ...any) error) ([]string, error) {
+	lv, err := e.value(v, at)
+	if err != nil {
+		return nil, err
+	}
+	l, err := stringList(lv)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	return l, nil
 }
