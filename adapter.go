@@ -32,9 +32,15 @@ import (
 //	Payload         []byte    the record's data with any RSK1 envelope removed
 //	Headers         Headers   the RSK1 user headers, in order, then the delivery
 //	                          headers partition-key, kinesis-sequence-number and
-//	                          kinesis-shard-id, always set from the record itself
-//	PartitionKey    string    the record's Kinesis partition key
-//	SequenceNumber  string    the record's sequence number (decimal digits)
+//	                          kinesis-shard-id, always set from the record itself,
+//	                          and kinesis-sub-sequence-number on a KPL user record
+//	PartitionKey    string    the record's Kinesis partition key (a KPL user
+//	                          record's own key)
+//	ExplicitHashKey string    a KPL user record's explicit hash key, if it has one
+//	SequenceNumber  string    the record's sequence number (decimal digits; a KPL
+//	                          user record has its aggregate's)
+//	Aggregated      bool      a user record of a KPL aggregated record
+//	SubSequenceNumber int     its index in the aggregate (0 for a plain record)
 //	ShardID         string    the shard it was read from ("shardId-000000000000")
 //	StreamARN       string    the stream's ARN (the stream's, also for an enhanced
 //	                          fan-out consumer event source; in long-running mode

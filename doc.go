@@ -107,6 +107,34 @@
 // and its record stays unsettled with an error log. Use a dead-letter stream
 // for large records.
 //
+// # KPL aggregated records
+//
+// A record written by the Kinesis Producer Library as an aggregate (data
+// starting with the magic bytes F3 89 9A C2, a protobuf AggregatedRecord
+// and its MD5) becomes one Message per user record, in both modes: its own
+// payload (RSK1 envelope opened), partition key (lanes keep order per
+// user-record key) and ExplicitHashKey, the parent's SequenceNumber,
+// Aggregated set, SubSequenceNumber its index, and the header
+// kinesis-sub-sequence-number.
+//
+//	                   Lambda mode                           long-running mode
+//	settlement         each user record on its own; the      same; the checkpoint never passes an
+//	                   parent settles once all have: the     unsettled user record
+//	                   response names the parent
+//	Retry, not counted the parent is reported and Lambda     only that user record comes again, in
+//	                   redelivers it whole: settled user     process
+//	                   records are handled again
+//	counted retry,     per user record: a plain copy under   same
+//	dead letter        its own key; the dead letter carries
+//	                   x-dead-letter-sub-sequence-number
+//	restart inside     -                                     the lease stores the sub-sequence: the next
+//	an aggregate                                             owner skips the user records that settled
+//	wrong MD5          an ordinary record                    same
+//	MD5 matches, body  poison: not handed to the handler;    same
+//	malformed          like Drop with an error naming it
+//	                   (dead-lettered with its raw data
+//	                   under WithDeadLetterDrops)
+//
 // # Replies
 //
 // A handler may publish records with Message.Reply (one PutRecord, encoded

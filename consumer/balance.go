@@ -369,7 +369,7 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease taken", slog.String(attrShardID, held.Key.ShardID),
 		slog.String("from", from), slog.String("checkpoint", held.Checkpoint), slog.Int64("counter", held.Counter))
 	s := c.newShard(held)
-	if cp := held.Checkpoint; cp != "" && cp != lease.ShardEnd && settle.ValidSequence(cp) {
+	if cp := held.Checkpoint; cp != "" && cp != lease.ShardEnd && settle.ValidSequence(cp) && held.SubSequence == 0 {
 		s.es.Reset(cp)
 	}
 	c.shards[s.id] = s
@@ -377,7 +377,7 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 	if held.Checkpoint == "" && pos.inherited {
 		// A child starting where its parents left off: say so in its row, so
 		// it starts there again once the parents' rows are deleted.
-		s.ck.update(pos.sentinel())
+		s.ck.update(settle.Position{Seq: pos.sentinel()})
 	}
 	s.rmu.Lock()
 	s.startReaderLocked(pos, s.es.Watermark().Epoch())
@@ -406,6 +406,11 @@ func (c *Consumer) startFor(l lease.Lease, v view) Position {
 	case lease.ShardEnd:
 		return c.cfg.Start // not started: finished shards are never taken
 	default:
+		if l.SubSequence > 0 {
+			// Inside a KPL aggregate: read it again, skipping the user
+			// records that settled.
+			return Position{kind: posAtSequence, shard: l.Key.ShardID, seq: l.Checkpoint, skip: l.SubSequence}
+		}
 		return Position{kind: posSequence, shard: l.Key.ShardID, seq: l.Checkpoint}
 	}
 	for _, p := range l.ParentShardIDs {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/settle"
 )
 
 // checkpointer writes a shard's checkpoint: only when the watermark moved,
@@ -20,9 +21,9 @@ type checkpointer struct {
 	wmu sync.Mutex // at most one write in flight
 
 	mu   sync.Mutex
-	want string // newest checkpoint to write
-	have string // last written
-	dead bool   // lease lost or shard stopped: write nothing more
+	want settle.Position // newest checkpoint to write
+	have settle.Position // last written
+	dead bool            // lease lost or shard stopped: write nothing more
 	last time.Time
 
 	kick chan struct{}
@@ -32,15 +33,17 @@ type checkpointer struct {
 }
 
 func newCheckpointer(s *shard) *checkpointer {
-	k := &checkpointer{s: s, have: s.lease.Checkpoint, kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	k := &checkpointer{s: s, have: settle.Position{Seq: s.lease.Checkpoint, Parts: s.lease.SubSequence}, kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
 	s.c.spawn(k.loop)
 	return k
 }
 
-// update asks for seq to be written.
-func (k *checkpointer) update(seq string) {
+// update asks for pos to be written (a sequence number with, inside a KPL
+// aggregate, the number of its user records that settled; or a sentinel
+// such as ShardEnd with Parts 0).
+func (k *checkpointer) update(pos settle.Position) {
 	k.mu.Lock()
-	k.want = seq
+	k.want = pos
 	k.mu.Unlock()
 	select {
 	case k.kick <- struct{}{}:
@@ -49,7 +52,7 @@ func (k *checkpointer) update(seq string) {
 }
 
 // written returns the last checkpoint written.
-func (k *checkpointer) written() string {
+func (k *checkpointer) written() settle.Position {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.have
@@ -95,7 +98,7 @@ func (k *checkpointer) flush(ctx context.Context) bool {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	k.mu.Lock()
-	if k.dead || k.want == "" || k.want == k.have {
+	if k.dead || k.want.Seq == "" || k.want == k.have {
 		k.mu.Unlock()
 		return true
 	}
@@ -104,7 +107,7 @@ func (k *checkpointer) flush(ctx context.Context) bool {
 
 	s := k.s
 	_, err := s.write(ctx, func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-		return s.c.cfg.Store.Checkpoint(ctx, l, want)
+		return s.c.cfg.Store.Checkpoint(ctx, l, want.Seq, want.Parts)
 	})
 	k.mu.Lock()
 	k.last = time.Now()

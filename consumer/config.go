@@ -192,6 +192,7 @@ type Position struct {
 	at    time.Time
 	shard string
 	seq   string
+	skip  int // posAtSequence: user records of the KPL aggregate at seq that settled before
 
 	inherited bool // a child's start, from its parents' lineage
 }

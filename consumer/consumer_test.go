@@ -815,7 +815,7 @@ func TestExpiredLeaseTaken(t *testing.T) {
 		if l, err = store.Take(t.Context(), l, "dead"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err = store.Checkpoint(t.Context(), l, seqs[5]); err != nil {
+		if _, err = store.Checkpoint(t.Context(), l, seqs[5], 0); err != nil {
 			t.Fatal(err)
 		}
 		h := newRecorder()

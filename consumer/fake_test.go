@@ -230,13 +230,13 @@ type hangingStore struct {
 	renews atomic.Int64
 }
 
-func (h *hangingStore) Checkpoint(ctx context.Context, held lease.Lease, seq string) (lease.Lease, error) {
+func (h *hangingStore) Checkpoint(ctx context.Context, held lease.Lease, seq string, sub int) (lease.Lease, error) {
 	if h.hang.Load() {
 		h.hung.Add(1)
 		<-ctx.Done()
 		return lease.Lease{}, ctx.Err()
 	}
-	return h.Store.Checkpoint(ctx, held, seq)
+	return h.Store.Checkpoint(ctx, held, seq, sub)
 }
 
 func (h *hangingStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {

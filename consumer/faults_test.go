@@ -42,7 +42,7 @@ func TestTrimmedParentWithRow(t *testing.T) {
 		if l, err = store.Take(t.Context(), l, "dead"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err = store.Checkpoint(t.Context(), l, f.Records(testStream)[0].SequenceNumber); err != nil {
+		if _, err = store.Checkpoint(t.Context(), l, f.Records(testStream)[0].SequenceNumber, 0); err != nil {
 			t.Fatal(err)
 		}
 		f.Trim(testStream, parent)

@@ -12,6 +12,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
@@ -73,6 +74,12 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 		<-fetched
 	}()
 	wm := s.es.Watermark()
+	// resume: the first record read, when it is the KPL aggregate the lease
+	// stopped inside, skips the user records that settled before.
+	var resume Position
+	if pos.kind == posAtSequence && pos.skip > 0 {
+		resume = pos
+	}
 	for {
 		var b batch
 		select {
@@ -88,7 +95,15 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 			}
 		}
 		for i := range b.records {
-			d, err := s.es.Deliver(e, s.message(&b.records[i]))
+			r := &b.records[i]
+			skip := 0
+			if resume.seq != "" {
+				if aws.ToString(r.SequenceNumber) == resume.seq {
+					skip = resume.skip
+				}
+				resume = Position{}
+			}
+			ds, err := s.deliveries(e, r, skip)
 			if errors.Is(err, settle.ErrStale) {
 				return // sought or lost since this reader started
 			}
@@ -96,11 +111,15 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 				continue
 			}
-			select {
-			case c.ch <- d:
-			case <-ctx.Done():
-				d.Drop()
-				return
+			for j, d := range ds {
+				select {
+				case c.ch <- d:
+				case <-ctx.Done():
+					for _, d := range ds[j:] {
+						d.Drop()
+					}
+					return
+				}
 			}
 		}
 		switch {
@@ -120,6 +139,51 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 // before its reader pauses: the records that may wait for a lane plus two
 // batches.
 func (c *Consumer) maxSpan() int { return c.cfg.MaxWaiting + 2*c.cfg.Limit }
+
+// deliveries registers a Kinesis record of the shard in epoch e and returns
+// its deliveries: one for an ordinary record, one per user record of a KPL
+// aggregate (from index skip on: the ones before settled before a
+// restart), or one poison delivery with the raw data for an aggregate whose
+// MD5 matches but whose body is malformed. Errors are Shard.Deliver's.
+func (s *shard) deliveries(e settle.Epoch, r *kinesistypes.Record, skip int) (ds []*engine.Delivery, err error) {
+	m := s.message(r)
+	if !message.MaybeAggregate(r.Data) {
+		d, err := s.es.Deliver(e, m)
+		if err != nil {
+			return nil, err
+		}
+		return []*engine.Delivery{d}, nil
+	}
+	base := m
+	base.Payload, base.Headers = nil, nil
+	users, n, ok, perr := message.UserRecords(&base, r.Data, skip)
+	switch {
+	case !ok:
+		d, err := s.es.Deliver(e, m)
+		if err != nil {
+			return nil, err
+		}
+		return []*engine.Delivery{d}, nil
+	case perr != nil:
+		m.Payload = r.Data // the raw aggregate, dead-lettered as it came
+		d, err := s.es.Deliver(e, m)
+		if err != nil {
+			return nil, err
+		}
+		d.Poison = perr
+		return []*engine.Delivery{d}, nil
+	case len(users) == 0:
+		return nil, nil // every user record settled before the restart
+	}
+	ds = make([]*engine.Delivery, len(users))
+	for i := range users {
+		ds[i] = &engine.Delivery{Msg: users[i]}
+	}
+	if err := s.es.DeliverGroup(e, ds, n-len(users)); err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
 
 // message turns a Kinesis record of the shard into a message: the RSK1
 // envelope opened, the delivery headers set, Attempt from the retry count.

@@ -49,8 +49,8 @@ type shard struct {
 func (c *Consumer) newShard(l lease.Lease) *shard {
 	s := &shard{c: c, id: l.Key.ShardID, lease: l, wtok: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
 	s.es = engine.NewShard(s.id, engine.Hooks{
-		Moved: func(cp string) {
-			s.ck.update(cp)
+		Moved: func(pos settle.Position) {
+			s.ck.update(pos)
 			select {
 			case s.moved <- struct{}{}:
 			default:
@@ -162,9 +162,9 @@ func (s *shard) maybeEnd() {
 func (s *shard) end() {
 	c := s.c
 	ctx := context.Background()
-	s.ck.update(lease.ShardEnd)
+	s.ck.update(settle.Position{Seq: lease.ShardEnd})
 	s.ck.stop(ctx)
-	if s.ck.written() != lease.ShardEnd {
+	if s.ck.written().Seq != lease.ShardEnd {
 		// The lease was lost (or the store kept failing): whoever holds it
 		// next reads the shard to its end again.
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard end not checkpointed", slog.String(attrShardID, s.id))

@@ -31,14 +31,21 @@ const SequenceNumberHeader = "kinesis-sequence-number"
 // skipped by Append, so a caller writing a copy removes it first.
 const ShardIDHeader = "kinesis-shard-id"
 
+// SubSequenceNumberHeader is the delivery header a receiver sets, on a user
+// record of a KPL aggregated record only, to the user record's index in the
+// aggregate (its sub-sequence number, decimal from 0). Like
+// SequenceNumberHeader it is not skipped by Append, so a caller writing a
+// copy removes it first.
+const SubSequenceNumberHeader = "kinesis-sub-sequence-number"
+
 // IsDeliveryHeader reports whether name (compared without regard to ASCII
 // case, as Headers compares names) is one of the delivery headers a
 // receiver sets from the record itself — PartitionKeyHeader,
-// SequenceNumberHeader and ShardIDHeader — which a copy of a delivered
-// record must not carry.
+// SequenceNumberHeader, ShardIDHeader and SubSequenceNumberHeader — which a
+// copy of a delivered record must not carry.
 func IsDeliveryHeader(name string) bool {
 	return equalFoldASCII(name, PartitionKeyHeader) || equalFoldASCII(name, SequenceNumberHeader) ||
-		equalFoldASCII(name, ShardIDHeader)
+		equalFoldASCII(name, ShardIDHeader) || equalFoldASCII(name, SubSequenceNumberHeader)
 }
 
 // RetryCountHeader is the header in which ruststream counts the copies of a

@@ -276,7 +276,7 @@ func TestLeaseDynamoDBTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Take by w1: %v", err)
 	}
-	if w1, err = a.Checkpoint(ctx, w1, "100"); err != nil {
+	if w1, err = a.Checkpoint(ctx, w1, "100", 0); err != nil {
 		t.Fatalf("Checkpoint by w1: %v", err)
 	}
 	// w2 watches the counter with a Tracker on its own clock.
@@ -297,7 +297,7 @@ func TestLeaseDynamoDBTwoWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("steal by w2: %v", err)
 	}
-	if _, err := a.Checkpoint(ctx, w1, "200"); !errors.Is(err, lease.ErrLeaseLost) {
+	if _, err := a.Checkpoint(ctx, w1, "200", 0); !errors.Is(err, lease.ErrLeaseLost) {
 		t.Fatalf("checkpoint by w1 after the steal: %v, want lease.ErrLeaseLost", err)
 	}
 	got, err := a.Get(ctx, k)
@@ -428,7 +428,7 @@ func TestLeaseDynamoDBHandoff(t *testing.T) {
 	if w1, err = a.Renew(ctx, w1); err != nil || w1.Handoff != "w2" {
 		t.Fatalf("Renew by w1 after the request = %+v, %v; want Handoff w2", w1, err)
 	}
-	if w1, err = a.Checkpoint(ctx, w1, "100"); err != nil {
+	if w1, err = a.Checkpoint(ctx, w1, "100", 0); err != nil {
 		t.Fatalf("Checkpoint by w1: %v", err)
 	}
 	moved, err := a.Transfer(ctx, w1, w1.Handoff)

@@ -86,31 +86,89 @@ const deliveryHeaders = 3
 // derives StreamARN and Attempt. Payloads alias the records' data; all
 // headers share one backing array, each message's slice capped so that
 // appending to one never overwrites another.
-func deliveries(recs []event.KinesisRecord) []engine.Delivery {
+func deliveries(recs []event.KinesisRecord) batch {
+	for i := range recs {
+		if message.MaybeAggregate(recs[i].Data) {
+			return aggregated(recs)
+		}
+	}
 	ds := make([]engine.Delivery, len(recs))
 	backing := make(envelope.Headers, 0, len(recs)*(deliveryHeaders+1))
 	for i := range recs {
+		ds[i].Msg, backing = plain(&recs[i], backing)
+	}
+	return batch{ds: ds}
+}
+
+// batch is an invocation's deliveries in record order. groups, when not
+// nil, holds for each Kinesis record the number of its deliveries: the user
+// records of a KPL aggregate settle as parts of their record. nil means one
+// delivery per record.
+type batch struct {
+	ds     []engine.Delivery
+	groups []int
+}
+
+// plain returns the message of an ordinary record, its headers appended to
+// backing.
+func plain(rec *event.KinesisRecord, backing envelope.Headers) (message.Message, envelope.Headers) {
+	start := len(backing)
+	var payload []byte
+	backing, payload = envelope.DecodeInto(backing, rec.Data)
+	attempt := message.AttemptOf(backing[start:])
+	backing = setIn(backing, start, envelope.PartitionKeyHeader, rec.PartitionKey)
+	backing = setIn(backing, start, envelope.SequenceNumberHeader, rec.SequenceNumber)
+	backing = setIn(backing, start, envelope.ShardIDHeader, rec.ShardID)
+	return message.Message{
+		Payload:        payload,
+		Headers:        backing[start:len(backing):len(backing)],
+		PartitionKey:   rec.PartitionKey,
+		SequenceNumber: rec.SequenceNumber,
+		ShardID:        rec.ShardID,
+		StreamARN:      message.StreamARNFromSource(rec.EventSourceARN),
+		EventSourceARN: rec.EventSourceARN,
+		ArrivalTime:    rec.ArrivalTime,
+		Attempt:        attempt,
+	}, backing
+}
+
+// aggregated is deliveries for an invocation with at least one record that
+// starts with the KPL magic: each aggregate becomes one delivery per user
+// record; a malformed one (its MD5 matches) one poison delivery with its
+// raw data.
+func aggregated(recs []event.KinesisRecord) batch {
+	var b batch
+	b.groups = make([]int, len(recs))
+	b.ds = make([]engine.Delivery, 0, len(recs))
+	var backing envelope.Headers
+	for i := range recs {
 		rec := &recs[i]
-		start := len(backing)
-		var payload []byte
-		backing, payload = envelope.DecodeInto(backing, rec.Data)
-		attempt := message.AttemptOf(backing[start:])
-		backing = setIn(backing, start, envelope.PartitionKeyHeader, rec.PartitionKey)
-		backing = setIn(backing, start, envelope.SequenceNumberHeader, rec.SequenceNumber)
-		backing = setIn(backing, start, envelope.ShardIDHeader, rec.ShardID)
-		ds[i].Msg = message.Message{
-			Payload:        payload,
-			Headers:        backing[start:len(backing):len(backing)],
-			PartitionKey:   rec.PartitionKey,
-			SequenceNumber: rec.SequenceNumber,
-			ShardID:        rec.ShardID,
-			StreamARN:      message.StreamARNFromSource(rec.EventSourceARN),
-			EventSourceARN: rec.EventSourceARN,
-			ArrivalTime:    rec.ArrivalTime,
-			Attempt:        attempt,
+		var m message.Message
+		m, backing = plain(rec, backing)
+		if !message.MaybeAggregate(rec.Data) {
+			b.ds = append(b.ds, engine.Delivery{Msg: m})
+			b.groups[i] = 1
+			continue
+		}
+		base := m
+		base.Payload, base.Headers = nil, nil
+		users, _, ok, err := message.UserRecords(&base, rec.Data, 0)
+		switch {
+		case !ok:
+			b.ds = append(b.ds, engine.Delivery{Msg: m})
+			b.groups[i] = 1
+		case err != nil:
+			m.Payload = rec.Data // the raw aggregate, dead-lettered as it came
+			b.ds = append(b.ds, engine.Delivery{Msg: m, Poison: err})
+			b.groups[i] = 1
+		default:
+			for _, u := range users {
+				b.ds = append(b.ds, engine.Delivery{Msg: u})
+			}
+			b.groups[i] = len(users)
 		}
 	}
-	return ds
+	return b
 }
 
 // setIn sets name to value within backing[start:], replacing a header of the

@@ -127,7 +127,7 @@ func (r *Runner) Run(ctx context.Context, msgs []message.Message) ([]string, err
 	for i := range msgs {
 		ds[i].Msg = msgs[i]
 	}
-	return r.run(ctx, ds)
+	return r.run(ctx, batch{ds: ds})
 }
 
 // RunJSON is Run followed by batchresponse.AppendJSON into dst.
@@ -140,22 +140,38 @@ func (r *Runner) RunJSON(ctx context.Context, dst []byte, msgs []message.Message
 }
 
 // run is Run on deliveries whose messages are set.
-func (r *Runner) run(ctx context.Context, ds []engine.Delivery) ([]string, error) {
+func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	var (
+		ds     = b.ds
 		shards []*engine.Shard
 		byID   = make(map[string]*engine.Shard, 1)
 	)
-	for i := range ds {
-		m := &ds[i].Msg
+	shardOf := func(m *message.Message) *engine.Shard {
 		sh := byID[m.ShardID]
 		if sh == nil {
 			sh = engine.NewShard(m.ShardID, engine.Hooks{})
 			byID[m.ShardID] = sh
 			shards = append(shards, sh)
 		}
-		if err := sh.DeliverInto(sh.Watermark().Epoch(), &ds[i]); err != nil {
-			return nil, fmt.Errorf("lambda: record %d (shard %q, sequence number %q): %w", i, m.ShardID, m.SequenceNumber, err)
+		return sh
+	}
+	for i, rec := 0, 0; i < len(ds); rec++ {
+		m := &ds[i].Msg
+		sh := shardOf(m)
+		n := 1
+		if b.groups != nil {
+			n = b.groups[rec]
 		}
+		var err error
+		if n == 1 {
+			err = sh.DeliverInto(sh.Watermark().Epoch(), &ds[i])
+		} else {
+			err = sh.DeliverGroupInto(sh.Watermark().Epoch(), ds[i:i+n])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lambda: record %d (shard %q, sequence number %q): %w", rec, m.ShardID, m.SequenceNumber, err)
+		}
+		i += n
 	}
 	cfg := engine.SessionConfig{Mode: engine.ModeLambda, Lanes: min(r.conc, max(len(ds), 1))}
 	dl, hasDeadline := ctx.Deadline()

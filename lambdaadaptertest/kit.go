@@ -26,6 +26,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
 // DefaultShardID is the shard records go to unless Batch.OnShard says
@@ -249,4 +250,52 @@ func RunContext(ctx context.Context, t testing.TB, h lambdaadapter.Handler, b *B
 		res.Failures = append(res.Failures, f.ItemIdentifier)
 	}
 	return res
+}
+
+// UserRecord is one user record of a KPL aggregated record (AddAggregate,
+// Aggregate).
+type UserRecord struct {
+	// PartitionKey is the user record's own key.
+	PartitionKey string
+	// ExplicitHashKey is optional.
+	ExplicitHashKey string
+	// Payload is the user record's payload; Headers (name, value pairs),
+	// when there are any, wrap it in the RSK1 envelope as Add does.
+	Payload []byte
+	Headers []string
+}
+
+// Aggregate returns the data of a KPL aggregated record holding users, in
+// the format the Kinesis Producer Library writes: the magic bytes
+// F3 89 9A C2, the AggregatedRecord protobuf (partition key and explicit
+// hash key tables, one entry per distinct key) and the MD5 of the protobuf.
+// It panics on a header the envelope cannot carry or an odd number of
+// header arguments.
+func Aggregate(users ...UserRecord) []byte {
+	recs := make([]kpl.Record, len(users))
+	for i, u := range users {
+		if len(u.Headers)%2 != 0 {
+			panic("lambdaadaptertest: UserRecord.Headers needs name, value pairs")
+		}
+		var h envelope.Headers
+		for j := 0; j < len(u.Headers); j += 2 {
+			h.Set(u.Headers[j], u.Headers[j+1])
+		}
+		data, err := envelope.Encode(h, u.Payload)
+		if err != nil {
+			panic(fmt.Sprintf("lambdaadaptertest: %v", err))
+		}
+		recs[i] = kpl.Record{PartitionKey: u.PartitionKey, ExplicitHashKey: u.ExplicitHashKey, Data: data}
+	}
+	return kpl.Aggregate(recs)
+}
+
+// AddAggregate appends one Kinesis record holding users as a KPL aggregated
+// record, under the first user record's partition key (as the KPL does),
+// and returns its sequence number. It panics when users is empty.
+func (b *Batch) AddAggregate(users ...UserRecord) string {
+	if len(users) == 0 {
+		panic("lambdaadaptertest: AddAggregate needs at least one user record")
+	}
+	return b.AddRaw(users[0].PartitionKey, Aggregate(users...))
 }

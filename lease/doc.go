@@ -26,9 +26,9 @@
 //		}
 //	}
 //	// while reading the shard, renew well within the lease duration:
-//	held, err = store.Renew(ctx, held)           // ErrLeaseLost: stop reading at once
-//	held, err = store.Checkpoint(ctx, held, seq) // same
-//	held, err = store.Release(ctx, held)         // on graceful stop
+//	held, err = store.Renew(ctx, held)              // ErrLeaseLost: stop reading at once
+//	held, err = store.Checkpoint(ctx, held, seq, 0) // same (sub > 0: inside a KPL aggregate)
+//	held, err = store.Release(ctx, held)            // on graceful stop
 //
 // # Handoff
 //

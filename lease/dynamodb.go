@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -30,11 +31,13 @@ const (
 	attrOwner      = "leaseOwner"
 	attrCounter    = "leaseCounter"
 	attrCheckpoint = "checkpoint"
-	attrParents    = "parentShardIds"
-	attrSwitches   = "ownerSwitches"
-	attrRenewedAt  = "renewedAt"
-	attrStream     = "stream"
-	attrHandoff    = "handoff"
+	// attrSubSequence is Lease.SubSequence, present only when not 0.
+	attrSubSequence = "checkpointSubSequence"
+	attrParents     = "parentShardIds"
+	attrSwitches    = "ownerSwitches"
+	attrRenewedAt   = "renewedAt"
+	attrStream      = "stream"
+	attrHandoff     = "handoff"
 	// Worker rows only: they have no stream attribute, so that a List
 	// filtering on stream (of this version or an older one) never sees
 	// them.
@@ -286,35 +289,35 @@ func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
 
 // Take implements Store with a conditional UpdateItem.
 func (d *DynamoDB) Take(ctx context.Context, held Lease, owner string) (Lease, error) {
-	return d.write(ctx, opTake, held, owner, "")
+	return d.write(ctx, opTake, held, owner, "", 0)
 }
 
 // Renew implements Store with a conditional UpdateItem.
 func (d *DynamoDB) Renew(ctx context.Context, held Lease) (Lease, error) {
-	return d.write(ctx, opRenew, held, "", "")
+	return d.write(ctx, opRenew, held, "", "", 0)
 }
 
 // Checkpoint implements Store with a conditional UpdateItem.
-func (d *DynamoDB) Checkpoint(ctx context.Context, held Lease, seq string) (Lease, error) {
-	return d.write(ctx, opCheckpoint, held, "", seq)
+func (d *DynamoDB) Checkpoint(ctx context.Context, held Lease, seq string, sub int) (Lease, error) {
+	return d.write(ctx, opCheckpoint, held, "", seq, sub)
 }
 
 // Release implements Store with a conditional UpdateItem that removes the
 // owner and handoff attributes.
 func (d *DynamoDB) Release(ctx context.Context, held Lease) (Lease, error) {
-	return d.write(ctx, opRelease, held, "", "")
+	return d.write(ctx, opRelease, held, "", "", 0)
 }
 
 // Transfer implements Store with a conditional UpdateItem.
 func (d *DynamoDB) Transfer(ctx context.Context, held Lease, to string) (Lease, error) {
-	return d.write(ctx, opTransfer, held, to, "")
+	return d.write(ctx, opTransfer, held, to, "", 0)
 }
 
 // RequestHandoff implements Store with an UpdateItem conditional on the
 // owner and the handoff attribute, which sets nothing but the handoff
 // attribute.
 func (d *DynamoDB) RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error) {
-	if err := checkWrite(opHandoff, held, requester, ""); err != nil {
+	if err := checkWrite(opHandoff, held, requester, "", 0); err != nil {
 		return Lease{}, err
 	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -342,7 +345,7 @@ func (d *DynamoDB) RequestHandoff(ctx context.Context, held Lease, requester str
 // Delete implements Store with a DeleteItem conditional on owner and
 // counter.
 func (d *DynamoDB) Delete(ctx context.Context, held Lease) error {
-	if err := checkWrite(opDelete, held, "", ""); err != nil {
+	if err := checkWrite(opDelete, held, "", "", 0); err != nil {
 		return err
 	}
 	cond, names, values := fenceCondition(held)
@@ -428,8 +431,8 @@ func fenceCondition(held Lease) (string, map[string]string, map[string]types.Att
 // write performs the conditional write op of held (with owner for a take or
 // a transfer, seq for a checkpoint) as one UpdateItem returning the new
 // row.
-func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq string) (Lease, error) {
-	if err := checkWrite(op, held, owner, seq); err != nil {
+func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq string, sub int) (Lease, error) {
+	if err := checkWrite(op, held, owner, seq, sub); err != nil {
 		return Lease{}, err
 	}
 	cond, names, values := fenceCondition(held)
@@ -452,6 +455,13 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		update += ", #cp = :cp"
 		names["#cp"] = attrCheckpoint
 		values[":cp"] = &types.AttributeValueMemberS{Value: seq}
+		names["#sub"] = attrSubSequence
+		if sub > 0 {
+			update += ", #sub = :sub"
+			values[":sub"] = number(int64(sub))
+		} else {
+			update += " REMOVE #sub"
+		}
 	case opRelease:
 		update += " REMOVE #o, #h"
 		names["#h"] = attrHandoff
@@ -514,6 +524,9 @@ func encode(l Lease) map[string]types.AttributeValue {
 	if l.Checkpoint != "" {
 		item[attrCheckpoint] = &types.AttributeValueMemberS{Value: l.Checkpoint}
 	}
+	if l.SubSequence > 0 {
+		item[attrSubSequence] = number(int64(l.SubSequence))
+	}
 	if l.Handoff != "" {
 		item[attrHandoff] = &types.AttributeValueMemberS{Value: l.Handoff}
 	}
@@ -557,6 +570,14 @@ func decode(item map[string]types.AttributeValue) (Lease, error) {
 	if l.Checkpoint, err = stringAttr(item, attrCheckpoint, false); err != nil {
 		return bad(err)
 	}
+	sub, err := numberAttr(item, attrSubSequence, false)
+	if err != nil {
+		return bad(err)
+	}
+	if sub < 0 || sub > math.MaxInt32 {
+		return bad(fmt.Errorf("attribute %s: %d out of range", attrSubSequence, sub))
+	}
+	l.SubSequence = int(sub)
 	if l.Handoff, err = stringAttr(item, attrHandoff, false); err != nil {
 		return bad(err)
 	}

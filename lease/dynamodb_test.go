@@ -199,7 +199,10 @@ var storeCalls = []struct {
 	{"Get", false, func(ctx context.Context, st lease.Store) error { _, err := st.Get(ctx, heldW1.Key); return err }},
 	{"Take", true, func(ctx context.Context, st lease.Store) error { _, err := st.Take(ctx, heldW1, "w2"); return err }},
 	{"Renew", true, func(ctx context.Context, st lease.Store) error { _, err := st.Renew(ctx, heldW1); return err }},
-	{"Checkpoint", true, func(ctx context.Context, st lease.Store) error { _, err := st.Checkpoint(ctx, heldW1, "1"); return err }},
+	{"Checkpoint", true, func(ctx context.Context, st lease.Store) error {
+		_, err := st.Checkpoint(ctx, heldW1, "1", 0)
+		return err
+	}},
 	{"Release", true, func(ctx context.Context, st lease.Store) error { _, err := st.Release(ctx, heldW1); return err }},
 	{"Transfer", true, func(ctx context.Context, st lease.Store) error { _, err := st.Transfer(ctx, heldW1, "w2"); return err }},
 	{"RequestHandoff", true, func(ctx context.Context, st lease.Store) error {
@@ -541,9 +544,13 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 		}, "SET #c = :next, #r = :now", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1"}},
 		{"checkpoint", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
-			return d.Checkpoint(ctx, held, lease.ShardEnd)
-		}, "SET #c = :next, #r = :now, #cp = :cp", "#c = :c AND #o = :o",
+			return d.Checkpoint(ctx, held, lease.ShardEnd, 0)
+		}, "SET #c = :next, #r = :now, #cp = :cp REMOVE #sub", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "SHARD_END"}},
+		{"checkpoint inside an aggregate", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Checkpoint(ctx, held, "12345", 3)
+		}, "SET #c = :next, #r = :now, #cp = :cp, #sub = :sub", "#c = :c AND #o = :o",
+			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "12345", ":sub": "3"}},
 		{"release", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Release(ctx, held)
 		}, "SET #c = :next, #r = :now REMOVE #o, #h", "#c = :c AND #o = :o",

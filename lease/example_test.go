@@ -36,7 +36,7 @@ func ExampleStore() {
 
 	free, _ := store.Ensure(ctx, k, nil)
 	w1, _ := store.Take(ctx, free, "worker-1")
-	w1, _ = store.Checkpoint(ctx, w1, "100")
+	w1, _ = store.Checkpoint(ctx, w1, "100", 0)
 	fmt.Println(w1.Owner, w1.Counter, w1.Checkpoint)
 
 	// worker-2 saw the lease's counter stand still for a lease duration
@@ -46,7 +46,7 @@ func ExampleStore() {
 	fmt.Println(w2.Owner, w2.Counter, w2.OwnerSwitches)
 
 	// worker-1 wakes up: its checkpoint fails and changes nothing.
-	_, err := store.Checkpoint(ctx, w1, "200")
+	_, err := store.Checkpoint(ctx, w1, "200", 0)
 	fmt.Println(errors.Is(err, lease.ErrLeaseLost))
 	fmt.Println(err)
 	now, _ := store.Get(ctx, k)
@@ -82,7 +82,7 @@ func ExampleStore_handoff() {
 	fmt.Println(errors.Is(err, lease.ErrLeaseLost))
 
 	// worker-1 stops reading, checkpoints what settled and transfers.
-	w1, _ = store.Checkpoint(ctx, w1, "100")
+	w1, _ = store.Checkpoint(ctx, w1, "100", 0)
 	w2, _ := store.Transfer(ctx, w1, w1.Handoff)
 	fmt.Printf("%s %q %s %d\n", w2.Owner, w2.Handoff, w2.Checkpoint, w2.OwnerSwitches)
 

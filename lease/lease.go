@@ -148,6 +148,13 @@ type Lease struct {
 	// left off, before any record of its own settled), or "" when nothing
 	// settled yet.
 	Checkpoint string
+	// SubSequence, when not 0, says the record at Checkpoint is a KPL
+	// aggregate that settled only in part: its user records with
+	// sub-sequence numbers 0 to SubSequence-1 settled (and every record
+	// before it), the rest did not. A reader resumes at Checkpoint, skipping
+	// those user records. 0 means the record at Checkpoint settled whole:
+	// a reader resumes after it.
+	SubSequence int
 	// ParentShardIDs are the parents of a child shard (after a split or a
 	// merge), as ListShards reported them; nil for a shard without parents.
 	ParentShardIDs []string
@@ -258,10 +265,12 @@ type Store interface {
 	// Renew bumps the counter of the lease held, on condition of owner and
 	// counter. Other workers see the change and keep the lease unexpired.
 	Renew(ctx context.Context, held Lease) (Lease, error)
-	// Checkpoint stores seq (a sequence number or ShardEnd, not empty) as the
+	// Checkpoint stores seq (a sequence number or ShardEnd, not empty) and
+	// sub (see Lease.SubSequence: 0, or the number of user records of the
+	// KPL aggregate at seq that settled when only some did) as the
 	// checkpoint of the lease held and bumps the counter, on condition of
 	// owner and counter.
-	Checkpoint(ctx context.Context, held Lease, seq string) (Lease, error)
+	Checkpoint(ctx context.Context, held Lease, seq string, sub int) (Lease, error)
 	// Release frees the lease held (Owner becomes "") and bumps the counter,
 	// on condition of owner and counter, so that any worker may take it at
 	// once. It clears Handoff and keeps the checkpoint.
@@ -381,7 +390,7 @@ var errNoOwner = errors.New("the held lease has no owner")
 // returns the error to report, or nil. owner is the new owner of a take or
 // a transfer, or the requester of a handoff; seq the sequence number of a
 // checkpoint. It does no I/O.
-func checkWrite(op string, held Lease, owner, seq string) error {
+func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 	if err := held.Key.check(); err != nil {
 		return &opError{op: op, what: held.Key.String(), cause: err}
 	}
@@ -408,8 +417,13 @@ func checkWrite(op string, held Lease, owner, seq string) error {
 			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("requester %q is the owner", owner)}
 		}
 	case opCheckpoint:
-		if seq == "" {
+		switch {
+		case seq == "":
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty checkpoint")}
+		case sub < 0:
+			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("negative sub-sequence %d", sub)}
+		case sub > 0 && (seq == ShardEnd || seq == TrimHorizon || seq == AtTimestamp):
+			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("sub-sequence %d with checkpoint %s", sub, seq)}
 		}
 		fallthrough
 	default:

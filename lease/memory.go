@@ -120,27 +120,27 @@ func (m *Memory) Get(ctx context.Context, k Key) (Lease, error) {
 
 // Take implements Store.
 func (m *Memory) Take(ctx context.Context, held Lease, owner string) (Lease, error) {
-	return m.write(ctx, opTake, held, owner, "")
+	return m.write(ctx, opTake, held, owner, "", 0)
 }
 
 // Renew implements Store.
 func (m *Memory) Renew(ctx context.Context, held Lease) (Lease, error) {
-	return m.write(ctx, opRenew, held, "", "")
+	return m.write(ctx, opRenew, held, "", "", 0)
 }
 
 // Checkpoint implements Store.
-func (m *Memory) Checkpoint(ctx context.Context, held Lease, seq string) (Lease, error) {
-	return m.write(ctx, opCheckpoint, held, "", seq)
+func (m *Memory) Checkpoint(ctx context.Context, held Lease, seq string, sub int) (Lease, error) {
+	return m.write(ctx, opCheckpoint, held, "", seq, sub)
 }
 
 // Release implements Store.
 func (m *Memory) Release(ctx context.Context, held Lease) (Lease, error) {
-	return m.write(ctx, opRelease, held, "", "")
+	return m.write(ctx, opRelease, held, "", "", 0)
 }
 
 // Transfer implements Store.
 func (m *Memory) Transfer(ctx context.Context, held Lease, to string) (Lease, error) {
-	return m.write(ctx, opTransfer, held, to, "")
+	return m.write(ctx, opTransfer, held, to, "", 0)
 }
 
 // RequestHandoff implements Store.
@@ -148,7 +148,7 @@ func (m *Memory) RequestHandoff(ctx context.Context, held Lease, requester strin
 	if err := ctx.Err(); err != nil {
 		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), cause: err}
 	}
-	if err := checkWrite(opHandoff, held, requester, ""); err != nil {
+	if err := checkWrite(opHandoff, held, requester, "", 0); err != nil {
 		return Lease{}, err
 	}
 	m.mu.Lock()
@@ -174,7 +174,7 @@ func (m *Memory) Delete(ctx context.Context, held Lease) error {
 	if err := ctx.Err(); err != nil {
 		return &opError{op: opDelete, what: held.Key.String(), cause: err}
 	}
-	if err := checkWrite(opDelete, held, "", ""); err != nil {
+	if err := checkWrite(opDelete, held, "", "", 0); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -233,11 +233,11 @@ func (m *Memory) RemoveWorker(ctx context.Context, w Worker) error {
 
 // write performs the conditional write op of held (with owner for a take or
 // a transfer, seq for a checkpoint).
-func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq string) (Lease, error) {
+func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq string, sub int) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
 	}
-	if err := checkWrite(op, held, owner, seq); err != nil {
+	if err := checkWrite(op, held, owner, seq, sub); err != nil {
 		return Lease{}, err
 	}
 	m.mu.Lock()
@@ -254,7 +254,7 @@ func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq st
 		l.Owner = owner
 		l.Handoff = ""
 	case opCheckpoint:
-		l.Checkpoint = seq
+		l.Checkpoint, l.SubSequence = seq, sub
 	case opRelease:
 		l.Owner = ""
 		l.Handoff = ""

@@ -76,7 +76,7 @@ func TestMemoryConcurrentWorkers(t *testing.T) {
 					case l.Owner == me && r%5 == 0:
 						_, err = m.Release(ctx, l)
 					case l.Owner == me && r%2 == 0:
-						_, err = m.Checkpoint(ctx, l, fmt.Sprint(r))
+						_, err = m.Checkpoint(ctx, l, fmt.Sprint(r), 0)
 					case l.Owner == me:
 						_, err = m.Renew(ctx, l)
 					default:
@@ -147,7 +147,7 @@ func TestMemoryCanceledContext(t *testing.T) {
 		"Get":            func() error { _, err := m.Get(canceled, k); return err },
 		"Take":           func() error { _, err := m.Take(canceled, l, "w2"); return err },
 		"Renew":          func() error { _, err := m.Renew(canceled, l); return err },
-		"Checkpoint":     func() error { _, err := m.Checkpoint(canceled, l, "1"); return err },
+		"Checkpoint":     func() error { _, err := m.Checkpoint(canceled, l, "1", 0); return err },
 		"Release":        func() error { _, err := m.Release(canceled, l); return err },
 		"Transfer":       func() error { _, err := m.Transfer(canceled, l, "w2"); return err },
 		"RequestHandoff": func() error { _, err := m.RequestHandoff(canceled, l, "w2"); return err },

@@ -63,9 +63,11 @@
 // payload under an RSK1 envelope carrying the original user headers followed
 // by x-dead-letter-reason, x-dead-letter-source-stream,
 // x-dead-letter-shard-id, x-dead-letter-sequence-number,
-// x-dead-letter-attempts and x-dead-letter-first-arrival, written with the
-// original partition key. The delivery headers (partition-key,
-// kinesis-sequence-number, kinesis-shard-id) are not carried.
+// x-dead-letter-attempts and x-dead-letter-first-arrival (and, for a user
+// record of a KPL aggregate, x-dead-letter-sub-sequence-number), written
+// with the original partition key. The delivery headers (partition-key,
+// kinesis-sequence-number, kinesis-shard-id, kinesis-sub-sequence-number)
+// are not carried.
 //
 // A dead letter to an SQS queue (DeadLetterBody, ParseDeadLetterBody) is one
 // JSON object:

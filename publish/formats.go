@@ -19,8 +19,11 @@ const (
 	DeadLetterSourceStreamHeader   = "x-dead-letter-source-stream"
 	DeadLetterShardIDHeader        = "x-dead-letter-shard-id"
 	DeadLetterSequenceNumberHeader = "x-dead-letter-sequence-number"
-	DeadLetterAttemptsHeader       = "x-dead-letter-attempts"
-	DeadLetterFirstArrivalHeader   = "x-dead-letter-first-arrival"
+	// DeadLetterSubSequenceNumberHeader is set only for a user record of a
+	// KPL aggregate: its index in the aggregate.
+	DeadLetterSubSequenceNumberHeader = "x-dead-letter-sub-sequence-number"
+	DeadLetterAttemptsHeader          = "x-dead-letter-attempts"
+	DeadLetterFirstArrivalHeader      = "x-dead-letter-first-arrival"
 )
 
 // DelayKind is the "kind" of a durable delay message body (Delayed.Body).
@@ -53,6 +56,9 @@ type DeadLetter struct {
 	ShardID         string
 	SequenceNumber  string
 	PartitionKey    string
+	// SubSequenceNumber is, for a user record of a KPL aggregate, its index
+	// in the aggregate (decimal); "" for an ordinary record.
+	SubSequenceNumber string
 	// Attempts is how many times the record was handled.
 	Attempts int
 	// FirstArrival is when the original record arrived in its stream.
@@ -142,6 +148,7 @@ func DeadLetterRecord(stream string, d DeadLetter) Record {
 	set(DeadLetterSourceStreamHeader, d.SourceStreamARN)
 	set(DeadLetterShardIDHeader, d.ShardID)
 	set(DeadLetterSequenceNumberHeader, d.SequenceNumber)
+	set(DeadLetterSubSequenceNumberHeader, d.SubSequenceNumber)
 	if d.Attempts > 0 {
 		set(DeadLetterAttemptsHeader, strconv.Itoa(d.Attempts))
 	}
@@ -188,6 +195,7 @@ type deadLetterJSON struct {
 	SourceStreamARN string       `json:"source_stream_arn"`
 	ShardID         string       `json:"shard_id"`
 	SequenceNumber  string       `json:"sequence_number"`
+	SubSequence     string       `json:"sub_sequence_number,omitempty"`
 	PartitionKey    string       `json:"partition_key"`
 	Attempts        int          `json:"attempts"`
 	FirstArrival    string       `json:"first_arrival"`
@@ -228,6 +236,7 @@ func DeadLetterBody(d DeadLetter) ([]byte, error) {
 		SourceStreamARN: d.SourceStreamARN,
 		ShardID:         d.ShardID,
 		SequenceNumber:  d.SequenceNumber,
+		SubSequence:     d.SubSequenceNumber,
 		PartitionKey:    originalKey(d.PartitionKey, d.Headers),
 		Attempts:        d.Attempts,
 		FirstArrival:    formatTime(d.FirstArrival),
@@ -251,13 +260,14 @@ func ParseDeadLetterBody(body []byte) (DeadLetter, error) {
 		return DeadLetter{}, invalidBody("dead-letter", fmt.Errorf("version %d, want %d", j.Version, DeadLetterBodyVersion))
 	}
 	d := DeadLetter{
-		Reason:          j.Reason,
-		SourceStreamARN: j.SourceStreamARN,
-		ShardID:         j.ShardID,
-		SequenceNumber:  j.SequenceNumber,
-		PartitionKey:    j.PartitionKey,
-		Attempts:        j.Attempts,
-		Headers:         fromJSONHeaders(j.Headers),
+		Reason:            j.Reason,
+		SourceStreamARN:   j.SourceStreamARN,
+		ShardID:           j.ShardID,
+		SequenceNumber:    j.SequenceNumber,
+		SubSequenceNumber: j.SubSequence,
+		PartitionKey:      j.PartitionKey,
+		Attempts:          j.Attempts,
+		Headers:           fromJSONHeaders(j.Headers),
 	}
 	var err error
 	if d.FirstArrival, err = parseTime("first_arrival", j.FirstArrival); err != nil {

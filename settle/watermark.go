@@ -72,10 +72,23 @@ func (t Ticket) Epoch() Epoch { return t.epoch }
 
 // entry is one delivery.
 type entry struct {
-	seq   string
-	parts int32    // number of parts, 1..MaxParts
-	left  int32    // parts not yet settled; 0 means the delivery is settled
-	bits  []uint64 // settled parts; nil when parts == 1
+	seq    string
+	parts  int32    // number of parts, 1..MaxParts
+	left   int32    // parts not yet settled; 0 means the delivery is settled
+	prefix int32    // parts 0..prefix-1 are settled (kept for multi-part deliveries)
+	bits   []uint64 // settled parts; nil when parts == 1
+}
+
+// Position is how far a shard's deliveries settled, to the part: every
+// delivery up to and including Seq settled when Parts is 0; when Parts is
+// greater than 0, Seq is a multi-part delivery (a KPL aggregate) that
+// settled only in part — every delivery before it, and its parts 0 to
+// Parts-1, settled. A reader that resumes from a Position starts after Seq
+// when Parts is 0, and at Seq, skipping its first Parts parts, otherwise.
+// The zero Position means nothing settled and no Reset position.
+type Position struct {
+	Seq   string
+	Parts int
 }
 
 // Watermark tracks the deliveries of one shard in arrival order and the
@@ -189,42 +202,93 @@ func (w *Watermark) Settle(t Ticket) (checkpoint string, moved bool, err error) 
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	moved, _, err = w.settle(t)
+	if err != nil {
+		return "", false, err
+	}
+	return w.checkpoint, moved, nil
+}
+
+// SettleAt is Settle reporting the Position after the settlement, to the
+// part: moved is true exactly when the Position changed — when the
+// checkpoint moved, or when a part of the oldest unsettled delivery settled
+// right after the parts of it already settled. A long-running reader stores
+// the Position, so a restart inside a KPL aggregate skips the user records
+// that settled. Errors are Settle's.
+func (w *Watermark) SettleAt(t Ticket) (pos Position, moved bool, err error) {
+	if t.w != w || t.part < 0 {
+		return Position{}, false, ErrUnknownTicket
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cpMoved, partMoved, err := w.settle(t)
+	if err != nil {
+		return Position{}, false, err
+	}
+	return w.position(), cpMoved || partMoved, nil
+}
+
+// Position returns the current Position. It is safe for concurrent use.
+func (w *Watermark) Position() Position {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.position()
+}
+
+func (w *Watermark) position() Position {
+	if w.head < len(w.entries) {
+		if e := &w.entries[w.head]; e.prefix > 0 {
+			return Position{Seq: e.seq, Parts: int(e.prefix)}
+		}
+	}
+	return Position{Seq: w.checkpoint}
+}
+
+// settle settles t with w.mu held. cpMoved reports that the checkpoint
+// moved; partMoved that the settled prefix of the parts of the oldest
+// unsettled delivery grew.
+func (w *Watermark) settle(t Ticket) (cpMoved, partMoved bool, err error) {
 	if t.epoch != w.epoch {
 		if t.epoch < w.epoch {
-			return "", false, ErrStale
+			return false, false, ErrStale
 		}
-		return "", false, ErrUnknownTicket
+		return false, false, ErrUnknownTicket
 	}
 	if t.index < w.base+uint64(w.head) {
-		return "", false, ErrAlreadySettled
+		return false, false, ErrAlreadySettled
 	}
 	i := t.index - w.base
 	if i >= uint64(len(w.entries)) {
-		return "", false, ErrUnknownTicket
+		return false, false, ErrUnknownTicket
 	}
 	e := &w.entries[i]
 	if t.part >= int(e.parts) {
-		return "", false, ErrUnknownTicket
+		return false, false, ErrUnknownTicket
 	}
 	if e.bits == nil {
 		if e.left == 0 {
-			return "", false, ErrAlreadySettled
+			return false, false, ErrAlreadySettled
 		}
 		e.left = 0
 	} else {
 		word, mask := t.part/64, uint64(1)<<(t.part%64)
 		if e.bits[word]&mask != 0 {
-			return "", false, ErrAlreadySettled
+			return false, false, ErrAlreadySettled
 		}
 		e.bits[word] |= mask
 		e.left--
+		grew := false
+		for e.prefix < e.parts && e.bits[e.prefix/64]&(1<<(e.prefix%64)) != 0 {
+			e.prefix++
+			grew = true
+		}
 		if e.left > 0 {
-			return w.checkpoint, false, nil
+			return false, grew && int(i) == w.head, nil
 		}
 	}
 	w.pending--
 	if int(i) != w.head {
-		return w.checkpoint, false, nil
+		return false, false, nil
 	}
 	h := w.head + 1
 	for h < len(w.entries) && w.entries[h].left == 0 {
@@ -232,7 +296,7 @@ func (w *Watermark) Settle(t Ticket) (checkpoint string, moved bool, err error) 
 	}
 	w.checkpoint = w.entries[h-1].seq
 	w.drop(h)
-	return w.checkpoint, true, nil
+	return true, false, nil
 }
 
 // drop makes h the head, dropping the settled prefix once it is more than

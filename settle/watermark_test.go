@@ -703,3 +703,68 @@ func TestSpan(t *testing.T) {
 		t.Errorf("span %d pending %d, want 2 and 1", w.Span(), w.Pending())
 	}
 }
+
+// TestSettleAtParts: the Position follows the settled prefix of the parts
+// of the oldest unsettled delivery, and moves on to the checkpoint once the
+// delivery settles whole.
+func TestSettleAtParts(t *testing.T) {
+	w := NewWatermark("shardId-000000000000")
+	t1, err := w.Deliver("10", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, err := w.Deliver("20", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t3, err := w.Deliver("30", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(tk Ticket, want Position, wantMoved bool) {
+		t.Helper()
+		pos, moved, err := w.SettleAt(tk)
+		if err != nil || pos != want || moved != wantMoved {
+			t.Fatalf("SettleAt = %+v, %v, %v; want %+v, %v", pos, moved, err, want, wantMoved)
+		}
+		if got := w.Position(); got != want {
+			t.Fatalf("Position() = %+v, want %+v", got, want)
+		}
+	}
+	// Parts of a delivery that is not the oldest unsettled one: nothing moves.
+	step(agg.Part(1), Position{}, false)
+	step(agg.Part(0), Position{}, false)
+	// The first delivery settles: the checkpoint is 10, and the aggregate's
+	// parts 0 and 1 settled already.
+	step(t1, Position{Seq: "20", Parts: 2}, true)
+	step(agg.Part(3), Position{Seq: "20", Parts: 2}, false)
+	step(t3, Position{Seq: "20", Parts: 2}, false)
+	// The last part: the checkpoint passes the aggregate and 30.
+	step(agg.Part(2), Position{Seq: "30"}, true)
+	if _, _, err := w.SettleAt(agg.Part(2)); !errors.Is(err, ErrAlreadySettled) {
+		t.Fatalf("settling a part twice: %v", err)
+	}
+	if cp, ok := w.Checkpoint(); !ok || cp != "30" {
+		t.Fatalf("Checkpoint() = %q, %v", cp, ok)
+	}
+}
+
+// TestSettleAtPrefixGrows: settling the parts of the oldest delivery in
+// order moves the Position each time.
+func TestSettleAtPrefixGrows(t *testing.T) {
+	w := NewWatermark("s")
+	tk, err := w.Deliver("5", 130)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 129 {
+		pos, moved, err := w.SettleAt(tk.Part(i))
+		if err != nil || !moved || pos != (Position{Seq: "5", Parts: i + 1}) {
+			t.Fatalf("part %d: %+v, %v, %v", i, pos, moved, err)
+		}
+	}
+	pos, moved, err := w.SettleAt(tk.Part(129))
+	if err != nil || !moved || pos != (Position{Seq: "5"}) {
+		t.Fatalf("last part: %+v, %v, %v", pos, moved, err)
+	}
+}

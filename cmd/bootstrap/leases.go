@@ -96,8 +96,12 @@ func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, s
 			handoff = "-"
 		}
 		cp := l.Checkpoint
-		if cp == "" {
+		switch {
+		case cp == "":
 			cp = "(none)"
+		case l.SubSequence > 0:
+			// Inside a KPL aggregate: its first SubSequence user records settled.
+			cp += fmt.Sprintf(" (sub-sequence %d)", l.SubSequence)
 		}
 		renewed, expires := "-", "-"
 		if !l.RenewedAt.IsZero() {
@@ -142,6 +146,9 @@ func behind(ctx context.Context, k lagReader, stream string, l lease.Lease) stri
 	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(l.Key.ShardID), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon}
 	if l.Checkpoint != "" {
 		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAfterSequenceNumber
+		if l.SubSequence > 0 {
+			in.ShardIteratorType = kinesistypes.ShardIteratorTypeAtSequenceNumber // inside an aggregate
+		}
 		in.StartingSequenceNumber = aws.String(l.Checkpoint)
 	}
 	it, err := k.GetShardIterator(ctx, in)

@@ -35,7 +35,7 @@ func TestPrintLeases(t *testing.T) {
 			{Key: lease.Key{Stream: "s", ShardID: "shardId-000000000000"}, Owner: "w1", Counter: 7, Checkpoint: "49590338271490256608559692538361571095921575989136588898", RenewedAt: at},
 			{Key: lease.Key{Stream: "s", ShardID: "shardId-000000000001"}, Counter: 3, RenewedAt: at},
 			{Key: lease.Key{Stream: "s", ShardID: "shardId-000000000002"}, Owner: "w2", Counter: 12, Checkpoint: lease.ShardEnd, RenewedAt: at},
-			{Key: lease.Key{Stream: "s", ShardID: "shardId-000000000003"}, Owner: "w1", Counter: 4, Checkpoint: "100", Handoff: "w2", RenewedAt: at},
+			{Key: lease.Key{Stream: "s", ShardID: "shardId-000000000003"}, Owner: "w1", Counter: 4, Checkpoint: "100", SubSequence: 5, Handoff: "w2", RenewedAt: at},
 		},
 		Workers: []lease.Worker{
 			{Stream: "s", Owner: "w1", Counter: 40, RenewedAt: at.Add(25 * time.Second)},
@@ -50,7 +50,7 @@ func TestPrintLeases(t *testing.T) {
 shardId-000000000000  w1      -        49590338271490256608559692538361571095921575989136588898  7        2026-12-02T10:00:00Z  2026-12-02T10:00:10Z   1m30s
 shardId-000000000001  (free)  -        (none)                                                    3        2026-12-02T10:00:00Z  -                      0s (caught up)
 shardId-000000000002  w2      -        SHARD_END                                                 12       2026-12-02T10:00:00Z  2026-12-02T10:00:10Z   done
-shardId-000000000003  w1      w2       100                                                       4        2026-12-02T10:00:00Z  2026-12-02T10:00:10Z   0s (caught up)
+shardId-000000000003  w1      w2       100 (sub-sequence 5)                                      4        2026-12-02T10:00:00Z  2026-12-02T10:00:10Z   0s (caught up)
 
 WORKER  COUNTER  HEARTBEAT             EXPIRES (worker clock)  LOOKS EXPIRED
 w1      40       2026-12-02T10:00:25Z  2026-12-02T10:00:35Z    no

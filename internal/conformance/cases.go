@@ -41,6 +41,10 @@ func oneKey(prefix string, n int, headers ...string) []Record {
 
 // Cases returns the semantics table as cases, one or more per row.
 func Cases() []Case {
+	return append(tableCases(), aggregateCases()...)
+}
+
+func tableCases() []Case {
 	return []Case{
 		{
 			Name: "Ack", Row: "Ack()", Shards: 2,

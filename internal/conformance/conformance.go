@@ -26,6 +26,7 @@ import (
 
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 )
 
@@ -94,6 +95,8 @@ type Handling struct {
 	Shard      string
 	Attempt    int
 	RetryCount string // x-ruststream-retry-count, "" on an original
+	Sub        string // kinesis-sub-sequence-number, "" on a plain record
+	Aggregated bool
 	At         time.Time
 	Call       int // 0-based index among the handlings of this payload
 }
@@ -115,7 +118,8 @@ func (l *Log) Handler(script func(h Handling, m *lambdaadapter.Message) lambdaad
 		}
 		p := string(m.Payload)
 		h := Handling{Payload: p, Key: m.PartitionKey, Shard: m.ShardID, Attempt: m.Attempt,
-			RetryCount: m.Headers.Get(envelope.RetryCountHeader), At: time.Now(), Call: l.n[p]}
+			RetryCount: m.Headers.Get(envelope.RetryCountHeader), At: time.Now(), Call: l.n[p],
+			Sub: m.Headers.Get(envelope.SubSequenceNumberHeader), Aggregated: m.Aggregated}
 		l.n[p]++
 		l.hs = append(l.hs, h)
 		l.mu.Unlock()
@@ -158,6 +162,12 @@ type Record struct {
 	Key     string // partition key
 	Payload string
 	Headers []string // name, value pairs (RSK1 envelope)
+	// Users, when set, makes the record a KPL aggregate of these user
+	// records (their Shard is ignored); Payload and Headers are then
+	// ignored too, and Raw, when set, is put instead of the aggregate.
+	Users []Record
+	// Raw, when set, is the record's data as is (no envelope).
+	Raw []byte
 }
 
 // Case is one row of the semantics table.
@@ -226,15 +236,7 @@ func Run(t *testing.T, d Driver, cases []Case) {
 					c.Setup(w)
 				}
 				for _, rec := range c.Records {
-					var h envelope.Headers
-					for i := 0; i+1 < len(rec.Headers); i += 2 {
-						h.Set(rec.Headers[i], rec.Headers[i+1])
-					}
-					data, err := envelope.Encode(h, []byte(rec.Payload))
-					if err != nil {
-						t.Fatal(err)
-					}
-					w.Kinesis.PutTo(Stream, ShardID(rec.Shard), rec.Key, data)
+					w.Kinesis.PutTo(Stream, ShardID(rec.Shard), rec.Key, recordData(t, rec))
 				}
 				log := &Log{}
 				start := time.Now()
@@ -246,6 +248,30 @@ func Run(t *testing.T, d Driver, cases []Case) {
 			})
 		})
 	}
+}
+
+// recordData is the data a case's record is put with.
+func recordData(t *testing.T, rec Record) []byte {
+	t.Helper()
+	switch {
+	case rec.Raw != nil:
+		return rec.Raw
+	case rec.Users != nil:
+		users := make([]kpl.Record, len(rec.Users))
+		for i, u := range rec.Users {
+			users[i] = kpl.Record{PartitionKey: u.Key, Data: recordData(t, u)}
+		}
+		return kpl.Aggregate(users)
+	}
+	var h envelope.Headers
+	for i := 0; i+1 < len(rec.Headers); i += 2 {
+		h.Set(rec.Headers[i], rec.Headers[i+1])
+	}
+	data, err := envelope.Encode(h, []byte(rec.Payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // ShardID is the id of the source stream's i-th shard.

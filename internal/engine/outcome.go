@@ -304,6 +304,8 @@ func (s *Session) runBatch(batch []*Delivery) {
 		switch {
 		case d.Stale(), d.shard.after(d):
 			s.done(d)
+		case d.Poison != nil:
+			s.conclude(d, message.Drop(d.Poison), nil, nil)
 		default:
 			live = append(live, d)
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // Mode is what the engine does with a record that stays unsettled, and how
@@ -535,6 +537,10 @@ func (s *Session) handle(d *Delivery) {
 		return
 	case d.shard.after(d) || s.deadKey(d):
 		s.done(d) // Lambda delivers it again / the next reader reads it
+		return
+	}
+	if d.Poison != nil {
+		s.conclude(d, message.Drop(d.Poison), nil, nil)
 		return
 	}
 	out, replyErr := s.call(d)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -12,10 +13,11 @@ import (
 
 // Hooks are what a runner does when records of a shard settle.
 type Hooks struct {
-	// Moved is called with the new checkpoint whenever a settlement moves
-	// the shard's watermark. Calls are serialised with the settlements, so
-	// they come in checkpoint order; Moved must not block.
-	Moved func(checkpoint string)
+	// Moved is called with the new position whenever a settlement moves
+	// the shard's watermark (to the user record of a KPL aggregate: see
+	// settle.Watermark.SettleAt). Calls are serialised with the
+	// settlements, so they come in checkpoint order; Moved must not block.
+	Moved func(pos settle.Position)
 	// Settled is called after every settlement of the shard, outside the
 	// settlement's lock (long-running mode ends a closed shard there).
 	Settled func()
@@ -100,6 +102,49 @@ func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
 	return nil
 }
 
+// DeliverGroup registers ds, the user records of one Kinesis record (a KPL
+// aggregate, all with its sequence number), as the next delivery of the
+// shard in epoch e: one watermark entry of skip+len(ds) parts, which
+// settles when every part has. The first skip parts are user records that
+// settled before a restart: they are settled at once. ds[i] settles part
+// skip+i. Errors are Deliver's; skip+len(ds) must be at least 1.
+func (s *Shard) DeliverGroup(e settle.Epoch, ds []*Delivery, skip int) error {
+	if len(ds) == 0 {
+		return fmt.Errorf("engine: shard %s: an aggregate with no user record to deliver", s.id)
+	}
+	t, err := s.wm.DeliverIn(e, ds[0].Msg.SequenceNumber, skip+len(ds))
+	if err != nil {
+		return err
+	}
+	for i := range skip {
+		s.settle(t.Part(i))
+	}
+	for i, d := range ds {
+		d.shard, d.ticket = s, t.Part(skip+i)
+		d.ord = s.next.Add(1)
+	}
+	s.track(len(ds))
+	return nil
+}
+
+// DeliverGroupInto is DeliverGroup for deliveries the caller owns, without
+// skipped parts (Lambda mode).
+func (s *Shard) DeliverGroupInto(e settle.Epoch, ds []Delivery) error {
+	if len(ds) == 0 {
+		return fmt.Errorf("engine: shard %s: an aggregate with no user record to deliver", s.id)
+	}
+	t, err := s.wm.DeliverIn(e, ds[0].Msg.SequenceNumber, len(ds))
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		ds[i].shard, ds[i].ticket = s, t.Part(i)
+		ds[i].ord = s.next.Add(1)
+	}
+	s.track(len(ds))
+	return nil
+}
+
 // Quiesce makes the shard give up on records instead of delivering them
 // again, from now until the next Reset: a shard being handed over or shut
 // down settles what it can and leaves the rest to the next reader. Use
@@ -158,9 +203,9 @@ func (s *Shard) after(d *Delivery) bool { return d.ord > s.blocked.Load() }
 // for a stale or repeated ticket).
 func (s *Shard) settle(t settle.Ticket) bool {
 	s.mu.Lock()
-	cp, moved, err := s.wm.Settle(t)
+	pos, moved, err := s.wm.SettleAt(t)
 	if err == nil && moved && s.hooks.Moved != nil {
-		s.hooks.Moved(cp)
+		s.hooks.Moved(pos)
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -178,6 +223,12 @@ func (s *Shard) settle(t settle.Ticket) bool {
 type Delivery struct {
 	// Msg is the message the handler gets.
 	Msg message.Message
+	// Poison, when set, says the record cannot be handed to the handler (a
+	// KPL aggregate whose MD5 matches but whose body is malformed): the
+	// engine does not call the handler and concludes it as Drop(Poison) —
+	// dead-lettered with its raw data when the dead-letter target takes
+	// drops, else settled with a warning.
+	Poison error
 
 	shard  *Shard
 	ticket settle.Ticket

@@ -121,17 +121,22 @@ func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadL
 	}
 	h := m.Headers.Clone()
 	h.Del(publish.FirstArrivalHeader)
+	sub := ""
+	if m.Aggregated {
+		sub = strconv.Itoa(m.SubSequenceNumber)
+	}
 	return publish.DeadLetter{
-		Reason:          reason,
-		SourceStreamARN: m.StreamARN,
-		ShardID:         m.ShardID,
-		SequenceNumber:  m.SequenceNumber,
-		PartitionKey:    m.PartitionKey,
-		Attempts:        m.Attempt,
-		FirstArrival:    first,
-		DeadLetteredAt:  at,
-		Headers:         h,
-		Payload:         m.Payload,
+		SubSequenceNumber: sub,
+		Reason:            reason,
+		SourceStreamARN:   m.StreamARN,
+		ShardID:           m.ShardID,
+		SequenceNumber:    m.SequenceNumber,
+		PartitionKey:      m.PartitionKey,
+		Attempts:          m.Attempt,
+		FirstArrival:      first,
+		DeadLetteredAt:    at,
+		Headers:           h,
+		Payload:           m.Payload,
 	}
 }
 

@@ -28,12 +28,27 @@ type Message struct {
 	Payload []byte
 	// Headers are the RSK1 user headers of the record, in order, followed by
 	// the delivery headers partition-key, kinesis-sequence-number and
-	// kinesis-shard-id, which are always set from the record itself.
+	// kinesis-shard-id, which are always set from the record itself, and,
+	// for a user record of a KPL aggregate, kinesis-sub-sequence-number.
 	Headers envelope.Headers
-	// PartitionKey is the record's Kinesis partition key.
+	// PartitionKey is the record's Kinesis partition key; for a user record
+	// of a KPL aggregate, the user record's own key (from the aggregate's
+	// key table).
 	PartitionKey string
-	// SequenceNumber is the record's Kinesis sequence number (decimal digits).
+	// ExplicitHashKey is the explicit hash key of a user record of a KPL
+	// aggregate that has one; "" otherwise (Kinesis does not deliver the
+	// explicit hash key of an ordinary record).
+	ExplicitHashKey string
+	// SequenceNumber is the record's Kinesis sequence number (decimal
+	// digits); for a user record of a KPL aggregate, the aggregate's.
 	SequenceNumber string
+	// Aggregated is true for a user record of a KPL aggregated record: the
+	// Kinesis record it came in holds several, which settle one by one (the
+	// Kinesis record counts as settled once all of them have).
+	Aggregated bool
+	// SubSequenceNumber is the index of a user record in its KPL aggregate,
+	// from 0; 0 for an ordinary record.
+	SubSequenceNumber int
 	// ShardID is the shard the record was read from ("shardId-000000000000").
 	ShardID string
 	// StreamARN is the ARN of the stream the record was read from. For an

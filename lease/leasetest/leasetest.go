@@ -51,6 +51,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"ReleaseThenTake", testReleaseThenTake},
 		{"UnownedWrites", testUnownedWrites},
 		{"ShardEnd", testShardEnd},
+		{"SubSequence", testSubSequence},
 		{"ManyStreams", testManyStreams},
 		{"Delete", testDelete},
 		{"DeleteFenced", testDeleteFenced},
@@ -121,12 +122,51 @@ func take(t *testing.T, s lease.Store, held lease.Lease, owner string) lease.Lea
 
 func checkpoint(t *testing.T, s lease.Store, held lease.Lease, seq string) lease.Lease {
 	t.Helper()
-	l, err := s.Checkpoint(t.Context(), held, seq)
+	l, err := s.Checkpoint(t.Context(), held, seq, 0)
 	if err != nil {
 		t.Fatalf("Checkpoint(%+v, %q): %v", held, seq, err)
 	}
 	checkStored(t, s, l)
 	return l
+}
+
+// testSubSequence: a checkpoint inside a KPL aggregate keeps its
+// sub-sequence; the next whole checkpoint clears it; a negative one, or one
+// with a sentinel checkpoint, is refused without I/O.
+func testSubSequence(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	k := key("subseq", 0)
+	held := take(t, s, ensure(t, s, k), "w1")
+	l, err := s.Checkpoint(ctx, held, "100", 7)
+	if err != nil {
+		t.Fatalf("Checkpoint(100, 7): %v", err)
+	}
+	if l.Checkpoint != "100" || l.SubSequence != 7 {
+		t.Fatalf("Checkpoint(100, 7) returned checkpoint %q sub %d", l.Checkpoint, l.SubSequence)
+	}
+	checkStored(t, s, l)
+	if got := get(t, s, k); got.SubSequence != 7 {
+		t.Fatalf("stored sub-sequence %d, want 7", got.SubSequence)
+	}
+	l = renew(t, s, l)
+	if l.SubSequence != 7 {
+		t.Fatalf("Renew changed the sub-sequence to %d", l.SubSequence)
+	}
+	l = checkpoint(t, s, l, "100")
+	if l.SubSequence != 0 {
+		t.Fatalf("a whole checkpoint kept sub-sequence %d", l.SubSequence)
+	}
+	for _, bad := range []struct {
+		seq string
+		sub int
+	}{{"200", -1}, {lease.ShardEnd, 1}, {lease.TrimHorizon, 2}} {
+		if _, err := s.Checkpoint(ctx, l, bad.seq, bad.sub); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("Checkpoint(%q, %d) = %v, want an argument error", bad.seq, bad.sub, err)
+		}
+	}
+	if got := get(t, s, k); got.Counter != l.Counter {
+		t.Errorf("refused checkpoints wrote: counter %d, want %d", got.Counter, l.Counter)
+	}
 }
 
 func renew(t *testing.T, s lease.Store, held lease.Lease) lease.Lease {
@@ -241,7 +281,7 @@ var writes = []write{
 		return s.Renew(ctx, held)
 	}},
 	{"Checkpoint", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
-		return s.Checkpoint(ctx, held, "99999")
+		return s.Checkpoint(ctx, held, "99999", 0)
 	}},
 	{"Release", func(ctx context.Context, s lease.Store, held lease.Lease) (lease.Lease, error) {
 		return s.Release(ctx, held)
@@ -423,7 +463,7 @@ func testInvalidArguments(t *testing.T, s lease.Store) {
 	}
 	checkStored(t, s, l)
 	l = take(t, s, l, "w1")
-	if got, err := s.Checkpoint(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+	if got, err := s.Checkpoint(ctx, l, "", 0); err == nil || errors.Is(err, lease.ErrLeaseLost) {
 		t.Errorf("Checkpoint with an empty sequence number = %+v, %v; want an error that is not lease.ErrLeaseLost", got, err)
 	}
 	if got, err := s.Transfer(ctx, l, ""); err == nil || errors.Is(err, lease.ErrLeaseLost) {
@@ -531,7 +571,7 @@ func testLostWorkerCannotCheckpoint(t *testing.T, s lease.Store) {
 	}
 	// Even with the owner it held it cannot catch up: the counter moved.
 	w1.Counter = w2.Counter - 1
-	_, err := s.Checkpoint(ctx, w1, "300")
+	_, err := s.Checkpoint(ctx, w1, "300", 0)
 	checkLost(t, s, err, w2, false)
 }
 
@@ -775,7 +815,7 @@ func testConcurrentWriters(t *testing.T, s lease.Store) {
 		case 0:
 			return s.Renew(ctx, held)
 		case 1:
-			return s.Checkpoint(ctx, held, fmt.Sprint(1000+i))
+			return s.Checkpoint(ctx, held, fmt.Sprint(1000+i), 0)
 		case 2:
 			return s.Release(ctx, held)
 		}
