@@ -65,6 +65,21 @@ func (m *model) checkpoint() string {
 	return cp
 }
 
+// position is the model's Position: the checkpoint, or the oldest
+// unsettled delivery with the run of its settled parts from part 0.
+func (m *model) position() Position {
+	if i := m.firstUnsettledIndex(); i < len(m.ds) {
+		n := 0
+		for n < m.ds[i].parts && m.ds[i].done[n] {
+			n++
+		}
+		if n > 0 {
+			return Position{Seq: m.ds[i].seq, Parts: n}
+		}
+	}
+	return Position{Seq: m.checkpoint()}
+}
+
 func (m *model) firstUnsettledIndex() int {
 	for i, d := range m.ds {
 		if d.left > 0 {
@@ -228,6 +243,9 @@ func (s *sim) check() error {
 	if got != want {
 		return fmt.Errorf("state %+v, model %+v", got, want)
 	}
+	if p, wp := s.w.Position(), s.m.position(); p != wp {
+		return fmt.Errorf("Position() = %+v, model %+v", p, wp)
+	}
 	for _, d := range s.m.ds {
 		if d.left > 0 && got.HasCheckpoint && CompareSequence(got.Checkpoint, d.seq) >= 0 {
 			return fmt.Errorf("checkpoint %s passes unsettled delivery %s", got.Checkpoint, d.seq)
@@ -271,6 +289,20 @@ func parseCounter(g seqGen, seq string) (uint64, bool) {
 func (s *sim) settle(t Ticket) error {
 	s.step++
 	s.log("Settle(epoch %d, index %d, part %d)", t.epoch, t.index, t.part)
+	if s.step%2 == 0 {
+		before := s.m.position()
+		pos, moved, err := s.w.SettleAt(t)
+		_, _, werr := s.m.settle(s.w, t)
+		after := s.m.position()
+		if werr != nil {
+			after = Position{}
+		}
+		if !errors.Is(err, werr) || (werr == nil) != (err == nil) || pos != after || moved != (werr == nil && before != after) {
+			return fmt.Errorf("SettleAt(epoch %d, index %d, part %d) = %+v, %v, %v; model %+v, %v, %v",
+				t.epoch, t.index, t.part, pos, moved, err, after, before != after, werr)
+		}
+		return s.check()
+	}
 	cp, moved, err := s.w.Settle(t)
 	wcp, wmoved, werr := s.m.settle(s.w, t)
 	if !errors.Is(err, werr) || (werr == nil) != (err == nil) || cp != wcp || moved != wmoved {
