@@ -1,0 +1,5 @@
+//go:build !race
+
+package emf_test
+
+const raceEnabled = false
