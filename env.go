@@ -47,6 +47,7 @@ import (
 //	LAMBDAADAPTER_GETRECORDS_LIMIT      WithGetRecordsLimit          ecs
 //	LAMBDAADAPTER_RETRY_BACKOFF         WithRetryBackoff: base       ecs
 //	LAMBDAADAPTER_MAX_RETRY_BACKOFF     WithRetryBackoff: max        ecs
+//	LAMBDAADAPTER_EFO_CONSUMER          WithEnhancedFanOut           ecs
 //
 // Durations are Go durations (500ms, 10s, 2m).
 func Environment(getenv func(string) string) ([]Option, error) {
@@ -152,6 +153,7 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	dur("LAMBDAADAPTER_SHUTDOWN_TIMEOUT", &ecsOnly, WithShutdownTimeout)
 	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, WithListInterval)
 	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, WithGetRecordsLimit)
+	str("LAMBDAADAPTER_EFO_CONSUMER", WithEnhancedFanOut, &ecsOnly)
 	base, baseSet := durOf("LAMBDAADAPTER_RETRY_BACKOFF")
 	maxBackoff, maxSet := durOf("LAMBDAADAPTER_MAX_RETRY_BACKOFF")
 	if baseSet || maxSet {

@@ -80,6 +80,7 @@ type ecsConfig struct {
 	batchSize          int
 	retryBackoff       time.Duration
 	maxRetryBackoff    time.Duration
+	fanOut             string // enhanced fan-out consumer name
 }
 
 // WithMode selects Lambda mode (default) or long-running mode (ModeECS).
@@ -184,6 +185,22 @@ func WithRetryBackoff(base, max time.Duration) Option {
 	}
 }
 
+// WithEnhancedFanOut (long-running mode only) reads the stream with
+// enhanced fan-out as the stream consumer consumerName: each shard's records
+// are pushed with SubscribeToShard as they arrive, with 2 MB/s per shard for
+// this consumer alone, instead of polled with GetRecords (5 calls/s and
+// 2 MB/s per shard shared by every polling consumer of the stream). Run
+// registers the stream consumer if it does not exist (the instances of one
+// service share it; it is never deregistered) and waits until it is ACTIVE.
+// Kinesis bills every registered consumer per consumer-shard hour and per
+// GB retrieved; see the README. It needs the stream's ARN (WithStreamARN, or
+// looked up with DescribeStreamSummary) and a Kinesis client with
+// SubscribeToShard (a *kinesis.Client has it). Leases, checkpoints,
+// balancing, resharding and shutdown work as with polling.
+func WithEnhancedFanOut(consumerName string) Option {
+	return func(c *config) { c.only(ModeECS, "WithEnhancedFanOut"); c.ecs.fanOut = consumerName }
+}
+
 // BatchHandler handles several records at once in long-running mode and
 // returns one Outcome per record, in order; every element settles on its
 // own, exactly as the Outcome of a Handler would, and an element left
@@ -232,7 +249,7 @@ func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
 		BatchSize: x.batchSize, Concurrency: c.concurrency, Start: x.start, Limit: x.limit,
 		LeaseDuration: x.leaseDuration, ListInterval: x.listInterval, CheckpointInterval: x.checkpointInterval,
 		ShutdownTimeout: x.shutdownTimeout, RetryBackoff: x.retryBackoff, MaxRetryBackoff: x.maxRetryBackoff,
-		DelayReceiver: receiver,
+		DelayReceiver: receiver, EnhancedFanOut: x.fanOut,
 	}, nil
 }
 
@@ -316,4 +333,7 @@ func newFromProcess(h Handler, args []string, getenv func(string) string, opts [
 	return New(h, append(all, opts...)...)
 }
 
-var _ consumer.KinesisAPI = (*kinesis.Client)(nil)
+var (
+	_ consumer.KinesisAPI = (*kinesis.Client)(nil)
+	_ consumer.FanOutAPI  = (*kinesis.Client)(nil)
+)

@@ -58,6 +58,7 @@ func modeOnlyOptions() map[string]modeOnlyOption {
 		"WithListInterval":       ecs(lambdaadapter.WithListInterval(time.Minute)),
 		"WithBatchSize":          ecs(lambdaadapter.WithBatchSize(10)),
 		"WithRetryBackoff":       ecs(lambdaadapter.WithRetryBackoff(time.Second, time.Minute)),
+		"WithEnhancedFanOut":     ecs(lambdaadapter.WithEnhancedFanOut("orders-app")),
 		"WithDeadlineMargin":     {lambdaadapter.ModeLambda, lambdaadapter.WithDeadlineMargin(300 * time.Millisecond)},
 	}
 }
@@ -75,7 +76,7 @@ var bothModeOptions = []string{
 // modeBase returns the options an adapter of mode m needs to build without
 // AWS: fake clients and, in long-running mode, a stream.
 func modeBase(m lambdaadapter.Mode) []lambdaadapter.Option {
-	k := lambdaadapter.WithKinesisClient(awsfake.NewKinesis())
+	k := lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}) // fanOutFake: modes_efo_test.go
 	if m == lambdaadapter.ModeECS {
 		return []lambdaadapter.Option{
 			lambdaadapter.WithMode(lambdaadapter.ModeECS), k,

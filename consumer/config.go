@@ -120,6 +120,16 @@ type Config struct {
 	// Logger receives the consumer's logs (leases, shards, reading); nil
 	// means the engine's logger.
 	Logger *slog.Logger
+	// EnhancedFanOut, when set, is the name of the stream consumer to read
+	// as with enhanced fan-out: each held shard is read with SubscribeToShard
+	// (records pushed as they arrive, 2 MB/s per shard for this consumer
+	// alone) instead of GetRecords, and Limit does not apply. Run registers
+	// the stream consumer if it does not exist yet (workers sharing the
+	// stream share it; it is never deregistered) and waits until it is
+	// ACTIVE before reading. Kinesis must implement FanOutAPI too, and the
+	// stream's ARN must be known: StreamARN, or a client with
+	// DescribeStreamSummary. Empty (the default): GetRecords.
+	EnhancedFanOut string
 }
 
 func (c *Config) defaults() error {
@@ -137,6 +147,9 @@ func (c *Config) defaults() error {
 	case c.Concurrency < 0 || c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 ||
 		c.BatchWindow < 0 || c.RetryBackoff < 0 || c.MaxRetryBackoff < 0 || c.MaxWaiting < 0:
 		return errors.New("consumer: negative setting")
+	}
+	if err := c.checkFanOut(); err != nil {
+		return err
 	}
 	if c.Store == nil {
 		c.Store = lease.NewMemory()

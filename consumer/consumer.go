@@ -37,7 +37,8 @@ type Consumer struct {
 	log  *slog.Logger
 	ch   chan *engine.Delivery
 	sess *engine.Session
-	arn  string // the stream's ARN learnt at start, when not configured; set before any reader starts
+	arn  string  // the stream's ARN learnt at start, when not configured; set before any reader starts
+	fan  *fanOut // enhanced fan-out (efo.go); nil: GetRecords
 
 	mu        sync.Mutex
 	shards    map[string]*shard // held shards, by shard id
@@ -73,6 +74,7 @@ func New(cfg Config) (*Consumer, error) {
 		shards:    map[string]*shard{},
 		tracker:   lease.NewTracker(cfg.LeaseDuration),
 		requested: map[string]bool{},
+		fan:       newFanOut(&cfg),
 	}, nil
 }
 
@@ -163,6 +165,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+	}
+	// Enhanced fan-out: the stream consumer is ACTIVE before any reader
+	// subscribes.
+	if err := c.startFanOut(ctx); err != nil {
+		c.abort(stopReaders, dispatched)
+		c.unregister()
+		if ctx.Err() != nil {
+			return nil // stopped while waiting: nothing was read
+		}
+		return err
 	}
 	if err == nil {
 		// The rows discover just read and wrote: no second scan.

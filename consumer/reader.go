@@ -67,7 +67,7 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 	fetched := make(chan struct{})
 	go func() {
 		defer close(fetched)
-		s.fetch(ctx, pos, batches)
+		s.source()(ctx, pos, batches) // GetRecords, or SubscribeToShard (efo.go)
 	}()
 	defer func() {
 		cancel()
