@@ -23,6 +23,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambda"
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -173,6 +174,8 @@ type config struct {
 	kinesis         publish.KinesisAPI
 	sqs             publish.SQSAPI
 	maxMessageBytes int
+	hooks           []observe.Hook
+	maxRecordAge    time.Duration
 	ecs             ecsConfig
 	used            []modeUse     // mode-specific options given
 	onlyIn          []modeOptions // options for one mode (OnlyIn)
@@ -316,6 +319,29 @@ func WithMaxMessageSize(n int) Option {
 	return func(c *config) { c.maxMessageBytes = n }
 }
 
+// WithHooks adds hooks that observe what the adapter does (package
+// observe): metrics exporters such as observe/emf, or your own. Each hook
+// receives the events of the observe interfaces it implements; an adapter
+// without hooks pays nothing for them.
+func WithHooks(hooks ...observe.Hook) Option {
+	return func(c *config) { c.hooks = append(c.hooks, hooks...) }
+}
+
+// WithMaxRecordAge makes the adapter skip records older than d by their
+// arrival time: such a record is not handled but dead-lettered (reason
+// "max record age", payload and headers kept) when a dead-letter target is
+// set, else dropped with a warning — in both modes — so a consumer that fell
+// far behind catches up instead of working through stale data. d must be
+// positive.
+func WithMaxRecordAge(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, errors.New("max record age must be positive"))
+		}
+		c.maxRecordAge = d
+	}
+}
+
 // Adapter runs a Handler over Kinesis records, in Lambda mode (Invoke,
 // HandleEvent, Handle) or long-running mode (Run). It is safe for
 // concurrent use and holds no per-invocation state between calls.
@@ -409,8 +435,10 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 		},
 		Publisher: pub, Queue: queue,
 		DeadLetterStream: c.deadLetterStrm, DeadLetterQueue: c.deadLetterQueue, DelayQueue: c.delayQueue,
-		ReplyStream: c.replyStream,
-		Logger:      logger,
+		ReplyStream:  c.replyStream,
+		Logger:       logger,
+		Hooks:        observe.NewSet(c.hooks...),
+		MaxRecordAge: c.maxRecordAge,
 	})
 	if err != nil {
 		return nil, err

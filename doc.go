@@ -107,6 +107,23 @@
 // and its record stays unsettled with an error log. Use a dead-letter stream
 // for large records.
 //
+// # Maximum record age
+//
+// WithMaxRecordAge(d): a record older than d by its arrival time when its
+// turn comes is not handled but dead-lettered (reason "max record age",
+// payload and headers kept) or, without a dead-letter target, settled with
+// a warning, in both modes. Unlike Lambda's MaximumRecordAgeInSeconds,
+// which discards silently, nothing goes without a trace.
+//
+// # Observing
+//
+// WithHooks adds hooks (package observe) that receive what becomes of each
+// record, each write, each Lambda invocation, and in long-running mode each
+// read, lease change and checkpoint, and are flushed once per invocation
+// (inside the deadline margin) or every WithMetricsInterval. observe/emf
+// writes them as CloudWatch Embedded Metric Format lines. Without hooks
+// there is no cost.
+//
 // # KPL aggregated records
 //
 // A record written by the Kinesis Producer Library as an aggregate (data

@@ -33,6 +33,7 @@ import (
 //	LAMBDAADAPTER_DELAY_QUEUE           WithDelayQueue               both
 //	LAMBDAADAPTER_REPLY_STREAM          WithReplyStream              both
 //	LAMBDAADAPTER_REPLY_PARTITION_KEY   WithReplyPartitionKey        both
+//	LAMBDAADAPTER_MAX_RECORD_AGE        WithMaxRecordAge             both
 //	LAMBDAADAPTER_DEADLINE_MARGIN       WithDeadlineMargin           lambda
 //	LAMBDAADAPTER_STREAM                WithStream (required)        ecs
 //	LAMBDAADAPTER_STREAM_ARN            WithStreamARN                ecs
@@ -42,6 +43,7 @@ import (
 //	                                    trim_horizon or RFC 3339 time
 //	LAMBDAADAPTER_LEASE_DURATION        WithLeaseDuration            ecs
 //	LAMBDAADAPTER_CHECKPOINT_INTERVAL   WithCheckpointInterval       ecs
+//	LAMBDAADAPTER_METRICS_INTERVAL      WithMetricsInterval          ecs
 //	LAMBDAADAPTER_SHUTDOWN_TIMEOUT      WithShutdownTimeout          ecs
 //	LAMBDAADAPTER_LIST_INTERVAL         WithListInterval             ecs
 //	LAMBDAADAPTER_GETRECORDS_LIMIT      WithGetRecordsLimit          ecs
@@ -115,6 +117,7 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	num("LAMBDAADAPTER_CONCURRENCY", 1, 1<<20, &opts, WithConcurrency)
 	num("LAMBDAADAPTER_MAX_ATTEMPTS", 1, 1<<30, &opts, WithMaxAttempts)
 	dur("LAMBDAADAPTER_MAX_INPROCESS_DELAY", &opts, WithMaxInProcessDelay)
+	dur("LAMBDAADAPTER_MAX_RECORD_AGE", &opts, WithMaxRecordAge)
 	str("LAMBDAADAPTER_DEAD_LETTER_STREAM", WithDeadLetterStream, &opts)
 	str("LAMBDAADAPTER_DEAD_LETTER_QUEUE", WithDeadLetterQueue, &opts)
 	str("LAMBDAADAPTER_DELAY_QUEUE", WithDelayQueue, &opts)
@@ -150,6 +153,7 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	}
 	dur("LAMBDAADAPTER_LEASE_DURATION", &ecsOnly, WithLeaseDuration)
 	dur("LAMBDAADAPTER_CHECKPOINT_INTERVAL", &ecsOnly, WithCheckpointInterval)
+	dur("LAMBDAADAPTER_METRICS_INTERVAL", &ecsOnly, WithMetricsInterval)
 	dur("LAMBDAADAPTER_SHUTDOWN_TIMEOUT", &ecsOnly, WithShutdownTimeout)
 	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, WithListInterval)
 	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, WithGetRecordsLimit)

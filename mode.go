@@ -75,6 +75,7 @@ type ecsConfig struct {
 	limit              int
 	leaseDuration      time.Duration
 	checkpointInterval time.Duration
+	metricsInterval    time.Duration
 	shutdownTimeout    time.Duration
 	listInterval       time.Duration
 	batchSize          int
@@ -143,6 +144,14 @@ func WithGetRecordsLimit(n int) Option {
 // every third of it.
 func WithLeaseDuration(d time.Duration) Option {
 	return func(c *config) { c.only(ModeECS, "WithLeaseDuration"); c.ecs.leaseDuration = d }
+}
+
+// WithMetricsInterval (long-running mode only) sets how often the hooks
+// (WithHooks) get an in-flight snapshot and are flushed (default 60s, and
+// once more before Run returns). In Lambda mode they are flushed once per
+// invocation.
+func WithMetricsInterval(d time.Duration) Option {
+	return func(c *config) { c.only(ModeECS, "WithMetricsInterval"); c.ecs.metricsInterval = d }
 }
 
 // WithCheckpointInterval (long-running mode only) bounds checkpoint writes
@@ -248,6 +257,7 @@ func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
 		Stream: x.stream, StreamARN: x.streamARN, Kinesis: k, Store: store, Owner: x.owner, Engine: e,
 		BatchSize: x.batchSize, Concurrency: c.concurrency, Start: x.start, Limit: x.limit,
 		LeaseDuration: x.leaseDuration, ListInterval: x.listInterval, CheckpointInterval: x.checkpointInterval,
+		MetricsInterval: x.metricsInterval,
 		ShutdownTimeout: x.shutdownTimeout, RetryBackoff: x.retryBackoff, MaxRetryBackoff: x.maxRetryBackoff,
 		DelayReceiver: receiver, EnhancedFanOut: x.fanOut,
 	}, nil

@@ -54,6 +54,7 @@ func modeOnlyOptions() map[string]modeOnlyOption {
 		"WithGetRecordsLimit":    ecs(lambdaadapter.WithGetRecordsLimit(500)),
 		"WithLeaseDuration":      ecs(lambdaadapter.WithLeaseDuration(6 * time.Second)),
 		"WithCheckpointInterval": ecs(lambdaadapter.WithCheckpointInterval(2 * time.Second)),
+		"WithMetricsInterval":    ecs(lambdaadapter.WithMetricsInterval(30 * time.Second)),
 		"WithShutdownTimeout":    ecs(lambdaadapter.WithShutdownTimeout(20 * time.Second)),
 		"WithListInterval":       ecs(lambdaadapter.WithListInterval(time.Minute)),
 		"WithBatchSize":          ecs(lambdaadapter.WithBatchSize(10)),
@@ -70,7 +71,7 @@ var bothModeOptions = []string{
 	"WithMode", "OnlyIn", "WithConcurrency", "WithLogger", "WithLogLevel", "WithMaxAttempts",
 	"WithDeadLetterStream", "WithDeadLetterQueue", "WithDeadLetterDrops", "WithDelayQueue",
 	"WithMaxInProcessDelay", "WithReplyStream", "WithReplyPartitionKey", "WithKinesisClient",
-	"WithSQSClient", "WithMaxMessageSize",
+	"WithSQSClient", "WithMaxMessageSize", "WithHooks", "WithMaxRecordAge",
 }
 
 // modeBase returns the options an adapter of mode m needs to build without

@@ -9,6 +9,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -369,6 +370,14 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease taken", slog.String(attrShardID, held.Key.ShardID),
 		slog.String("from", from), slog.String("checkpoint", held.Checkpoint), slog.Int64("counter", held.Counter))
 	s := c.newShard(held)
+	kind := observe.LeaseTaken
+	switch {
+	case from == "handed over":
+		kind = observe.LeaseReceived
+	case from != "free":
+		kind = observe.LeaseStolen
+	}
+	c.obs.Lease(observe.Lease{Stream: c.cfg.Stream, ShardID: held.Key.ShardID, Kind: kind, Held: len(c.shards) + 1})
 	if cp := held.Checkpoint; cp != "" && cp != lease.ShardEnd && settle.ValidSequence(cp) && held.SubSequence == 0 {
 		s.es.Reset(cp)
 	}
@@ -447,6 +456,7 @@ func (c *Consumer) handOff(s *shard, to string) {
 			return
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease handed over", slog.String(attrShardID, s.id), slog.String("to", to), slog.String("checkpoint", l.Checkpoint))
+		c.leaseEvent(s.id, observe.LeaseHandedOn)
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -109,6 +110,7 @@ func (k *checkpointer) flush(ctx context.Context) bool {
 	_, err := s.write(ctx, func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
 		return s.c.cfg.Store.Checkpoint(ctx, l, want.Seq, want.Parts)
 	})
+	s.c.obs.Checkpoint(observe.Checkpoint{Stream: s.c.cfg.Stream, ShardID: s.id, Checkpoint: want.Seq, SubSequence: want.Parts, Err: err})
 	k.mu.Lock()
 	k.last = time.Now()
 	switch {

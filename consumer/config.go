@@ -36,6 +36,7 @@ const (
 	DefaultLeaseDuration      = 10 * time.Second
 	DefaultListInterval       = 30 * time.Second
 	DefaultCheckpointInterval = time.Second
+	DefaultMetricsInterval    = 60 * time.Second
 	DefaultShutdownTimeout    = 10 * time.Second
 	DefaultBatchWindow        = 50 * time.Millisecond
 	DefaultRetryBackoff       = engine.DefaultBackoffBase
@@ -94,6 +95,10 @@ type Config struct {
 	LeaseDuration time.Duration
 	// ListInterval is how often the shards are listed again (default 30s).
 	ListInterval time.Duration
+	// MetricsInterval is how often the engine's hooks (observe) get an
+	// in-flight snapshot and are flushed (default 60s); they are flushed
+	// once more before Run returns.
+	MetricsInterval time.Duration
 	// CheckpointInterval bounds checkpoint writes to one per shard per
 	// interval (default 1s); a kill -9 re-delivers about that much.
 	CheckpointInterval time.Duration
@@ -175,6 +180,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ListInterval == 0 {
 		c.ListInterval = DefaultListInterval
+	}
+	if c.MetricsInterval <= 0 {
+		c.MetricsInterval = DefaultMetricsInterval
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = DefaultCheckpointInterval

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 )
 
 // Log attribute keys, shared with the engine (and so with Lambda mode).
@@ -35,6 +36,7 @@ var ErrStreamNotFound = errors.New("stream not found")
 type Consumer struct {
 	cfg  Config
 	log  *slog.Logger
+	obs  observe.Set // the engine's hooks
 	ch   chan *engine.Delivery
 	sess *engine.Session
 	arn  string  // the stream's ARN learnt at start, when not configured; set before any reader starts
@@ -69,6 +71,7 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	return &Consumer{
 		cfg:       cfg,
+		obs:       cfg.Engine.Config().Hooks,
 		log:       cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
 		ch:        make(chan *engine.Delivery, ChannelSize),
 		shards:    map[string]*shard{},
@@ -205,6 +208,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		defer close(forwarded)
 		c.forwarder(ctx)
 	}()
+	reportCtx, stopReporting := context.WithCancel(context.WithoutCancel(ctx))
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		c.reporter(reportCtx)
+	}()
 	take := time.NewTicker(c.cfg.LeaseDuration / 2)
 	defer take.Stop()
 	list := time.NewTicker(c.cfg.ListInterval)
@@ -231,7 +240,61 @@ loop:
 	c.unregister()
 	<-forwarded
 	c.tasks.Wait()
+	stopReporting()
+	<-reported
+	c.report(context.Background()) // the last flush, before Run returns
 	return nil
+}
+
+// reporter flushes the hooks every MetricsInterval until ctx ends.
+func (c *Consumer) reporter(ctx context.Context) {
+	if c.obs.Empty() {
+		return
+	}
+	t := time.NewTicker(c.cfg.MetricsInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.report(ctx)
+		}
+	}
+}
+
+// reportTimeout bounds one flush of the hooks.
+const reportTimeout = 10 * time.Second
+
+// report gives the in-flight hooks a snapshot of the unsettled records and
+// flushes the hooks.
+func (c *Consumer) report(ctx context.Context) {
+	if c.obs.Empty() {
+		return
+	}
+	if c.obs.WantsInFlight() {
+		c.mu.Lock()
+		shards := make([]*shard, 0, len(c.shards))
+		for _, s := range c.shards {
+			shards = append(shards, s)
+		}
+		c.mu.Unlock()
+		f := observe.InFlight{Stream: c.streamRef(), LeasesHeld: len(shards)}
+		var oldest time.Time
+		for _, s := range shards {
+			f.Records += s.es.Inflight()
+			if at, ok := s.es.OldestUnsettled(); ok && (oldest.IsZero() || at.Before(oldest)) {
+				oldest = at
+			}
+		}
+		if !oldest.IsZero() {
+			f.OldestAge = max(time.Since(oldest), 0) // a clock behind the stream's reads 0
+		}
+		c.obs.InFlight(f)
+	}
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	c.obs.Flush(ctx)
 }
 
 // abort undoes a start that failed: nothing was read yet.
@@ -331,7 +394,16 @@ func (c *Consumer) lose(s *shard, why string) {
 		s.stopReading()
 		s.ck.abandon()
 		c.log.LogAttrs(context.Background(), slog.LevelWarn, "consumer: shard dropped: "+why, slog.String(attrShardID, s.id))
+		c.leaseEvent(s.id, observe.LeaseLost)
 	})
+}
+
+// leaseEvent tells the lease hooks about a change of the leases held.
+func (c *Consumer) leaseEvent(shardID string, kind observe.LeaseEventKind) {
+	c.mu.Lock()
+	held := len(c.shards)
+	c.mu.Unlock()
+	c.obs.Lease(observe.Lease{Stream: c.cfg.Stream, ShardID: shardID, Kind: kind, Held: held})
 }
 
 // forget removes s from the held shards; it reports whether s was held.

@@ -14,6 +14,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/observe"
 )
 
 // FanOutAPI is the part of *kinesis.Client that enhanced fan-out needs:
@@ -382,6 +383,7 @@ func (s *shard) subscription(ctx context.Context, arn string, start *kinesistype
 			continue // a kind of event this SDK version does not know
 		}
 		v := &m.Value
+		s.c.obs.Read(observe.Read{Stream: s.c.cfg.Stream, ShardID: s.id, Records: len(v.Records), MillisBehindLatest: aws.ToInt64(v.MillisBehindLatest)})
 		cont := aws.ToString(v.ContinuationSequenceNumber)
 		// The shard is closed and read to its end: Kinesis names its
 		// children and gives no continuation.

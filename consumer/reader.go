@@ -14,6 +14,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -289,6 +290,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			continue
 		}
 		backoff = minCallInterval
+		c.obs.Read(observe.Read{Stream: c.cfg.Stream, ShardID: s.id, Records: len(res.Records), MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest)})
 		b := batch{records: res.Records, end: res.NextShardIterator == nil}
 		if n := len(b.records); n > 0 {
 			last = aws.ToString(b.records[n-1].SequenceNumber)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -56,7 +57,8 @@ func (c *Consumer) newShard(l lease.Lease) *shard {
 			default:
 			}
 		},
-		Settled: s.maybeEnd,
+		Settled:  s.maybeEnd,
+		TrackAge: c.obs.WantsInFlight(),
 	})
 	s.ck = newCheckpointer(s)
 	return s
@@ -111,6 +113,7 @@ func (s *shard) release(ctx context.Context) {
 		return
 	}
 	s.c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease released", slog.String(attrShardID, s.id))
+	s.c.leaseEvent(s.id, observe.LeaseReleased)
 }
 
 // startReader starts a reader at pos in epoch e, after stopping the current

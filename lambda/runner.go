@@ -44,6 +44,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/batchresponse"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -141,6 +142,7 @@ func (r *Runner) RunJSON(ctx context.Context, dst []byte, msgs []message.Message
 
 // run is Run on deliveries whose messages are set.
 func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
+	began := time.Now()
 	var (
 		ds     = b.ds
 		shards []*engine.Shard
@@ -183,10 +185,20 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	} else {
 		cfg.WriteDeadline = time.Now().Add(noDeadlineWriteTimeout)
 	}
+	hooks := r.e.Config().Hooks
+	var endInvocation func(observe.Invocation)
+	if t := hooks.Tracer(); t != nil {
+		msgs := make([]*message.Message, len(ds))
+		for i := range ds {
+			msgs[i] = &ds[i].Msg
+		}
+		ctx, endInvocation = t.StartInvocation(ctx, msgs)
+	}
 	s := r.e.Start(ctx, cfg)
 	_ = s.SubmitAll(ds) // cannot fail before Close
 	s.Close()
-	if s.Wait() && ctx.Err() == nil {
+	cut := s.Wait()
+	if cut && ctx.Err() == nil {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "lambda: deadline margin reached; answering with records still running",
 			slog.String("margin", r.margin.String()))
 	}
@@ -199,7 +211,41 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	for _, sh := range shards {
 		sh.Reset("")
 	}
+	r.report(ctx, &hooks, ds, ids, began, cut, cfg.WriteDeadline, endInvocation)
 	return ids, nil
+}
+
+// report tells the hooks about the invocation and flushes them, within the
+// write deadline (a fifth of the margin before the Lambda deadline): an
+// exporter's lines go out before the response, so a timed-out invocation is
+// the only one whose metrics are lost.
+func (r *Runner) report(ctx context.Context, h *observe.Set, ds []engine.Delivery, ids []string, began time.Time, cut bool, flushBy time.Time, end func(observe.Invocation)) {
+	if h.Empty() {
+		return
+	}
+	inv := observe.Invocation{Records: len(ds), Failures: len(ids), Duration: time.Since(began), Cut: cut}
+	var oldest time.Time
+	for i := range ds {
+		m := &ds[i].Msg
+		if inv.Stream == "" {
+			inv.Stream = m.StreamARN
+		}
+		if !m.ArrivalTime.IsZero() && (oldest.IsZero() || m.ArrivalTime.Before(oldest)) {
+			oldest = m.ArrivalTime
+		}
+	}
+	if !oldest.IsZero() {
+		inv.OldestAge = max(time.Since(oldest), 0) // a clock behind the stream's reads 0
+	}
+	h.Invocation(inv)
+	if end != nil {
+		end(inv)
+	}
+	if h.Flushes() {
+		fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), flushBy)
+		h.Flush(fctx)
+		cancel()
+	}
 }
 
 // noDeadlineWriteTimeout bounds the writes of a batch run without a

@@ -17,11 +17,14 @@ package observe
 import (
 	"context"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // Hook is a value implementing one or more of RecordHook, WriteHook,
-// InvocationHook, ReadHook, LeaseHook, CheckpointHook, InFlightHook and
-// Flusher.
+// InvocationHook, ReadHook, LeaseHook, CheckpointHook, InFlightHook,
+// TraceHook and Flusher.
 type Hook any
 
 // Mode names the mode an event comes from: "lambda" or "ecs".
@@ -107,6 +110,7 @@ const (
 type Write struct {
 	Mode           Mode
 	Kind           WriteKind
+	Stream         string // the stream of the record it was written for (its ARN, else its name)
 	ShardID        string // of the record it was written for
 	SequenceNumber string
 	Err            error // nil: written
@@ -158,8 +162,8 @@ type LeaseEventKind string
 
 // The lease event kinds.
 const (
-	LeaseTaken    LeaseEventKind = "taken"    // a free or expired lease taken
-	LeaseStolen   LeaseEventKind = "stolen"   // taken from a live worker (balancing without handoff)
+	LeaseTaken    LeaseEventKind = "taken"    // a free lease taken
+	LeaseStolen   LeaseEventKind = "stolen"   // an expired lease taken from a worker that stopped renewing it
 	LeaseReceived LeaseEventKind = "received" // handed over by its owner
 	LeaseLost     LeaseEventKind = "lost"     // a fenced write found another owner
 	LeaseHandedOn LeaseEventKind = "handed_on"
@@ -222,4 +226,21 @@ type InFlightHook interface {
 // calls it every flush interval and once at shutdown, before Run returns.
 type Flusher interface {
 	Flush(ctx context.Context)
+}
+
+// TraceHook puts the handling of records in traces (observe/otel does it
+// with OpenTelemetry). StartInvocation is called when a Lambda invocation
+// starts, with its messages in order: the context it returns is the parent
+// of the records' contexts, and end is called once the response is built.
+// StartRecord is called before the handler runs for m, with the context the
+// handler would get: the handler gets the context it returns instead, and
+// end is called once with what became of the record (the Record a
+// RecordHook gets). Inject adds the trace context of ctx (a handler's) to
+// the headers of a reply written from it. Copies and dead letters keep the
+// record's own headers, so a producer's traceparent travels on with them.
+// A batch handler's records are not traced one by one.
+type TraceHook interface {
+	StartInvocation(ctx context.Context, msgs []*message.Message) (context.Context, func(Invocation))
+	StartRecord(ctx context.Context, m *message.Message) (context.Context, func(Record))
+	Inject(ctx context.Context, h *envelope.Headers)
 }

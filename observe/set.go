@@ -14,10 +14,11 @@ type Set struct {
 	checkpoints []CheckpointHook
 	inflight    []InFlightHook
 	flushers    []Flusher
+	tracer      TraceHook
 }
 
 // NewSet sorts hooks by the interfaces they implement. A nil hook is
-// skipped.
+// skipped; of several TraceHooks only the first is used.
 func NewSet(hooks ...Hook) Set {
 	var s Set
 	for _, h := range hooks {
@@ -48,6 +49,9 @@ func NewSet(hooks ...Hook) Set {
 		if x, ok := h.(Flusher); ok {
 			s.flushers = append(s.flushers, x)
 		}
+		if x, ok := h.(TraceHook); ok && s.tracer == nil {
+			s.tracer = x
+		}
 	}
 	return s
 }
@@ -55,8 +59,12 @@ func NewSet(hooks ...Hook) Set {
 // Empty reports whether the set has no hook at all.
 func (s *Set) Empty() bool {
 	return len(s.records)+len(s.writes)+len(s.invocations)+len(s.reads)+len(s.leases)+
-		len(s.checkpoints)+len(s.inflight)+len(s.flushers) == 0
+		len(s.checkpoints)+len(s.inflight)+len(s.flushers) == 0 && s.tracer == nil
 }
+
+// Tracer returns the first TraceHook of the set (one tracer: spans nest),
+// or nil.
+func (s *Set) Tracer() TraceHook { return s.tracer }
 
 // WantsRecords reports whether a hook receives Records (so the caller
 // measures what they carry only then).

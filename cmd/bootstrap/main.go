@@ -38,6 +38,9 @@
 //	LAMBDAADAPTER_REPLY_STREAM        default stream of replies
 //	LAMBDAADAPTER_REPLY_PARTITION_KEY key of replies that name none
 //	LAMBDAADAPTER_MODE                lambda (default) or ecs; the -mode flag wins
+//	LAMBDAADAPTER_MAX_RECORD_AGE      records older than this are dead-lettered / dropped
+//	LAMBDAADAPTER_METRICS             "emf": CloudWatch Embedded Metric Format lines on
+//	                                  stdout (observe/emf); "" or "off": none
 //
 // The AWS clients take the standard AWS configuration (region, credentials,
 // AWS_ENDPOINT_URL_KINESIS / _SQS for local stand-ins).
@@ -52,6 +55,7 @@
 //	LAMBDAADAPTER_START               latest (default), trim_horizon or an RFC 3339 time
 //	LAMBDAADAPTER_LEASE_DURATION      default 10s
 //	LAMBDAADAPTER_CHECKPOINT_INTERVAL default 1s
+//	LAMBDAADAPTER_METRICS_INTERVAL    metrics flush interval (default 60s)
 //	LAMBDAADAPTER_SHUTDOWN_TIMEOUT    default 10s
 //	LAMBDAADAPTER_LIST_INTERVAL       default 30s
 //	LAMBDAADAPTER_GETRECORDS_LIMIT    default 1000 (at most 10000)
@@ -85,6 +89,7 @@ import (
 	awslambda "github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/observe/emf"
 )
 
 func main() {
@@ -139,6 +144,14 @@ func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.A
 	}
 	logger := lambdaadapter.NewLogger(m, level)
 	opts = append(opts, lambdaadapter.WithMode(m), lambdaadapter.WithLogger(logger))
+	switch v := getenv("LAMBDAADAPTER_METRICS"); v {
+	case "", "off":
+	case "emf":
+		// Straight to stdout, never through the logger's level filter.
+		opts = append(opts, lambdaadapter.WithHooks(emf.New(os.Stdout)))
+	default:
+		return nil, nil, fmt.Errorf("LAMBDAADAPTER_METRICS=%q: want emf or off", v)
+	}
 	a, err := lambdaadapter.New(demoHandler(logger), opts...)
 	return a, logger, err
 }

@@ -12,6 +12,7 @@ func TestAdapterFromEnvironment(t *testing.T) {
 		"AWS_REGION": "us-east-1", "LAMBDAADAPTER_CONCURRENCY": "8", "LAMBDAADAPTER_DEADLINE_MARGIN": "250ms", "LAMBDAADAPTER_LOG_LEVEL": "debug",
 		"LAMBDAADAPTER_MAX_ATTEMPTS": "3", "LAMBDAADAPTER_DEAD_LETTER_STREAM": "dlq", "LAMBDAADAPTER_DEAD_LETTER_DROPS": "true",
 		"LAMBDAADAPTER_MAX_INPROCESS_DELAY": "2s", "LAMBDAADAPTER_REPLY_STREAM": "r",
+		"LAMBDAADAPTER_METRICS": "emf", "LAMBDAADAPTER_MAX_RECORD_AGE": "1h", "LAMBDAADAPTER_METRICS_INTERVAL": "30s",
 		// Long-running settings in the same environment are for the other mode.
 		"LAMBDAADAPTER_STREAM": "s", "LAMBDAADAPTER_LEASE_DURATION": "5s",
 	}
@@ -22,7 +23,8 @@ func TestAdapterFromEnvironment(t *testing.T) {
 			t.Errorf("%v: adapter: %v", m, err)
 		}
 	}
-	bad := map[string]string{"LAMBDAADAPTER_CONCURRENCY": "0", "LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_DEAD_LETTER_DROPS": "yes"}
+	bad := map[string]string{"LAMBDAADAPTER_CONCURRENCY": "0", "LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_DEAD_LETTER_DROPS": "yes",
+		"LAMBDAADAPTER_METRICS": "prometheus", "LAMBDAADAPTER_MAX_RECORD_AGE": "-1s"}
 	for k, v := range bad {
 		_, _, err := adapter(lambdaadapter.ModeLambda, func(x string) string {
 			if x == k {

@@ -179,6 +179,10 @@ type Case struct {
 	Options []lambdaadapter.Option
 	// Setup, when set, runs after the world is made (e.g. to make writes fail).
 	Setup func(w *World)
+	// Wait, when set, passes (in the bubble's time) after Records are put,
+	// and Later are put after it: Records are then Wait older than Later.
+	Wait  time.Duration
+	Later []Record
 	// Script answers each handling.
 	Script func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome
 	// Check tests what must hold once the world settled.
@@ -236,6 +240,10 @@ func Run(t *testing.T, d Driver, cases []Case) {
 					c.Setup(w)
 				}
 				for _, rec := range c.Records {
+					w.Kinesis.PutTo(Stream, ShardID(rec.Shard), rec.Key, recordData(t, rec))
+				}
+				time.Sleep(c.Wait)
+				for _, rec := range c.Later {
 					w.Kinesis.PutTo(Stream, ShardID(rec.Shard), rec.Key, recordData(t, rec))
 				}
 				log := &Log{}

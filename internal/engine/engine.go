@@ -43,9 +43,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -104,6 +106,12 @@ type Config struct {
 	ReplyStream string
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
+	// Hooks receive what becomes of records and writes (package observe).
+	Hooks observe.Set
+	// MaxRecordAge, when positive: a record older than this by its arrival
+	// time is not handled but dead-lettered (reason "max record age"), or,
+	// without a dead-letter target, settled with a warning.
+	MaxRecordAge time.Duration
 }
 
 // Validate reports an error for settings that cannot work.
@@ -123,6 +131,8 @@ func (c Config) Validate() error {
 		return errors.New("a delay queue needs a Kinesis publisher to forward delayed records")
 	case c.Policy.MaxAttempts < 0:
 		return fmt.Errorf("max attempts %d is negative", c.Policy.MaxAttempts)
+	case c.MaxRecordAge < 0:
+		return fmt.Errorf("max record age %s is negative", c.MaxRecordAge)
 	case c.Policy.MaxInProcessDelay < 0:
 		return fmt.Errorf("max in-process delay %s is negative", c.Policy.MaxInProcessDelay)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -25,7 +27,11 @@ func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
 		}
 		replyErr = d.closeReplies()
 	}()
-	return s.e.cfg.Handler.HandleRecord(s.ctx, &d.Msg), nil
+	ctx := s.ctx
+	if d.hctx != nil {
+		ctx = d.hctx
+	}
+	return s.e.cfg.Handler.HandleRecord(ctx, &d.Msg), nil
 }
 
 // recovered logs a handler panic with its stack and returns the Retry it
@@ -49,11 +55,14 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 		// Cut off (the Lambda deadline, a long-running stop past its
 		// timeout): the answer is being built or the lease released, and
 		// what the handler returned changes nothing.
+		s.cutRecords.Store(true)
+		s.observe(d, out, observe.ActionUnsettled)
 		s.giveUp(d)
 		return
 	}
 	if replyErr != nil {
 		e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: reply failed; record left unsettled", m, out, replyErr)
+		s.observe(d, out, observe.ActionUnsettled)
 		s.unsettled(d, out, replyErr, parks)
 		return
 	}
@@ -74,19 +83,24 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 		if out.Kind() == message.KindDrop {
 			e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record dropped", m, out, nil)
 		}
+		s.observe(d, out, observe.ActionSettled)
 		s.settle(d)
 	case retry.Retire:
 		e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record retired without a dead-letter target: "+dec.Note, m, out, nil)
+		s.observe(d, out, observe.ActionRetired)
 		s.settle(d)
 	case retry.Leave:
+		s.observe(d, out, observe.ActionUnsettled)
 		s.unsettled(d, out, nil, parks)
 	default:
 		w, err := e.newWrite(d, dec, out, time.Now())
 		if err != nil {
 			e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the "+dec.Action.String()+"; record left unsettled", m, out, err)
+			s.observe(d, out, observe.ActionUnsettled)
 			s.unsettled(d, out, err, parks)
 			return
 		}
+		s.observe(d, out, actionOf(dec.Action))
 		if !s.w.submit(w) {
 			s.giveUp(d) // the session ended under it
 		}
@@ -179,7 +193,13 @@ func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Repl
 	if !d.replying || m != &d.Msg {
 		return message.ErrReplyAfterReturn
 	}
+	if t := d.sess.e.cfg.Hooks.Tracer(); t != nil {
+		r.Headers = slices.Clone(r.Headers)
+		t.Inject(ctx, &r.Headers)
+	}
 	err := d.sess.e.putReply(ctx, m, r)
+	d.sess.e.cfg.Hooks.Write(observe.Write{Mode: observeMode(d.sess.cfg.Mode), Kind: observe.WriteReply, Stream: m.StreamARN,
+		ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	if err != nil && d.replyErr == nil {
 		d.replyErr = err
 	}
@@ -307,6 +327,10 @@ func (s *Session) runBatch(batch []*Delivery) {
 		case d.Poison != nil:
 			s.conclude(d, message.Drop(d.Poison), nil, nil)
 		default:
+			if age, old := s.tooOld(d); old {
+				s.expire(d, age)
+				continue
+			}
 			live = append(live, d)
 		}
 	}
@@ -318,7 +342,17 @@ func (s *Session) runBatch(batch []*Delivery) {
 		ms[i] = &d.Msg
 		d.openReplies()
 	}
+	var start time.Time
+	if s.e.cfg.Hooks.WantsRecords() {
+		start = time.Now()
+	}
 	outs := s.callBatch(live, ms)
+	if !start.IsZero() {
+		took := time.Since(start)
+		for _, d := range live {
+			d.handled = took
+		}
+	}
 	var parks []parked
 	for i, d := range live {
 		out := message.Retry(ErrBatchShort)

@@ -110,10 +110,11 @@ type SessionConfig struct {
 // lanes, its retry timer and its writer; they end before Wait (Lambda) or
 // Stop (long-running) returns.
 type Session struct {
-	e      *Engine
-	cfg    SessionConfig
-	ctx    context.Context // the handlers' context
-	cancel context.CancelFunc
+	e          *Engine
+	cfg        SessionConfig
+	cutRecords atomic.Bool     // a handler returned after the cut-off: its outcome changed nothing
+	ctx        context.Context // the handlers' context
+	cancel     context.CancelFunc
 
 	mu       sync.Mutex
 	keys     map[string]*keyQueue
@@ -338,7 +339,7 @@ func (s *Session) Wait() (cutOff bool) {
 	s.cancel()
 	close(s.quit)
 	<-s.timerDone
-	return cutOff
+	return cutOff || s.cutRecords.Load()
 }
 
 // Stop (long-running mode) ends the session: it stops retries (Close),
@@ -543,7 +544,19 @@ func (s *Session) handle(d *Delivery) {
 		s.conclude(d, message.Drop(d.Poison), nil, nil)
 		return
 	}
+	if age, old := s.tooOld(d); old {
+		s.expire(d, age)
+		return
+	}
+	var start time.Time
+	if s.e.cfg.Hooks.WantsRecords() {
+		start = time.Now()
+	}
+	s.startSpan(d)
 	out, replyErr := s.call(d)
+	if !start.IsZero() {
+		d.handled = time.Since(start)
+	}
 	s.conclude(d, out, replyErr, nil)
 }
 

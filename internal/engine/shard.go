@@ -6,8 +6,10 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
 
@@ -21,6 +23,9 @@ type Hooks struct {
 	// Settled is called after every settlement of the shard, outside the
 	// settlement's lock (long-running mode ends a closed shard there).
 	Settled func()
+	// TrackAge makes the shard remember the arrival times of its records
+	// until the checkpoint passes them, for OldestUnsettled.
+	TrackAge bool
 }
 
 // Shard is one shard as the engine settles it: its watermark, the ordinal
@@ -47,6 +52,55 @@ type Shard struct {
 	imu      sync.Mutex
 	inflight int
 	idle     chan struct{} // closed while inflight == 0
+
+	amu  sync.Mutex
+	ages []arrival // registered records, oldest first, until the checkpoint passes them (TrackAge)
+}
+
+// arrival is a registered record's sequence number and arrival time.
+type arrival struct {
+	seq string
+	at  time.Time
+}
+
+// noteArrival remembers the arrival of a record just registered.
+func (s *Shard) noteArrival(seq string, at time.Time) {
+	if !s.hooks.TrackAge {
+		return
+	}
+	s.amu.Lock()
+	s.ages = append(s.ages, arrival{seq, at})
+	s.amu.Unlock()
+}
+
+// OldestUnsettled returns the arrival time of the shard's oldest record
+// that is not settled (ok false when none is, or without TrackAge). A
+// record without an arrival time counts as none.
+func (s *Shard) OldestUnsettled() (time.Time, bool) {
+	if !s.hooks.TrackAge {
+		return time.Time{}, false
+	}
+	first, ok := s.wm.FirstUnsettled()
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	if !ok {
+		clear(s.ages)
+		s.ages = s.ages[:0]
+		return time.Time{}, false
+	}
+	i := 0
+	for i < len(s.ages) && settle.CompareSequence(s.ages[i].seq, first) < 0 {
+		i++
+	}
+	if i > 0 {
+		n := copy(s.ages, s.ages[i:])
+		clear(s.ages[n:])
+		s.ages = s.ages[:n]
+	}
+	if len(s.ages) == 0 || s.ages[0].seq != first || s.ages[0].at.IsZero() {
+		return time.Time{}, false
+	}
+	return s.ages[0].at, true
 }
 
 // NewShard returns the Shard id with a new watermark (epoch 1).
@@ -71,6 +125,10 @@ func (s *Shard) Reset(from string) settle.Epoch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.wm.Reset(from)
+	s.amu.Lock()
+	clear(s.ages)
+	s.ages = s.ages[:0]
+	s.amu.Unlock()
 	s.blocked.Store(math.MaxInt64)
 	s.quiescing.Store(false)
 	return e
@@ -99,6 +157,7 @@ func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
 	d.shard, d.ticket = s, t
 	d.ord = s.next.Add(1)
 	s.track(1)
+	s.noteArrival(d.Msg.SequenceNumber, d.Msg.ArrivalTime)
 	return nil
 }
 
@@ -124,6 +183,7 @@ func (s *Shard) DeliverGroup(e settle.Epoch, ds []*Delivery, skip int) error {
 		d.ord = s.next.Add(1)
 	}
 	s.track(len(ds))
+	s.noteArrival(ds[0].Msg.SequenceNumber, ds[0].Msg.ArrivalTime)
 	return nil
 }
 
@@ -243,6 +303,11 @@ type Delivery struct {
 	replyErr error // the first failed reply of this call
 
 	w *write // the write the record waits for, if any
+
+	handled time.Duration // how long the handler ran (measured only for record hooks)
+
+	hctx    context.Context      // the handler's context, when a trace hook gave one
+	endSpan func(observe.Record) // the trace hook's end of this record, until called
 }
 
 // Shard returns the shard d settles on.

@@ -13,6 +13,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
 
@@ -406,6 +407,10 @@ func (w *writer) finish(wr *write, err error) {
 	s := w.s
 	d := wr.d
 	m := &d.Msg
+	if !errors.Is(err, errStale) {
+		s.e.cfg.Hooks.Write(observe.Write{Mode: observeMode(s.cfg.Mode), Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
+			ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
+	}
 	switch {
 	case errors.Is(err, errStale):
 		s.done(d)

@@ -487,9 +487,12 @@ func (e *Exporter) OnWrite(w observe.Write) {
 	if w.Mode == observe.ModeLambda {
 		e.lambda = true
 	}
-	stream, ok := e.shardStream[w.ShardID]
-	if !ok {
-		stream = e.lastStream
+	stream := w.Stream
+	if stream == "" {
+		var ok bool
+		if stream, ok = e.shardStream[w.ShardID]; !ok {
+			stream = e.lastStream
+		}
 	}
 	en := e.cur.entry(stream, e.shard(w.ShardID))
 	c := &en.c

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/observe"
+)
+
+// ErrMaxRecordAge is wrapped by the error of a record that was not handled
+// because it was older than Config.MaxRecordAge.
+var ErrMaxRecordAge = errors.New("lambdaadapter: record older than the maximum record age")
+
+// observeMode is the observe name of a session mode.
+func observeMode(m Mode) observe.Mode {
+	if m == ModeLongRunning {
+		return observe.ModeECS
+	}
+	return observe.ModeLambda
+}
+
+// observe reports what became of d to the record hooks.
+func (s *Session) observe(d *Delivery, out message.Outcome, action observe.Action) {
+	h := &s.e.cfg.Hooks
+	end := d.endSpan
+	if !h.WantsRecords() && end == nil {
+		return
+	}
+	d.endSpan, d.hctx = nil, nil
+	m := &d.Msg
+	r := observe.Record{
+		Mode: observeMode(s.cfg.Mode), Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
+		SubSequenceNumber: m.SubSequenceNumber, Aggregated: m.Aggregated, PartitionKey: m.PartitionKey,
+		Outcome: out.Kind().String(), Action: action, Attempt: m.Attempt, Handled: d.handled, Err: out.Err(),
+	}
+	switch {
+	case d.Poison != nil:
+		r.Reason = "malformed aggregate"
+	case errors.Is(out.Err(), ErrMaxRecordAge):
+		r.Reason = "max record age"
+	}
+	if !m.ArrivalTime.IsZero() {
+		r.Age = max(time.Since(m.ArrivalTime), 0) // a clock behind the stream's reads 0
+	}
+	h.Record(r)
+	if end != nil {
+		end(r)
+	}
+}
+
+// startSpan gives the trace hook, if any, the start of d's handling: the
+// handler then gets the context it returns.
+func (s *Session) startSpan(d *Delivery) {
+	if t := s.e.cfg.Hooks.Tracer(); t != nil {
+		d.hctx, d.endSpan = t.StartRecord(s.ctx, &d.Msg)
+	}
+}
+
+// actionOf is the observe action of a decision that writes.
+func actionOf(a retry.Action) observe.Action {
+	switch a {
+	case retry.DelayQueue:
+		return observe.ActionDelay
+	case retry.DeadLetter:
+		return observe.ActionDeadLetter
+	default:
+		return observe.ActionCopy
+	}
+}
+
+// writeKindOf is the observe kind of a write.
+func writeKindOf(a retry.Action) observe.WriteKind {
+	switch a {
+	case retry.DelayQueue:
+		return observe.WriteDelay
+	case retry.DeadLetter:
+		return observe.WriteDeadLetter
+	default:
+		return observe.WriteCopy
+	}
+}
+
+// tooOld reports whether d is past the maximum record age (never for a
+// record without an arrival time).
+func (s *Session) tooOld(d *Delivery) (time.Duration, bool) {
+	max := s.e.cfg.MaxRecordAge
+	if max <= 0 || d.Msg.ArrivalTime.IsZero() {
+		return 0, false
+	}
+	age := time.Since(d.Msg.ArrivalTime)
+	return age, age > max
+}
+
+// expire concludes d, which is past the maximum record age, without
+// handling it: dead-lettered (reason "max record age") when there is a
+// dead-letter target, else settled with a warning.
+func (s *Session) expire(d *Delivery, age time.Duration) {
+	e := s.e
+	out := message.Drop(fmt.Errorf("%w: arrived %s ago (limit %s)", ErrMaxRecordAge, age.Round(time.Millisecond), e.cfg.MaxRecordAge))
+	if s.ctx.Err() != nil {
+		s.giveUp(d)
+		s.observe(d, out, observe.ActionUnsettled)
+		return
+	}
+	if !e.cfg.Policy.DeadLetter {
+		e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record past the maximum record age dropped without a dead-letter target", &d.Msg, out, nil)
+		s.observe(d, out, observe.ActionSettled)
+		s.settle(d)
+		return
+	}
+	dec := retry.Decision{Action: retry.DeadLetter, Note: "max record age"}
+	w, err := e.newWrite(d, dec, out, time.Now())
+	if err != nil {
+		e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the dead letter of a record past the maximum record age; record left unsettled", &d.Msg, out, err)
+		s.observe(d, out, observe.ActionUnsettled)
+		s.unsettled(d, out, err, nil)
+		return
+	}
+	s.observe(d, out, observe.ActionDeadLetter)
+	if !s.w.submit(w) {
+		s.giveUp(d)
+	}
+}
