@@ -201,6 +201,15 @@
 // Nothing the adapter started runs after Run returns, except a handler
 // that ignores its cancelled context (logged).
 //
+// WithEnhancedFanOut(name) reads with enhanced fan-out instead of
+// GetRecords: the stream consumer name is registered (or found registered)
+// and waited for until ACTIVE at start, and each owned shard is read with
+// SubscribeToShard, renewed after the last record handed to the handlers;
+// everything else is as with polling. Kinesis bills each registered
+// consumer per consumer-shard hour and per GB retrieved. In Lambda mode an
+// event source mapping on a consumer ARN needs nothing of the adapter: the
+// stream's ARN is derived from the consumer ARN.
+//
 // The package lambdaadaptertest builds realistic events and runs handlers
 // through the adapter in tests.
 package lambdaadapter

@@ -56,6 +56,22 @@
 //     held on the way to the channel). A reader also pauses while
 //     Config.MaxWaiting + 2 × Limit records of its shard are past the
 //     checkpoint (a record that does not settle holds every later one).
+//   - Enhanced fan-out (Config.EnhancedFanOut): Run looks the stream
+//     consumer up, registers it when missing (a concurrent registration by
+//     another worker is looked up again) and waits until it is ACTIVE
+//     before any reader starts. Each reader then subscribes to its shard
+//     with SubscribeToShard (at most one call per second per shard) and
+//     passes one batch per event with records, under the same contract as
+//     the GetRecords reader. A subscription that ends (after five minutes)
+//     or fails is renewed after the last record passed on, or, before any,
+//     after the last event's continuation sequence number; an event read
+//     but not passed on is never skipped. ResourceInUseException and
+//     throttling back off (1s doubling to 5s); a subscription silent for a
+//     minute is renewed; the event that names the child shards ends the
+//     shard; ResourceNotFoundException is checked with GetShardIterator: a
+//     trimmed shard is gone, else the stream consumer was deregistered and
+//     is registered again. Every event stream is closed when its reader
+//     stops.
 //   - Pace: all readers feed one channel of 64 deliveries; a reader waits
 //     while it is full, and while Config.MaxWaiting records wait for a
 //     lane. Lanes keep order per partition key, Config.Concurrency keys at
