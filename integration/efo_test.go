@@ -56,6 +56,7 @@ const efoRenewAfter = 2 * time.Second
 type efoClient struct {
 	*kinesis.Client
 	renewAfter time.Duration // 0: subscriptions run as long as the stand-in lets them
+	noEnds     bool          // no shard-end check (a stream that is not resharded: no extra calls)
 
 	subscriptions atomic.Int64 // SubscribeToShard calls
 	renewals      atomic.Int64 // subscriptions ended by the wrapper
@@ -111,6 +112,9 @@ func (p *efoProtocol) DeserializeEventMessage(schema *smithy.Schema, types *smit
 	}
 	if n := len(e.Records); n > 0 {
 		p.last = aws.ToString(e.Records[n-1].SequenceNumber)
+		return ev, nil
+	}
+	if p.c.noEnds {
 		return ev, nil
 	}
 	if children, ended := p.ended(); ended {
