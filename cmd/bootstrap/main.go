@@ -61,6 +61,8 @@
 //	LAMBDAADAPTER_GETRECORDS_LIMIT    default 1000 (at most 10000)
 //	LAMBDAADAPTER_RETRY_BACKOFF       first in-process redelivery wait (default 500ms)
 //	LAMBDAADAPTER_MAX_RETRY_BACKOFF   longest one (default 30s)
+//	LAMBDAADAPTER_EFO_CONSUMER        read with enhanced fan-out as this stream consumer
+//	                                  (registered if missing); unset: GetRecords
 //
 // SIGTERM stops it gracefully: reading stops, records in flight settle, the
 // checkpoints are written and the leases released.
