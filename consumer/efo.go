@@ -202,34 +202,35 @@ func (f *fanOut) register(ctx context.Context, log *slog.Logger, stream, stale s
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			r, rerr := f.api.RegisterStreamConsumer(cctx, &kinesis.RegisterStreamConsumerInput{StreamARN: aws.String(stream), ConsumerName: aws.String(f.name)})
 			cancel()
-			err = rerr
-			switch {
-			case rerr == nil:
+			if rerr == nil {
 				failures = 0
 				if r.Consumer != nil {
 					log.LogAttrs(ctx, slog.LevelInfo, "consumer: enhanced fan-out consumer registered", append(attrs, slog.String("consumer_arn", aws.ToString(r.Consumer.ConsumerARN)))...)
 				}
 				continue // look it up: it may be ACTIVE already
-			case inUse(rerr):
-				// Registered by another worker at the same moment (or
-				// still being deleted): look it up again.
-				failures = 0
-				log.LogAttrs(ctx, slog.LevelDebug, "consumer: enhanced fan-out consumer registered concurrently", attrs...)
-				continue
 			}
+			err = rerr
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
+		switch {
+		case inUse(err):
+			// Registered by another worker at the same moment (or still
+			// being deleted): look it up again after the wait. It counts
+			// as a failure only so that a lookup and a registration that
+			// keep contradicting each other end.
 			failures++
-			if failures >= registerAttempts {
-				return fmt.Errorf("consumer: enhanced fan-out consumer %q of %s: %w", f.name, stream, err)
-			}
+			log.LogAttrs(ctx, slog.LevelDebug, "consumer: enhanced fan-out consumer registered concurrently", attrs...)
+		case err != nil:
+			failures++
 			log.LogAttrs(ctx, slog.LevelWarn, "consumer: registering the enhanced fan-out consumer failed; will retry",
 				append(attrs, slog.String(attrError, err.Error()))...)
-		} else {
+		default:
 			log.LogAttrs(ctx, slog.LevelDebug, "consumer: waiting for the enhanced fan-out consumer", append(attrs, slog.String("status", string(status)))...)
+		}
+		if failures >= registerAttempts {
+			return fmt.Errorf("consumer: enhanced fan-out consumer %q of %s: %w", f.name, stream, err)
 		}
 		if !sleep(ctx, wait) {
 			return ctx.Err()

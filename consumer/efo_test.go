@@ -560,6 +560,7 @@ type regFake struct {
 	arn                  string // "" while not registered
 	creating             int    // DescribeStreamConsumer calls left answering CREATING
 	racer                bool   // another worker registers it just before this one
+	phantom              bool   // RegisterStreamConsumer says it exists, DescribeStreamConsumer never finds it
 	failing              error  // every DescribeStreamConsumer fails with it
 	describes, registers int
 }
@@ -586,6 +587,9 @@ func (r *regFake) RegisterStreamConsumer(_ context.Context, in *kinesis.Register
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.registers++
+	if r.phantom {
+		return nil, &kinesistypes.ResourceInUseException{Message: aws.String("consumer exists")}
+	}
 	if r.racer {
 		r.arn = aws.ToString(in.StreamARN) + "/consumer/" + aws.ToString(in.ConsumerName) + ":1"
 		return nil, &kinesistypes.ResourceInUseException{Message: aws.String("consumer exists")}
@@ -605,22 +609,23 @@ func TestFanOutRegistration(t *testing.T) {
 		name                 string
 		reg                  *regFake
 		wantARN              string
-		wantErr              error
+		wantErr              func(error) bool // nil: none
 		describes, registers int
 		waited               time.Duration // at least
 	}{
 		{"existing ACTIVE consumer reused", &regFake{arn: stream + "/consumer/app:7"}, stream + "/consumer/app:7", nil, 1, 0, 0},
 		{"new consumer registered and waited for", &regFake{creating: 2}, stream + "/consumer/app:2", nil, 4, 1, registerPoll + 2*registerPoll},
-		{"registered concurrently by another worker", &regFake{racer: true, creating: 1}, stream + "/consumer/app:1", nil, 3, 1, registerPoll},
-		{"describe keeps failing", &regFake{failing: denied}, "", denied, registerAttempts, 0, 0},
+		{"registered concurrently by another worker", &regFake{racer: true, creating: 1}, stream + "/consumer/app:1", nil, 3, 1, registerPoll + 2*registerPoll},
+		{"describe keeps failing", &regFake{failing: denied}, "", func(err error) bool { return errors.Is(err, denied) }, registerAttempts, 0, 0},
+		{"lookup and registration keep contradicting each other", &regFake{phantom: true}, "", inUse, registerAttempts, registerAttempts, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := &fanOut{api: tt.reg, name: "app"}
 				start := time.Now()
 				err := f.register(t.Context(), slog.New(slog.DiscardHandler), stream, "")
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("register: %v, want %v", err, tt.wantErr)
+				if (tt.wantErr == nil) != (err == nil) || err != nil && !tt.wantErr(err) {
+					t.Fatalf("register: %v", err)
 				}
 				if err != nil && !strings.Contains(err.Error(), `"app"`) {
 					t.Errorf("error %q does not name the consumer", err)
