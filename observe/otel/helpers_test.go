@@ -159,9 +159,13 @@ func count(t *testing.T, m metricdata.Metrics, want ...attribute.KeyValue) uint6
 }
 
 // gauge returns the value of the gauge m's point whose attributes hold
-// want, and whether there is one.
+// want, and whether there is one (a metric without points is not
+// collected at all).
 func gauge[N int64 | float64](t *testing.T, m metricdata.Metrics, want ...attribute.KeyValue) (N, bool) {
 	t.Helper()
+	if m.Data == nil {
+		return 0, false
+	}
 	g, ok := m.Data.(metricdata.Gauge[N])
 	if !ok {
 		t.Fatalf("%s is %T, not a gauge of %T", m.Name, m.Data, N(0))

@@ -146,12 +146,12 @@ type setKey struct {
 }
 
 const (
-	setStream uint8 = iota // stream (and shard)
-	setRecord              // + outcome, action, error.type
-	setWrite               // + write kind, error.type
-	setLease               // + lease change
-	setCheckpoint          // + error.type
-	setBehind              // stream and shard always
+	setStream     uint8 = iota // stream (and shard)
+	setRecord                  // + outcome, action, error.type
+	setWrite                   // + write kind, error.type
+	setLease                   // + lease change
+	setCheckpoint              // + error.type
+	setBehind                  // stream and shard always
 )
 
 // set returns the measurement option of k's attributes, built once.
