@@ -19,7 +19,7 @@ import (
 
 // newTracer returns a Tracer over an SDK provider that exports each span
 // synchronously to an in-memory exporter.
-func newTracer(t *testing.T, opts ...otel.TracerOption) (*otel.Tracer, *tracetest.InMemoryExporter) {
+func newTracer(t testing.TB, opts ...otel.TracerOption) (*otel.Tracer, *tracetest.InMemoryExporter) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
@@ -28,7 +28,7 @@ func newTracer(t *testing.T, opts ...otel.TracerOption) (*otel.Tracer, *tracetes
 }
 
 // newMetrics returns Metrics over an SDK provider read by hand.
-func newMetrics(t *testing.T, opts ...otel.MetricsOption) (*otel.Metrics, *sdkmetric.ManualReader) {
+func newMetrics(t testing.TB, opts ...otel.MetricsOption) (*otel.Metrics, *sdkmetric.ManualReader) {
 	t.Helper()
 	r := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))

@@ -69,7 +69,8 @@ type Metrics struct {
 	checkpoints  metric.Int64Counter
 	behindGauge  metric.Float64ObservableGauge
 
-	sets sync.Map // setKey → metric.MeasurementOption
+	setsMu sync.RWMutex
+	sets   map[setKey]metric.MeasurementOption
 
 	mu     sync.Mutex
 	behind map[shardKey]float64 // MillisBehindLatest of each shard read, in seconds
@@ -91,7 +92,8 @@ func NewMetrics(mp metric.MeterProvider, opts ...MetricsOption) (*Metrics, error
 	if c.system == "" {
 		c.system = DefaultSystem
 	}
-	m := &Metrics{mp: mp, system: semconv.MessagingSystemKey.String(c.system), shardAttr: c.shardAttr, behind: map[shardKey]float64{}}
+	m := &Metrics{mp: mp, system: semconv.MessagingSystemKey.String(c.system), shardAttr: c.shardAttr,
+		sets: map[setKey]metric.MeasurementOption{}, behind: map[shardKey]float64{}}
 	meter := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
@@ -156,8 +158,11 @@ const (
 
 // set returns the measurement option of k's attributes, built once.
 func (m *Metrics) set(k setKey) metric.MeasurementOption {
-	if o, ok := m.sets.Load(k); ok {
-		return o.(metric.MeasurementOption)
+	m.setsMu.RLock()
+	o, ok := m.sets[k]
+	m.setsMu.RUnlock()
+	if ok {
+		return o
 	}
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs, m.system)
@@ -178,8 +183,14 @@ func (m *Metrics) set(k setKey) metric.MeasurementOption {
 	if k.errT != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(k.errT))
 	}
-	o, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	return o.(metric.MeasurementOption)
+	o = metric.WithAttributeSet(attribute.NewSet(attrs...))
+	m.setsMu.Lock()
+	defer m.setsMu.Unlock()
+	if prev, ok := m.sets[k]; ok {
+		return prev
+	}
+	m.sets[k] = o
+	return o
 }
 
 // key returns the base key of kind for stream (a name or an ARN) and

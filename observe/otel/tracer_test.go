@@ -303,3 +303,37 @@ func TestTracerSystem(t *testing.T) {
 		wantAttrs(t, s, attribute.String("messaging.system", "aws_kinesis"))
 	}
 }
+
+// TestTracerDeadLetter: a record that reaches the attempt cap goes to the
+// dead-letter stream with its producer's traceparent; its span ends with
+// an error status and error.type dead_letter.
+func TestTracerDeadLetter(t *testing.T) {
+	tr, exp := newTracer(t)
+	b := lambdaadaptertest.NewBatch("orders")
+	h, producer := traceparent(5)
+	b.Add("k", []byte("retry"), "traceparent", h)
+	res := lambdaadaptertest.Run(t, byPayload, b, lambdaadapter.WithHooks(tr), lambdaadapter.WithMaxAttempts(1),
+		lambdaadapter.WithDeadLetterStream("dlq"))
+	if !res.AllSettled() {
+		t.Fatalf("failures %v", res.Failures)
+	}
+	var dead []string
+	for _, w := range res.Kinesis.Written() {
+		if strings.HasSuffix(w.Stream, "dlq") {
+			dead = append(dead, w.Headers.Get("traceparent"))
+		}
+	}
+	if want := w3c(producer); len(dead) != 1 || dead[0] != want {
+		t.Errorf("dead letter traceparent %q, want the producer's %q", dead, want)
+	}
+	_, recs := split(t, exp.GetSpans())
+	for _, s := range recs {
+		if s.Status.Code != codes.Error {
+			t.Errorf("status %+v, want error", s.Status)
+		}
+		wantAttrs(t, s, otel.AttrAction.String("dead_letter"), semconv.ErrorTypeKey.String("dead_letter"))
+		if !linked(s, producer) {
+			t.Errorf("links %v, want the producer", s.Links)
+		}
+	}
+}
