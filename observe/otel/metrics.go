@@ -39,7 +39,7 @@ var (
 	processBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 	// invocationBuckets reach Lambda's 15-minute limit.
 	invocationBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900}
-	// ageBuckets reach Kinesis' longest retention window's first day.
+	// ageBuckets reach a day: a consumer that far behind is past alarming.
 	ageBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 1800, 3600, 21600, 86400}
 )
 
