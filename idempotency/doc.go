@@ -1,0 +1,129 @@
+// Package idempotency wraps a lambdaadapter.Handler so that a record that
+// was already handled successfully is acknowledged without running the
+// handler again, in both modes. Its state is kept in a DynamoDB table with
+// the layout of AWS Lambda Powertools' idempotency utility, so one table can
+// serve Go consumers and Powertools functions alike. It is opt-in: import
+// it and wrap the handler.
+//
+//	h, err := idempotency.New(handler, dynamodb.NewFromConfig(cfg), "idempotency",
+//		idempotency.WithKeyFunc(func(m *lambdaadapter.Message) (string, error) {
+//			var o Order
+//			err := json.Unmarshal(m.Payload, &o)
+//			return o.ID, err
+//		}))
+//	if err != nil { ... }
+//	lambdaadapter.Handle(h, lambdaadapter.WithConcurrency(32))
+//
+// Create the table once with `bootstrap idempotency init -table NAME` (or
+// CreateTable, or the template's Idempotency parameter).
+//
+// # What it guarantees
+//
+// A record's key is claimed in the table (a conditional PutItem) before the
+// handler runs, and marked completed (a conditional UpdateItem) after it
+// returns Ack or Drop. A delivery that finds its key completed is
+// acknowledged without running the handler; one that finds it claimed by a
+// run in progress stays unsettled (Retry, matching ErrInProgress) and
+// comes again; it is never dropped. A run that returns Retry or RetryAfter,
+// or panics, deletes its claim, so the adapter's retry path runs as without
+// this package.
+//
+// Side effects happen exactly once only when the handler's side effect is
+// complete before the completion is written: a crash (kill -9, a frozen or
+// timed-out Lambda invocation) between the side effect and that write
+// leaves the claim behind, and a delivery of the record after the claim's
+// in-progress expiry runs the handler again. At least once remains the
+// floor; this package narrows the window to that crash. A handler whose
+// side effect is itself idempotent (a conditional write keyed like the
+// record) needs none of this.
+//
+// The default key (DefaultKey) identifies one delivered record: stream,
+// shard, sequence number and sub-sequence number. It recognises Lambda's
+// redeliveries of a batch after a reported failure, records redelivered to
+// the next owner of a shard in long-running mode after a crash, and the
+// user records of a KPL aggregate that Lambda redelivers whole. A counted
+// copy (written by a counted Retry) or a record a producer wrote twice has
+// a sequence number of its own: to recognise those, derive the key from
+// the payload with WithKeyFunc.
+//
+// # Table layout
+//
+// One item per key, under the attribute names of Powertools (its
+// defaults), partition key id of type S, time to live on expiration:
+//
+//	id                      S  PREFIX#KEY (see below)
+//	expiration              N  epoch seconds: the claim's time plus the TTL, then
+//	                           the completion's time plus the TTL (WithTTL,
+//	                           default 1 hour); the table's TTL attribute
+//	in_progress_expiration  N  epoch milliseconds: when the claim may be taken over
+//	status                  S  INPROGRESS or COMPLETED
+//	data                    S  on COMPLETED: {"outcome":"ack"} or
+//	                           {"outcome":"drop","reason":"..."}
+//	validation              S  with WithPayloadValidation: hex SHA-256 of the payload
+//
+// The claim is Powertools' conditional PutItem of an INPROGRESS item:
+//
+//	attribute_not_exists(id) OR expiration < :now
+//	  OR (status = INPROGRESS AND in_progress_expiration < :now_ms)
+//
+// Completing (UpdateItem) and releasing (DeleteItem) a claim are
+// conditional on status = INPROGRESS AND in_progress_expiration = the
+// value the claim wrote: the in-progress expiration is the claim's fencing
+// token, since a later claim can only take over once it has passed, and so
+// always writes a greater one. A run whose claim was taken over therefore
+// never overwrites the other run's item.
+//
+// # Ids and sharing a table
+//
+// An id is the key prefix, "#", and the key: "orders-fn#arn:aws:kinesis:
+// us-east-1:123456789012:stream/orders#shardId-000000000000#4959...#0" with
+// the default key, "orders-fn#order-1234" with a key function. A key
+// longer than 1,024 bytes is replaced by "sha256:" and its SHA-256 in hex.
+// The prefix (WithKeyPrefix) defaults to the Lambda function's name, or
+// "lambdaadapter" outside Lambda. Powertools writes ids of the form
+// "FUNCTION.HANDLER#HASH"; a Lambda function name has no "." or "#", so
+// the two never collide in a shared table. Give every consumer application
+// that shares a table a prefix of its own, in long-running mode above all:
+// two consumers of one stream under one prefix take each other's records as
+// handled.
+//
+// # In-progress expiry
+//
+// A claim holds until its in-progress expiry: by default the time left
+// until the handler context's deadline (in Lambda mode, the invocation's
+// deadline less the adapter's margin, so a timed-out invocation's claims
+// have expired when Lambda retries the batch), or DefaultInProgressExpiry
+// (one minute) when the context has none (long-running mode). In
+// long-running mode, a record interrupted by a crash is taken over by the
+// shard's next owner after the lease duration; it retries in process until
+// the claim expires, then runs. WithInProgressExpiry sets the expiry
+// explicitly; keep it above the handler's longest run.
+//
+// # Outcomes
+//
+//	found / returned          what the Handler returns           item afterwards
+//	no item, or expired       the handler's outcome               claimed, then:
+//	  handler Ack / Drop      Ack / Drop                          COMPLETED, expiration now+TTL
+//	  Retry, RetryAfter,      the same (a panic passes on)        deleted
+//	  Outcome{}, panic,
+//	  a failed Message.Reply
+//	COMPLETED (by Ack)        Ack, handler not run                unchanged
+//	COMPLETED (by Drop)       Drop (ErrDuplicate), not run        unchanged
+//	INPROGRESS, not expired   Retry (ErrInProgress), not run      unchanged
+//	no key (WithKeyFunc err)  Retry (ErrKey), not run             none
+//	claim fails (DynamoDB)    Retry (ErrStore), not run           unchanged
+//	completion fails          the handler's outcome; logged       INPROGRESS until its expiry
+//
+// A completed drop is repeated as a Drop so that WithDeadLetterDrops still
+// writes the record's dead letter when the first delivery's could not be
+// written. With WithPayloadValidation, a completed key whose stored payload
+// hash differs from the delivery's is dropped with ErrPayloadMismatch.
+//
+// # Cost
+//
+// Each delivery that runs the handler costs one PutItem and one UpdateItem
+// (or DeleteItem); one that is skipped, one PutItem (DynamoDB returns the
+// item that refused the claim; a service that does not, such as dynalite,
+// costs a GetItem more). The IAM actions are dynamodb:PutItem, UpdateItem,
+// DeleteItem and GetItem on the table.
+package idempotency

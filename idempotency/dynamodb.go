@@ -1,0 +1,275 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// DynamoDBAPI is the part of the DynamoDB client that a Handler uses.
+// *dynamodb.Client satisfies it; tests may pass a fake.
+type DynamoDBAPI interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, params *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// Attribute names of the table: those of AWS Lambda Powertools' idempotency
+// utility (its defaults), so that one table serves both.
+const (
+	attrID                   = "id"                     // S, the partition key: prefix#key
+	attrExpiration           = "expiration"             // N, epoch seconds; the table's TTL attribute
+	attrInProgressExpiration = "in_progress_expiration" // N, epoch milliseconds
+	attrStatus               = "status"                 // S, INPROGRESS or COMPLETED
+	attrData                 = "data"                   // S, the stored result: {"outcome":"ack"} ...
+	attrValidation           = "validation"             // S, hex SHA-256 of the payload (WithPayloadValidation)
+)
+
+// Values of the status attribute, as Powertools writes them.
+const (
+	statusInProgress = "INPROGRESS"
+	statusCompleted  = "COMPLETED"
+)
+
+// Expressions. The claim is Powertools' condition: the id is new, or its
+// item expired, or it is a claim whose in-progress expiry passed. A claim's
+// in_progress_expiration is its fencing token: a later claim of the same id
+// can only succeed once it has passed (or the whole item expired, and the
+// in-progress expiry is never longer than the TTL), so the later claim's
+// value is always greater, and the completion and release of a claim are
+// conditional on the value they wrote.
+const (
+	claimCondition = "attribute_not_exists(#id) OR #expiration < :now OR (#status = :inprogress AND #in_progress_expiration < :now_ms)"
+	ownCondition   = "#status = :inprogress AND #in_progress_expiration = :claim"
+	completeUpdate = "SET #status = :completed, #expiration = :expiration, #data = :data"
+)
+
+// errClaimLost is the cause of a completion or release whose condition
+// failed: the item is no longer the claim this run wrote.
+var errClaimLost = errors.New("the claim was taken over or removed (its in-progress expiry passed)")
+
+// record is an item of the table, decoded.
+type record struct {
+	status               string
+	expiration           int64 // epoch seconds
+	inProgressExpiration int64 // epoch milliseconds; 0 when absent
+	data                 string
+	validation           string
+}
+
+// result is what the data attribute of a completed item holds: the
+// outcome kind the handler returned and, for a drop, its reason.
+type result struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// maxReason bounds the drop reason stored in data.
+const maxReason = 1024
+
+// store makes the calls on one table.
+type store struct {
+	client DynamoDBAPI
+	table  string
+}
+
+func number(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
+
+func keyOf(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrID: str(id)}
+}
+
+// claim writes an INPROGRESS item for id that expires (TTL) at expiration
+// (epoch seconds) and whose claim expires at claimMS (epoch milliseconds),
+// on Powertools' condition evaluated at now. When the condition fails it
+// returns claimed false and the item that stood in the way (nil when the
+// service did not return it; the caller reads it then).
+func (s *store) claim(ctx context.Context, id string, now time.Time, expiration, claimMS int64, validation string) (claimed bool, old *record, err error) {
+	item := keyOf(id)
+	item[attrExpiration] = number(expiration)
+	item[attrInProgressExpiration] = number(claimMS)
+	item[attrStatus] = str(statusInProgress)
+	if validation != "" {
+		item[attrValidation] = str(validation)
+	}
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                item,
+		ConditionExpression: aws.String(claimCondition),
+		ExpressionAttributeNames: map[string]string{
+			"#id": attrID, "#expiration": attrExpiration, "#status": attrStatus, "#in_progress_expiration": attrInProgressExpiration,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": number(now.Unix()), ":now_ms": number(now.UnixMilli()), ":inprogress": str(statusInProgress),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	var refused *types.ConditionalCheckFailedException
+	if !errors.As(err, &refused) {
+		return false, nil, s.fail(opClaim, id, err)
+	}
+	if len(refused.Item) == 0 {
+		return false, nil, nil
+	}
+	r, derr := decode(refused.Item)
+	if derr != nil {
+		return false, nil, &opError{op: opClaim, what: id, kind: ErrStore, cause: derr}
+	}
+	return false, r, nil
+}
+
+// get reads id's item with a consistent read; nil when there is none.
+func (s *store) get(ctx context.Context, id string) (*record, error) {
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: keyOf(id), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, s.fail(opRead, id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	r, err := decode(out.Item)
+	if err != nil {
+		return nil, &opError{op: opRead, what: id, kind: ErrStore, cause: err}
+	}
+	return r, nil
+}
+
+// complete turns the claim claimMS of id into a COMPLETED item that
+// expires at expiration, holding res.
+func (s *store) complete(ctx context.Context, id string, claimMS, expiration int64, res result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return &opError{op: opComplete, what: id, kind: ErrStore, cause: err}
+	}
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyOf(id),
+		UpdateExpression:    aws.String(completeUpdate),
+		ConditionExpression: aws.String(ownCondition),
+		ExpressionAttributeNames: map[string]string{
+			"#status": attrStatus, "#expiration": attrExpiration, "#data": attrData, "#in_progress_expiration": attrInProgressExpiration,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":completed": str(statusCompleted), ":expiration": number(expiration), ":data": str(string(data)),
+			":inprogress": str(statusInProgress), ":claim": number(claimMS),
+		},
+	})
+	if err != nil {
+		return s.fail(opComplete, id, err)
+	}
+	return nil
+}
+
+// release deletes the claim claimMS of id, so that the record's next
+// delivery runs the handler at once.
+func (s *store) release(ctx context.Context, id string, claimMS int64) error {
+	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyOf(id),
+		ConditionExpression:      aws.String(ownCondition),
+		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#in_progress_expiration": attrInProgressExpiration},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":inprogress": str(statusInProgress), ":claim": number(claimMS),
+		},
+	})
+	if err != nil {
+		return s.fail(opRelease, id, err)
+	}
+	return nil
+}
+
+// fail classifies err, the error of a DynamoDB call, with errors.As on the
+// SDK's typed exceptions.
+func (s *store) fail(op, id string, err error) error {
+	var (
+		lost    *types.ConditionalCheckFailedException
+		missing *types.ResourceNotFoundException
+	)
+	switch {
+	case errors.As(err, &lost):
+		return &opError{op: op, what: id, kind: ErrStore, cause: fmt.Errorf("%w: %w", errClaimLost, err)}
+	case errors.As(err, &missing):
+		return &opError{op: op, what: id, kind: ErrTableNotFound, cause: err,
+			hint: "create it with: bootstrap idempotency init -table " + s.table}
+	}
+	return &opError{op: op, what: id, kind: ErrStore, cause: err}
+}
+
+// decode returns the record in an item, or an error naming the attribute
+// that is missing or malformed. Only status and expiration are required.
+func decode(item map[string]types.AttributeValue) (*record, error) {
+	var r record
+	var err error
+	if r.status, err = stringAttr(item, attrStatus, true); err != nil {
+		return nil, err
+	}
+	if r.expiration, err = numberAttr(item, attrExpiration, true); err != nil {
+		return nil, err
+	}
+	if r.inProgressExpiration, err = numberAttr(item, attrInProgressExpiration, false); err != nil {
+		return nil, err
+	}
+	if r.data, err = stringAttr(item, attrData, false); err != nil {
+		return nil, err
+	}
+	if r.validation, err = stringAttr(item, attrValidation, false); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func stringAttr(item map[string]types.AttributeValue, name string, required bool) (string, error) {
+	v, ok := item[name]
+	if !ok {
+		if required {
+			return "", fmt.Errorf("item without %s", name)
+		}
+		return "", nil
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		return "", fmt.Errorf("attribute %s is not a string", name)
+	}
+	return s.Value, nil
+}
+
+func numberAttr(item map[string]types.AttributeValue, name string, required bool) (int64, error) {
+	v, ok := item[name]
+	if !ok {
+		if required {
+			return 0, fmt.Errorf("item without %s", name)
+		}
+		return 0, nil
+	}
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("attribute %s is not a number", name)
+	}
+	// Powertools writes whole numbers; accept a decimal point anyway.
+	i, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(n.Value, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("attribute %s: %q is not a number", name, n.Value)
+		}
+		i = int64(f)
+	}
+	return i, nil
+}

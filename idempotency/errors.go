@@ -1,0 +1,121 @@
+package idempotency
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+var (
+	// ErrInProgress is matched (with errors.Is) by the error of the Retry a
+	// Handler returns for a record whose key is claimed by a run that has
+	// not finished and whose in-progress expiry has not passed: another
+	// worker, invocation or lane is handling the same record (or one with
+	// the same key) right now. The handler was not run; the record stays
+	// unsettled and comes again, and then finds the other run's result.
+	ErrInProgress = errors.New("idempotency: record in progress elsewhere")
+	// ErrKey is matched by the error of the Retry a Handler returns when it
+	// cannot derive the record's key: the key function (WithKeyFunc)
+	// returned an error (the error matches that error too) or an empty
+	// key, or the default key lacks the shard id or the sequence number.
+	// The handler was not run; the record stays unsettled.
+	ErrKey = errors.New("idempotency: no key for the record")
+	// ErrStore is matched by the error of a DynamoDB call of this package
+	// that failed (the error also matches the SDK's error). When the claim
+	// fails, the Handler returns Retry with it and does not run the handler.
+	ErrStore = errors.New("idempotency: store failed")
+	// ErrTableNotFound is matched by the error of any DynamoDB call on an
+	// idempotency table that does not exist (it matches ErrStore too). The
+	// message names the table and the command that creates it: "create it
+	// with: bootstrap idempotency init -table NAME".
+	ErrTableNotFound = errors.New("idempotency: table not found")
+	// ErrDuplicate is matched by the error of the Drop a Handler returns for
+	// a record whose key was completed earlier by a run that returned
+	// Drop: the handler is not run again, and the Drop is repeated so that
+	// a dead-letter target for drops (WithDeadLetterDrops) still gets the
+	// record. A record completed earlier with Ack is acknowledged with a
+	// plain Ack.
+	ErrDuplicate = errors.New("idempotency: handled before")
+	// ErrPayloadMismatch is matched by the error of the Drop a Handler
+	// returns, with WithPayloadValidation, for a record whose key was
+	// completed earlier with a different payload (by its SHA-256): the key
+	// function maps two different records to one key. The handler is not
+	// run.
+	ErrPayloadMismatch = errors.New("idempotency: payload differs from the completed record with the same key")
+	// ErrTTLUnsupported is matched by the error of CreateTable when the
+	// table was created (or exists) but the service does not know
+	// UpdateTimeToLive (a local stand-in such as dynalite): expired items
+	// are then never deleted, which changes nothing for correctness, since
+	// every read compares the expiration itself.
+	ErrTTLUnsupported = errors.New("idempotency: the service does not support time to live")
+)
+
+// opError is the error of a DynamoDB call of this package: the operation
+// and the item id or table, the sentinel it matches (may be nil) and the
+// cause, plus an instruction for the reader. It mirrors lease's.
+type opError struct {
+	op    string // e.g. "claim", "create table"
+	what  string // the item id or the table
+	kind  error  // ErrStore, ErrTableNotFound, ErrTTLUnsupported or nil
+	cause error  // the SDK's error or a detail; may be nil
+	hint  string // appended after "; ", may be empty
+}
+
+func (e *opError) Error() string {
+	var b strings.Builder
+	b.WriteString("idempotency: ")
+	b.WriteString(e.op)
+	b.WriteByte(' ')
+	b.WriteString(strconv.Quote(e.what))
+	if e.kind != nil && e.kind != ErrStore {
+		b.WriteString(": ")
+		b.WriteString(strings.TrimPrefix(e.kind.Error(), "idempotency: "))
+	}
+	if e.cause != nil {
+		b.WriteString(": ")
+		b.WriteString(e.cause.Error())
+	}
+	if e.hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.hint)
+	}
+	return b.String()
+}
+
+func (e *opError) Unwrap() []error {
+	errs := make([]error, 0, 3)
+	if e.kind != nil {
+		errs = append(errs, e.kind)
+		if e.kind == ErrTableNotFound {
+			errs = append(errs, ErrStore)
+		}
+	}
+	if e.cause != nil {
+		errs = append(errs, e.cause)
+	}
+	return errs
+}
+
+// Operation names in error messages.
+const (
+	opClaim    = "claim"
+	opRead     = "read"
+	opComplete = "complete"
+	opRelease  = "release"
+	opCheck    = "check table"
+	opCreate   = "create table"
+	opTTL      = "enable time to live on table"
+)
+
+// keyError is the error of a record without a key: it matches ErrKey and
+// the key function's error.
+type keyError struct {
+	shardID, seq string
+	cause        error
+}
+
+func (e *keyError) Error() string {
+	return "idempotency: no key for the record at shard " + e.shardID + ", sequence number " + e.seq + ": " + e.cause.Error()
+}
+
+func (e *keyError) Unwrap() []error { return []error{ErrKey, e.cause} }
