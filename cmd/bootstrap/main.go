@@ -42,6 +42,15 @@
 //	LAMBDAADAPTER_METRICS             "emf": CloudWatch Embedded Metric Format lines on
 //	                                  stdout (observe/emf); "" or "off": none
 //
+// The idempotency helper (package idempotency; both modes) wraps the
+// handler when its table is set:
+//
+//	LAMBDAADAPTER_IDEMPOTENCY_TABLE   DynamoDB idempotency table; unset: no helper
+//	LAMBDAADAPTER_IDEMPOTENCY_PREFIX  id prefix (default: the function name, else lambdaadapter)
+//	LAMBDAADAPTER_IDEMPOTENCY_TTL     how long a completed record is remembered (default 1h)
+//	LAMBDAADAPTER_IDEMPOTENCY_IN_PROGRESS_EXPIRY  how long a claim holds (default: until
+//	                                  the invocation's deadline; 1m in long-running mode)
+//
 // The AWS clients take the standard AWS configuration (region, credentials,
 // AWS_ENDPOINT_URL_KINESIS / _SQS for local stand-ins).
 //
@@ -73,6 +82,11 @@
 //	bootstrap leases -table NAME -stream S  print owner, checkpoint, counter,
 //	                                      renewal and lag per shard
 //
+// Idempotency table command:
+//
+//	bootstrap idempotency init [-table NAME]  create the table (PAY_PER_REQUEST, hash
+//	                                      key id, time to live on expiration)
+//
 // Build it for Lambda with:
 //
 //	CGO_ENABLED=0 GOOS=linux go build -tags lambda.norpc -o bootstrap ./cmd/bootstrap
@@ -102,6 +116,9 @@ func main() {
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "leases" {
 		return leasesCommand(args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "idempotency" {
+		return idempotencyCommand(args[1:], getenv, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -154,6 +171,10 @@ func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.A
 	default:
 		return nil, nil, fmt.Errorf("LAMBDAADAPTER_METRICS=%q: want emf or off", v)
 	}
-	a, err := lambdaadapter.New(demoHandler(logger), opts...)
+	h, err := withIdempotency(demoHandler(logger), getenv, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := lambdaadapter.New(h, opts...)
 	return a, logger, err
 }
