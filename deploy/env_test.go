@@ -52,6 +52,7 @@ func adapterVariables(t *testing.T) (modes map[string]string, durations, numbers
 // that mode, with a value it accepts.
 func TestEnvironmentIsTheAdapters(t *testing.T) {
 	modes, durations, numbers := adapterVariables(t)
+	maps.Copy(modes, bootstrapVariables(t))
 	eachCombination(t, func(c combination) {
 		s := evaluate(t, c.params)
 		mode, _ := s.Params["Mode"].(string)

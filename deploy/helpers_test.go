@@ -113,7 +113,7 @@ func combinations() []combination {
 			}
 		}
 	}
-	return out
+	return append(out, idempotencyCombinations()...)
 }
 
 // describe names a parameter set for a subtest.

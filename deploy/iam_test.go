@@ -328,14 +328,14 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 	delay := []string{"${DelayQueue.Arn}"}
 	if p["Mode"] != "ecs" {
 		logs := []string{"${FunctionLogGroup.Arn}"}
-		return map[string]map[string][]string{"FunctionRole": {
+		return withIdempotencyGrants(p, map[string]map[string][]string{"FunctionRole": {
 			"logs:CreateLogStream": logs, "logs:PutLogEvents": logs,
 			"kinesis:DescribeStream": {source}, "kinesis:DescribeStreamSummary": {source}, "kinesis:ListShards": {source},
 			"kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
 			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
 			"sqs:SendMessage":    sorted(sends...),
 			"sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay, "sqs:GetQueueAttributes": delay,
-		}}
+		}})
 	}
 	table := []string{"${LeaseTable.Arn}"}
 	logs := []string{"${TaskLogGroup.Arn}"}
@@ -344,7 +344,7 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		arn := []string{"arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/" + repo}
 		exec["ecr:BatchGetImage"], exec["ecr:GetDownloadUrlForLayer"], exec["ecr:GetAuthorizationToken"] = arn, arn, []string{"*"}
 	}
-	return map[string]map[string][]string{
+	return withIdempotencyGrants(p, map[string]map[string][]string{
 		"TaskRole": {
 			"kinesis:ListShards": {source}, "kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
 			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
@@ -353,7 +353,7 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 			"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
 		},
 		"TaskExecutionRole": exec,
-	}
+	})
 }
 
 // TestAllowListMatchesTheCode checks each row of adapterCalls against the
