@@ -256,6 +256,9 @@ func (h *Handler) ID(m *lambdaadapter.Message) (string, error) {
 //     throttling, ctx ended): Retry with an error matching ErrKey or
 //     ErrStore.
 //
+// The handler is handed a copy of m whose Reply goes through m (so the
+// runner's bookkeeping of replies is unchanged) and is watched for failures.
+//
 // When the completion fails after the handler succeeded, the handler's
 // outcome is still returned (its side effect happened), and the failure is
 // logged: the claim stays until its in-progress expiry, and a delivery of
