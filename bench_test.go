@@ -13,15 +13,17 @@ import (
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
-// benchSizes are the invocation shapes of the issue: 100 and 1,000 records
-// of 512 B, and 10,000 records of 100 B (about Lambda's 6 MB payload
-// limit). Half the records carry RSK1 headers.
+// benchSizes are the invocation shapes of the issues: 1 record (the fixed
+// cost of an invocation), 100 and 1,000 records of 512 B, and 10,000
+// records of 100 B (about Lambda's 6 MB payload limit). Half the records
+// carry RSK1 headers.
 var benchSizes = []struct {
 	name       string
 	n, size    int
 	keys       int
 	hasHeaders bool
 }{
+	{"1x512B", 1, 512, 1, true},
 	{"100x512B", 100, 512, 10, true},
 	{"1000x512B", 1000, 512, 100, true},
 	{"10000x100B", 10000, 100, 1000, true},

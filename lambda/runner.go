@@ -152,6 +152,10 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		sh := byID[m.ShardID]
 		if sh == nil {
 			sh = engine.NewShard(m.ShardID, engine.Hooks{})
+			if len(shards) == 0 {
+				// Lambda invokes with the records of one shard.
+				sh.Watermark().Grow(len(ds))
+			}
 			byID[m.ShardID] = sh
 			shards = append(shards, sh)
 		}

@@ -133,7 +133,7 @@ type Session struct {
 	ndead    atomic.Int32 // len(deadKeys), read without mu
 
 	w         *writer
-	lanes     sync.WaitGroup
+	lanes     atomic.Int32  // lanes still running; the last one closes lanesDone
 	lanesDone chan struct{}
 	timerKick chan struct{}
 	timerDone chan struct{}
@@ -190,10 +190,14 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 	if e.Batch() {
 		lanes = 1
 	}
-	s.lanes.Add(lanes)
+	s.lanes.Store(int32(lanes))
 	for range lanes {
 		go func() {
-			defer s.lanes.Done()
+			defer func() {
+				if s.lanes.Add(-1) == 0 {
+					close(s.lanesDone)
+				}
+			}()
 			if e.Batch() {
 				s.batchLane()
 			} else {
@@ -201,10 +205,6 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 			}
 		}()
 	}
-	go func() {
-		s.lanes.Wait()
-		close(s.lanesDone)
-	}()
 	if cfg.Mode == ModeLongRunning {
 		go s.timer()
 	} else {

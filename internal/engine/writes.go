@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
@@ -158,7 +159,7 @@ func formatTime(t time.Time) string {
 type writer struct {
 	s       *Session
 	ordered bool
-	ctx     context.Context
+	ctx     context.Context // set when the workers start
 	cancel  context.CancelFunc
 
 	mu       sync.Mutex
@@ -168,21 +169,37 @@ type writer struct {
 	inflight int
 	draining bool // no new write comes; end when idle
 	closed   bool // no write is accepted or started
+	started  bool // the workers run (from the first write on)
 	waiters  int
 	changed  chan struct{}
 	workers  sync.WaitGroup
+	// npending counts the writes in pending, so that a settlement with
+	// none waiting (the common case) does not take mu. It grows under mu
+	// before the record's shard is looked at, so a settlement that the
+	// look missed sees it.
+	npending atomic.Int64
 }
 
+// newWriter returns the session's writer. Its workers start with the first
+// write, so an invocation that writes nothing starts no goroutine for it.
 func newWriter(s *Session) *writer {
-	w := &writer{s: s, ordered: s.cfg.Mode == ModeLambda, pending: map[*Shard][]*write{}, changed: make(chan struct{})}
-	if !s.cfg.WriteDeadline.IsZero() {
-		w.ctx, w.cancel = context.WithDeadline(context.Background(), s.cfg.WriteDeadline)
+	return &writer{s: s, ordered: s.cfg.Mode == ModeLambda, changed: make(chan struct{})}
+}
+
+// startLocked starts the workers, once.
+func (w *writer) startLocked() {
+	if w.started {
+		return
+	}
+	w.started = true
+	if !w.s.cfg.WriteDeadline.IsZero() {
+		w.ctx, w.cancel = context.WithDeadline(context.Background(), w.s.cfg.WriteDeadline)
 	} else {
 		w.ctx, w.cancel = context.WithCancel(context.Background())
 	}
 	n := 1
 	if !w.ordered {
-		n = s.cfg.WriteCalls
+		n = w.s.cfg.WriteCalls
 	}
 	w.workers.Add(n)
 	for range n {
@@ -191,7 +208,16 @@ func newWriter(s *Session) *writer {
 			w.work()
 		}()
 	}
-	return w
+}
+
+// stop cancels the workers' context, if they started.
+func (w *writer) stop() {
+	w.mu.Lock()
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // submit queues wr. It reports false, queueing nothing, once the writer is
@@ -207,9 +233,13 @@ func (w *writer) submit(wr *write) bool {
 		return true
 	}
 	sh := wr.d.shard
+	if w.pending == nil {
+		w.pending = map[*Shard][]*write{}
+	}
 	q := w.pending[sh]
 	i, _ := slices.BinarySearchFunc(q, wr.d.ord, func(x *write, ord int64) int { return int(x.d.ord - ord) })
 	w.pending[sh] = slices.Insert(q, i, wr)
+	w.npending.Add(1)
 	w.turnLocked(sh)
 	return true
 }
@@ -217,7 +247,7 @@ func (w *writer) submit(wr *write) bool {
 // moved tells the writer that a record of sh settled (ordered mode: the
 // next write of sh may be its turn now).
 func (w *writer) moved(sh *Shard) {
-	if !w.ordered {
+	if !w.ordered || w.npending.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
@@ -238,6 +268,7 @@ func (w *writer) turnLocked(sh *Shard) {
 	}
 	wr := q[0]
 	q[0] = nil
+	w.npending.Add(-1)
 	if len(q) == 1 {
 		delete(w.pending, sh)
 	} else {
@@ -248,6 +279,7 @@ func (w *writer) turnLocked(sh *Shard) {
 
 // queueLocked makes wr ready, or due later.
 func (w *writer) queueLocked(wr *write) {
+	w.startLocked()
 	if time.Until(wr.notBefore) > 0 {
 		heap.Push(&w.later, wr)
 	} else {
@@ -454,10 +486,11 @@ func (w *writer) drain() {
 	w.closed = true
 	abandoned := w.pending
 	w.pending = nil
+	w.npending.Store(0)
 	w.broadcastLocked()
 	w.mu.Unlock()
 	w.workers.Wait()
-	w.cancel()
+	w.stop()
 	for _, q := range abandoned {
 		for _, wr := range q {
 			w.s.e.logRecord(w.s.ctx, slog.LevelInfo, w.s.cfg.Mode, "lambdaadapter: "+wr.dec.Action.String()+
@@ -487,7 +520,7 @@ func (w *writer) close(ctx context.Context) {
 		w.waiters--
 	}
 	w.mu.Unlock()
-	w.cancel() // fails what is under way or waiting
+	w.stop() // fails what is under way or waiting
 	w.workers.Wait()
 	w.mu.Lock()
 	w.closed = true
