@@ -133,7 +133,9 @@ type Session struct {
 	ndead    atomic.Int32 // len(deadKeys), read without mu
 
 	w         *writer
-	lanes     atomic.Int32  // lanes still running; the last one closes lanesDone
+	nlanes    int          // lanes to start
+	started   bool         // the lanes started (under mu; Lambda mode starts them with the first records)
+	lanes     atomic.Int32 // lanes still running; the last one closes lanesDone
 	lanesDone chan struct{}
 	timerKick chan struct{}
 	timerDone chan struct{}
@@ -186,24 +188,12 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 		s.ctx, s.cancel = context.WithCancel(ctx)
 	}
 	s.w = newWriter(s)
-	lanes := cfg.Lanes
+	s.nlanes = cfg.Lanes
 	if e.Batch() {
-		lanes = 1
+		s.nlanes = 1
 	}
-	s.lanes.Store(int32(lanes))
-	for range lanes {
-		go func() {
-			defer func() {
-				if s.lanes.Add(-1) == 0 {
-					close(s.lanesDone)
-				}
-			}()
-			if e.Batch() {
-				s.batchLane()
-			} else {
-				s.lane()
-			}
-		}()
+	if cfg.Mode == ModeLongRunning {
+		s.startLanesLocked()
 	}
 	if cfg.Mode == ModeLongRunning {
 		go s.timer()
@@ -221,6 +211,32 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 
 // Context returns the handlers' context.
 func (s *Session) Context() context.Context { return s.ctx }
+
+// startLanesLocked starts the lanes, once. Lambda mode starts them when the
+// invocation's records are in their queues, so no lane parks first and
+// must be woken.
+func (s *Session) startLanesLocked() {
+	if s.started {
+		return
+	}
+	s.started = true
+	batch := s.e.Batch()
+	s.lanes.Store(int32(s.nlanes))
+	for range s.nlanes {
+		go func() {
+			defer func() {
+				if s.lanes.Add(-1) == 0 {
+					close(s.lanesDone)
+				}
+			}()
+			if batch {
+				s.batchLane()
+			} else {
+				s.lane()
+			}
+		}()
+	}
+}
 
 // Submit hands d to the session. In long-running mode it waits while
 // MaxQueued records wait for a lane, or until ctx ends (then it returns
@@ -248,6 +264,7 @@ func (s *Session) Submit(ctx context.Context, d *Delivery) error {
 		return errClosed
 	}
 	s.enqueueLocked(d, false)
+	s.startLanesLocked()
 	s.mu.Unlock()
 	return nil
 }
@@ -283,6 +300,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 		}
 		s.enqueueLocked(d, false)
 	}
+	s.startLanesLocked()
 	return nil
 }
 
@@ -292,6 +310,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 func (s *Session) Close() {
 	s.mu.Lock()
 	s.closed = true
+	s.startLanesLocked() // with nothing submitted they end at once
 	if s.cfg.Mode == ModeLongRunning {
 		s.stopping = true
 		s.releaseParkedLocked(nil)
