@@ -2,6 +2,7 @@ package lambdaadapter_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/shardsettle/lambdaadapter"
@@ -39,5 +40,40 @@ func TestInvokeAllocs(t *testing.T) {
 			t.Errorf("%d records (headers %v): %.0f allocations per invocation, want ≤ %.0f", tt.n, tt.headers, got, tt.max)
 		}
 		t.Logf("%d records (headers %v): %.0f allocations per invocation", tt.n, tt.headers, got)
+	}
+}
+
+// TestInvokeAllocBytes pins the bytes allocated by the hot path for the
+// largest invocation Lambda sends (10,000 records, about 6 MB, half of them
+// with RSK1 headers): at most 1.5 times the invocation's size. The count
+// is the heap's own (runtime.MemStats.TotalAlloc), so it does not depend on
+// the machine's speed.
+func TestInvokeAllocBytes(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations differ under the race detector; make unit runs this test without it")
+	}
+	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop), lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := lambdaadaptertest.NewBatch("allocbytes").Generate(10000, 1000, 100, true).JSON()
+	ctx := context.Background()
+	if _, err := a.Invoke(ctx, payload); err != nil { // warm up (pools, first-use state)
+		t.Fatal(err)
+	}
+	const runs = 5
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		if _, err := a.Invoke(ctx, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := float64(after.TotalAlloc-before.TotalAlloc) / runs
+	ratio := per / float64(len(payload))
+	t.Logf("%d-byte invocation: %.0f bytes allocated per invocation (%.2f× its size)", len(payload), per, ratio)
+	if ratio > 1.5 {
+		t.Errorf("%.0f bytes allocated for a %d-byte invocation (%.2f×), want ≤ 1.5×", per, len(payload), ratio)
 	}
 }
