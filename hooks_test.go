@@ -2,6 +2,7 @@ package lambdaadapter_test
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"sync"
 	"testing"
@@ -9,10 +10,12 @@ import (
 	"time"
 
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // recorder is a hook of every kind that keeps what it was told.
@@ -292,4 +295,105 @@ func TestTraceHook(t *testing.T) {
 	if len(w) != 1 || w[0].Headers.Get("traceparent") != "invocation/reply" {
 		t.Errorf("reply written with headers %v, want the record's trace context", w)
 	}
+}
+
+// TestTraceHookWithoutHandler: a record concluded without its handler — a
+// malformed KPL aggregate (poison) or one past the maximum record age — gets
+// its span too, in both the per-record and the batch handler, ended once
+// with what became of it.
+func TestTraceHookWithoutHandler(t *testing.T) {
+	// A KPL aggregate whose MD5 matches but whose one user record names a
+	// partition key the table does not have.
+	var body []byte
+	body = protowire.AppendTag(body, 1, protowire.BytesType)
+	body = protowire.AppendString(body, "k")
+	var rec []byte
+	rec = protowire.AppendTag(rec, 1, protowire.VarintType)
+	rec = protowire.AppendVarint(rec, 5)
+	rec = protowire.AppendTag(rec, 3, protowire.BytesType)
+	rec = protowire.AppendBytes(rec, []byte("poison"))
+	body = protowire.AppendTag(body, 3, protowire.BytesType)
+	body = protowire.AppendBytes(body, rec)
+	sum := md5.Sum(body)
+	poison := append(append(append([]byte{}, kpl.Magic[:]...), body...), sum[:]...)
+
+	for _, tc := range []struct {
+		what    string
+		payload []byte
+		opts    []lambdaadapter.Option
+	}{
+		{"poison", poison, nil},
+		// lambdaadaptertest's records arrived in January 2026.
+		{"too old", []byte("old"), []lambdaadapter.Option{lambdaadapter.WithMaxRecordAge(time.Hour)}},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			b := lambdaadaptertest.NewBatch("orders")
+			b.AddRaw("k", tc.payload)
+			f := &fakeTracer{}
+			opts := append([]lambdaadapter.Option{lambdaadapter.WithHooks(f)}, tc.opts...)
+			h := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+				t.Error("the handler ran")
+				return lambdaadapter.Ack()
+			})
+			res := lambdaadaptertest.Run(t, h, b, opts...)
+			if !res.AllSettled() {
+				t.Fatalf("failures %v", res.Failures)
+			}
+			p := string(tc.payload)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.starts[p] != 1 || len(f.ends[p]) != 1 || f.ends[p][0] != observe.ActionSettled {
+				t.Errorf("%d starts, ends %v; want one start and one settled end", f.starts[p], f.ends[p])
+			}
+		})
+	}
+
+	// Long-running mode with a BatchHandler: the poison record and the
+	// record of the batch get a span each.
+	synctest.Test(t, func(t *testing.T) {
+		k := awsfake.NewKinesis()
+		k.CreateStream("orders", 1)
+		shard := "shardId-000000000000"
+		k.PutTo("orders", shard, "k1", poison)
+		k.PutTo("orders", shard, "k2", []byte("a"))
+		f := &fakeTracer{}
+		var mu sync.Mutex
+		var got []string
+		bh := lambdaadapter.BatchHandlerFunc(func(_ context.Context, ms []*lambdaadapter.Message) []lambdaadapter.Outcome {
+			outs := make([]lambdaadapter.Outcome, len(ms))
+			mu.Lock()
+			defer mu.Unlock()
+			for i, m := range ms {
+				got = append(got, string(m.Payload))
+				outs[i] = lambdaadapter.Ack()
+			}
+			return outs
+		})
+		a, err := lambdaadapter.NewBatch(bh, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"),
+			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
+			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithHooks(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		time.Sleep(30 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) != 1 || got[0] != "a" {
+			t.Errorf("the batch handler got %q, want only a", got)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, p := range []string{string(poison), "a"} {
+			if f.starts[p] != 1 || len(f.ends[p]) != 1 || f.ends[p][0] != observe.ActionSettled {
+				t.Errorf("%.12q: %d starts, ends %v; want one start and one settled end", p, f.starts[p], f.ends[p])
+			}
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
@@ -228,8 +229,22 @@ func TestLambdaWritesInShardOrder(t *testing.T) {
 }
 
 // TestLambdaWritesOfShardsTogether: writes of different shards share calls.
+// The writes wait until every record was handled, so every shard has
+// copies waiting when they start, however fast the lanes run.
 func TestLambdaWritesOfShardsTogether(t *testing.T) {
-	w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome { return message.Retry(nil) }))
+	var handled atomic.Int64
+	allHandled := make(chan struct{})
+	w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+		if handled.Add(1) == 40 {
+			close(allHandled)
+		}
+		return message.Retry(nil)
+	}))
+	pub, err := publish.NewPublisher(gatedPuts{w.k, allHandled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Publisher = pub
 	w.cfg.Policy.MaxAttempts = 3
 	e := w.engine(t)
 	var all []*engine.Delivery
@@ -546,3 +561,17 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 }
 
 var _ = retry.Copy
+
+// gatedPuts holds every PutRecords call until open is closed.
+type gatedPuts struct {
+	*awsfake.Kinesis
+	open <-chan struct{}
+}
+
+func (g gatedPuts) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+	}
+	return g.Kinesis.PutRecords(ctx, in, optFns...)
+}

@@ -325,14 +325,21 @@ func (s *Session) runBatch(batch []*Delivery) {
 		case d.Stale(), d.shard.after(d):
 			s.done(d)
 		case d.Poison != nil:
+			s.startSpan(d)
 			s.conclude(d, message.Drop(d.Poison), nil, nil)
 		default:
 			if age, old := s.tooOld(d); old {
+				s.startSpan(d)
 				s.expire(d, age)
 				continue
 			}
 			live = append(live, d)
 		}
+	}
+	// Each record of the batch gets its span, over the batch's call (the
+	// BatchHandler itself gets the session's context).
+	for _, d := range live {
+		s.startSpan(d)
 	}
 	if len(live) == 0 {
 		return

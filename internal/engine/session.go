@@ -559,6 +559,9 @@ func (s *Session) handle(d *Delivery) {
 		s.done(d) // Lambda delivers it again / the next reader reads it
 		return
 	}
+	// A record concluded without its handler (poison, too old) gets its
+	// span too, ended with what became of it.
+	s.startSpan(d)
 	if d.Poison != nil {
 		s.conclude(d, message.Drop(d.Poison), nil, nil)
 		return
@@ -571,7 +574,6 @@ func (s *Session) handle(d *Delivery) {
 	if s.e.cfg.Hooks.WantsRecords() {
 		start = time.Now()
 	}
-	s.startSpan(d)
 	out, replyErr := s.call(d)
 	if !start.IsZero() {
 		d.handled = time.Since(start)
