@@ -147,6 +147,9 @@ func TestHooksLambdaDeadlineCut(t *testing.T) {
 		if len(h.invocations) != 1 || !h.invocations[0].Cut || h.flushes != 1 {
 			t.Errorf("invocations %+v, %d flushes; want one cut invocation and one flush", h.invocations, h.flushes)
 		}
+		// The stuck record's lane ends when its handler returns, which may
+		// be after the answer.
+		synctest.Wait()
 		if a := h.actions(); a[observe.ActionUnsettled] != 1 {
 			t.Errorf("actions %v, want the stuck record unsettled", a)
 		}
