@@ -93,20 +93,37 @@ func deliveries(recs []event.KinesisRecord) batch {
 		}
 	}
 	ds := make([]engine.Delivery, len(recs))
-	backing := make(envelope.Headers, 0, len(recs)*(deliveryHeaders+1))
 	for i := range recs {
-		ds[i].Msg, backing = plain(&recs[i], backing)
+		// What registering the record needs; build sets the rest.
+		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = recs[i].SequenceNumber, recs[i].ShardID
 	}
-	return batch{ds: ds}
+	return batch{ds: ds, recs: recs}
 }
 
 // batch is an invocation's deliveries in record order. groups, when not
 // nil, holds for each Kinesis record the number of its deliveries: the user
 // records of a KPL aggregate settle as parts of their record. nil means one
 // delivery per record.
+//
+// recs, when not nil, are the ordinary records of ds, one each, whose
+// messages are not built yet (only their sequence numbers and shards are
+// set): the runner builds them a chunk at a time, handing each chunk to the
+// lanes while it builds the next.
 type batch struct {
 	ds     []engine.Delivery
 	groups []int
+	recs   []event.KinesisRecord
+}
+
+// build builds the messages of ds[lo:hi] from their records.
+func (b *batch) build(lo, hi int) {
+	if b.recs == nil {
+		return
+	}
+	backing := make(envelope.Headers, 0, (hi-lo)*(deliveryHeaders+1))
+	for i := lo; i < hi; i++ {
+		b.ds[i].Msg, backing = plain(&b.recs[i], backing)
+	}
 }
 
 // plain returns the message of an ordinary record, its headers appended to

@@ -192,6 +192,8 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	hooks := r.e.Config().Hooks
 	var endInvocation func(observe.Invocation)
 	if t := hooks.Tracer(); t != nil {
+		b.build(0, len(ds)) // the invocation's span links every record
+		b.recs = nil
 		msgs := make([]*message.Message, len(ds))
 		for i := range ds {
 			msgs[i] = &ds[i].Msg
@@ -199,7 +201,16 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		ctx, endInvocation = t.StartInvocation(ctx, msgs)
 	}
 	s := r.e.Start(ctx, cfg)
-	_ = s.SubmitAll(ds) // cannot fail before Close
+	if b.recs == nil {
+		_ = s.SubmitAll(ds) // cannot fail before Close
+	} else {
+		// The lanes handle a chunk while the next one is built.
+		for lo := 0; lo < len(ds); lo += buildChunk {
+			hi := min(lo+buildChunk, len(ds))
+			b.build(lo, hi)
+			_ = s.SubmitAll(ds[lo:hi])
+		}
+	}
 	s.Close()
 	cut := s.Wait()
 	if cut && ctx.Err() == nil {
@@ -251,6 +262,10 @@ func (r *Runner) report(ctx context.Context, h *observe.Set, ds []engine.Deliver
 		cancel()
 	}
 }
+
+// buildChunk is the number of records whose messages the runner builds
+// before it hands them to the lanes.
+const buildChunk = 256
 
 // noDeadlineWriteTimeout bounds the writes of a batch run without a
 // deadline (tests, tools): Lambda always sets one.

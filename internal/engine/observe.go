@@ -26,16 +26,20 @@ func observeMode(m Mode) observe.Mode {
 // observe reports what became of d to the record hooks.
 func (s *Session) observe(d *Delivery, out message.Outcome, action observe.Action) {
 	h := &s.e.cfg.Hooks
-	end := d.endSpan
+	var end func(observe.Record)
+	var handled time.Duration
+	if o := d.obs; o != nil {
+		end, handled = o.endSpan, o.handled
+		o.endSpan, o.hctx = nil, nil
+	}
 	if !h.WantsRecords() && end == nil {
 		return
 	}
-	d.endSpan, d.hctx = nil, nil
 	m := &d.Msg
 	r := observe.Record{
 		Mode: observeMode(s.cfg.Mode), Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
 		SubSequenceNumber: m.SubSequenceNumber, Aggregated: m.Aggregated, PartitionKey: m.PartitionKey,
-		Outcome: out.Kind().String(), Action: action, Attempt: m.Attempt, Handled: d.handled, Err: out.Err(),
+		Outcome: out.Kind().String(), Action: action, Attempt: m.Attempt, Handled: handled, Err: out.Err(),
 	}
 	switch {
 	case d.Poison != nil:
@@ -56,7 +60,8 @@ func (s *Session) observe(d *Delivery, out message.Outcome, action observe.Actio
 // handler then gets the context it returns.
 func (s *Session) startSpan(d *Delivery) {
 	if t := s.e.cfg.Hooks.Tracer(); t != nil {
-		d.hctx, d.endSpan = t.StartRecord(s.ctx, &d.Msg)
+		o := d.observed()
+		o.hctx, o.endSpan = t.StartRecord(s.ctx, &d.Msg)
 	}
 }
 

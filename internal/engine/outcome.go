@@ -28,8 +28,8 @@ func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
 		replyErr = d.closeReplies()
 	}()
 	ctx := s.ctx
-	if d.hctx != nil {
-		ctx = d.hctx
+	if d.obs != nil && d.obs.hctx != nil {
+		ctx = d.obs.hctx
 	}
 	return s.e.cfg.Handler.HandleRecord(ctx, &d.Msg), nil
 }
@@ -357,7 +357,7 @@ func (s *Session) runBatch(batch []*Delivery) {
 	if !start.IsZero() {
 		took := time.Since(start)
 		for _, d := range live {
-			d.handled = took
+			d.observed().handled = took
 		}
 	}
 	var parks []parked

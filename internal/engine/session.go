@@ -576,7 +576,7 @@ func (s *Session) handle(d *Delivery) {
 	}
 	out, replyErr := s.call(d)
 	if !start.IsZero() {
-		d.handled = time.Since(start)
+		d.observed().handled = time.Since(start)
 	}
 	s.conclude(d, out, replyErr, nil)
 }

@@ -304,10 +304,24 @@ type Delivery struct {
 
 	w *write // the write the record waits for, if any
 
-	handled time.Duration // how long the handler ran (measured only for record hooks)
+	obs *observed // what the hooks keep about the handling; nil without hooks
+}
 
+// observed is what the record and trace hooks keep about a delivery's
+// handling. A Delivery gets one only when hooks are set, so the Deliveries
+// of an invocation without hooks stay small.
+type observed struct {
+	handled time.Duration        // how long the handler ran (measured only for record hooks)
 	hctx    context.Context      // the handler's context, when a trace hook gave one
 	endSpan func(observe.Record) // the trace hook's end of this record, until called
+}
+
+// observed returns d's observed state, allocating it on first use.
+func (d *Delivery) observed() *observed {
+	if d.obs == nil {
+		d.obs = &observed{}
+	}
+	return d.obs
 }
 
 // Shard returns the shard d settles on.
