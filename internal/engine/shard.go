@@ -50,7 +50,9 @@ type Shard struct {
 	quiescing atomic.Bool
 
 	imu      sync.Mutex
-	inflight int
+	// inflight changes without imu while it stays above zero; a change to
+	// or from zero takes imu and swaps or closes idle in the same step.
+	inflight atomic.Int64
 	idle     chan struct{} // closed while inflight == 0
 
 	amu  sync.Mutex
@@ -214,9 +216,7 @@ func (s *Shard) quiesce() { s.quiescing.Store(true) }
 // Inflight returns the number of registered deliveries the engine has not
 // finished with (settled, given up on or dropped as stale).
 func (s *Shard) Inflight() int {
-	s.imu.Lock()
-	defer s.imu.Unlock()
-	return s.inflight
+	return int(s.inflight.Load())
 }
 
 // WaitIdle waits until no delivery of the shard is in flight, or ctx ends;
@@ -234,15 +234,31 @@ func (s *Shard) WaitIdle(ctx context.Context) bool {
 }
 
 func (s *Shard) track(n int) {
+	d := int64(n)
+	for {
+		was := s.inflight.Load()
+		if was == 0 || was+d <= 0 {
+			break // to or from zero: under imu
+		}
+		if s.inflight.CompareAndSwap(was, was+d) {
+			return
+		}
+	}
 	s.imu.Lock()
 	defer s.imu.Unlock()
-	was := s.inflight
-	s.inflight += n
-	switch {
-	case was == 0 && s.inflight > 0:
-		s.idle = make(chan struct{})
-	case was > 0 && s.inflight == 0:
-		close(s.idle)
+	for {
+		was := s.inflight.Load()
+		now := was + d
+		if !s.inflight.CompareAndSwap(was, now) {
+			continue
+		}
+		switch {
+		case was == 0 && now > 0:
+			s.idle = make(chan struct{})
+		case was > 0 && now == 0:
+			close(s.idle)
+		}
+		return
 	}
 }
 
@@ -262,12 +278,21 @@ func (s *Shard) after(d *Delivery) bool { return d.ord > s.blocked.Load() }
 // settle settles t and runs the hooks. It reports whether t settled (false
 // for a stale or repeated ticket).
 func (s *Shard) settle(t settle.Ticket) bool {
-	s.mu.Lock()
-	pos, moved, err := s.wm.SettleAt(t)
-	if err == nil && moved && s.hooks.Moved != nil {
-		s.hooks.Moved(pos)
+	var err error
+	if s.hooks.Moved == nil {
+		// Nothing to keep in step with the settlement (Lambda mode): the
+		// watermark's own lock is enough.
+		_, _, err = s.wm.SettleAt(t)
+	} else {
+		s.mu.Lock()
+		var pos settle.Position
+		var moved bool
+		pos, moved, err = s.wm.SettleAt(t)
+		if err == nil && moved {
+			s.hooks.Moved(pos)
+		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	if err != nil {
 		return false
 	}
