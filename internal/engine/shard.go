@@ -49,7 +49,7 @@ type Shard struct {
 	// record is given up on instead of delivered again.
 	quiescing atomic.Bool
 
-	imu      sync.Mutex
+	imu sync.Mutex
 	// inflight changes without imu while it stays above zero; a change to
 	// or from zero takes imu and swaps or closes idle in the same step.
 	inflight atomic.Int64
