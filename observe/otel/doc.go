@@ -26,8 +26,11 @@
 // In long-running mode there is no invocation: each record's span has no
 // parent (unless the context given to Run holds a span). A record
 // delivered again (an uncounted Retry in long-running mode, a counted
-// copy, Lambda's redelivery) gets a new span each time. A batch handler's
-// records are not traced one by one.
+// copy, Lambda's redelivery) gets a new span each time. A record concluded
+// without its handler (a malformed KPL aggregate, one past the maximum
+// record age) gets its span too, ended with what became of it. Each record
+// of a batch handler's batch gets a span over the batch's call (the batch
+// handler itself runs in the context Run was given).
 //
 // A record's producer context is read from its RSK1 headers with the W3C
 // Trace Context propagator (traceparent, tracestate; WithPropagator for
