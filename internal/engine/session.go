@@ -143,6 +143,13 @@ type Session struct {
 	stopWake  func() bool   // stops the cut-off wake-up
 }
 
+// closed is a closed channel (the timer of a Lambda-mode session, which has
+// none).
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// defaultBackoff is ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
+var defaultBackoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+
 // errClosed is Submit's error once the session is closed.
 var errClosed = errors.New("lambdaadapter: session closed")
 
@@ -165,7 +172,7 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 		cfg.Lanes = 1
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+		cfg.Backoff = defaultBackoff
 	}
 	if cfg.WriteCalls < 1 {
 		cfg.WriteCalls = 4
@@ -175,12 +182,12 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 	}
 	s := &Session{
 		e: e, cfg: cfg,
-		keys:      map[string]*keyQueue{},
 		changed:   make(chan struct{}),
 		lanesDone: make(chan struct{}),
-		timerKick: make(chan struct{}, 1),
-		timerDone: make(chan struct{}),
-		quit:      make(chan struct{}),
+		timerDone: closed,
+	}
+	if cfg.Mode == ModeLongRunning {
+		s.timerKick, s.timerDone, s.quit = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	}
 	if !cfg.Cutoff.IsZero() {
 		s.ctx, s.cancel = context.WithDeadline(ctx, cfg.Cutoff)
@@ -197,15 +204,18 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 	}
 	if cfg.Mode == ModeLongRunning {
 		go s.timer()
-	} else {
-		close(s.timerDone)
 	}
-	// A cut-off (Lambda) or a cancellation wakes waiting lanes so they end.
-	s.stopWake = context.AfterFunc(s.ctx, func() {
-		s.mu.Lock()
-		s.broadcastLocked()
-		s.mu.Unlock()
-	})
+	if cfg.Mode == ModeLongRunning {
+		// A cancellation wakes waiting lanes and Submits so they end. (In
+		// Lambda mode a waiting lane watches the context itself.)
+		s.stopWake = context.AfterFunc(s.ctx, func() {
+			s.mu.Lock()
+			s.broadcastLocked()
+			s.mu.Unlock()
+		})
+	} else {
+		s.stopWake = func() bool { return false }
+	}
 	return s
 }
 
@@ -356,7 +366,9 @@ func (s *Session) Wait() (cutOff bool) {
 	s.mu.Unlock()
 	s.stopWake()
 	s.cancel()
-	close(s.quit)
+	if s.quit != nil {
+		close(s.quit)
+	}
 	<-s.timerDone
 	return cutOff || s.cutRecords.Load()
 }
@@ -387,7 +399,9 @@ func (s *Session) Stop(ctx context.Context, grace time.Duration) bool {
 	s.w.close(ctx)
 	s.stopWake()
 	s.cancel()
-	close(s.quit)
+	if s.quit != nil {
+		close(s.quit)
+	}
 	<-s.timerDone
 	return ok
 }
@@ -398,6 +412,9 @@ func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
 	k := d.Msg.PartitionKey
 	ks := s.keys[k]
 	if ks == nil {
+		if s.keys == nil {
+			s.keys = map[string]*keyQueue{}
+		}
 		ks = &keyQueue{key: k, heapIdx: -1}
 		s.keys[k] = ks
 	}
@@ -515,8 +532,13 @@ func (s *Session) take() *keyQueue {
 		}
 		ch := s.waitLocked()
 		s.mu.Unlock()
-		<-ch // a cut-off broadcasts too
-		s.mu.Lock()
+		select {
+		case <-ch: // a cancellation broadcasts too (long-running mode)
+			s.mu.Lock()
+		case <-s.ctx.Done(): // the cut-off (Lambda mode)
+			s.mu.Lock()
+			s.leaveLocked(ch)
+		}
 	}
 }
 
@@ -602,6 +624,9 @@ func (s *Session) park(d *Delivery, wait time.Duration) {
 	k := d.Msg.PartitionKey
 	ks := s.keys[k]
 	if ks == nil {
+		if s.keys == nil {
+			s.keys = map[string]*keyQueue{}
+		}
 		ks = &keyQueue{key: k, heapIdx: -1}
 		s.keys[k] = ks
 	}
