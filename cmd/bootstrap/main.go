@@ -40,7 +40,10 @@
 //	LAMBDAADAPTER_MODE                lambda (default) or ecs; the -mode flag wins
 //	LAMBDAADAPTER_MAX_RECORD_AGE      records older than this are dead-lettered / dropped
 //	LAMBDAADAPTER_METRICS             "emf": CloudWatch Embedded Metric Format lines on
-//	                                  stdout (observe/emf); "" or "off": none
+//	                                  stdout (observe/emf); "" or "off": none. Their
+//	                                  namespace and service dimension come from
+//	                                  POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_SERVICE_NAME
+//	                                  (else the function's name), as in Powertools
 //
 // The idempotency helper (package idempotency; both modes) wraps the
 // handler when its table is set:
@@ -167,7 +170,7 @@ func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.A
 	case "", "off":
 	case "emf":
 		// Straight to stdout, never through the logger's level filter.
-		opts = append(opts, lambdaadapter.WithHooks(emf.New(os.Stdout)))
+		opts = append(opts, lambdaadapter.WithHooks(emf.New(os.Stdout, emf.Environment(getenv)...)))
 	default:
 		return nil, nil, fmt.Errorf("LAMBDAADAPTER_METRICS=%q: want emf or off", v)
 	}

@@ -10,7 +10,8 @@
 // in long-running mode every flush interval (DefaultInterval unless the
 // adapter is told otherwise) and at shutdown.
 //
-//	a, err := lambdaadapter.New(handler, lambdaadapter.WithHooks(emf.New(os.Stdout)))
+//	e := emf.New(os.Stdout, emf.Environment(os.Getenv)...)
+//	a, err := lambdaadapter.New(handler, lambdaadapter.WithHooks(e))
 //
 // # Documents
 //
@@ -35,13 +36,13 @@
 // # Dimensions
 //
 // Dimensions are few, so that metrics stay cheap: service (WithService;
-// default POWERTOOLS_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME, else
-// "lambdaadapter") and Stream, the stream's name (taken from its ARN).
+// with Environment POWERTOOLS_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME;
+// else "lambdaadapter") and Stream, the stream's name (taken from its ARN).
 // WithShardDimension adds ShardId: the metrics of records, writes, reads
 // and checkpoints are then published both per stream and per shard. An
 // event whose stream is unknown (an invocation with no Kinesis records)
 // is published with service only. The namespace is "lambdaadapter"
-// (WithNamespace; POWERTOOLS_METRICS_NAMESPACE).
+// (WithNamespace; with Environment POWERTOOLS_METRICS_NAMESPACE).
 //
 // Shard ids and sequence numbers are root members of the first document,
 // not dimensions, so CloudWatch Logs Insights can find them
@@ -119,7 +120,6 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -158,18 +158,46 @@ type config struct {
 	limit     int
 }
 
-// WithNamespace sets the CloudWatch namespace (default DefaultNamespace,
-// or POWERTOOLS_METRICS_NAMESPACE). New panics if ns is empty, longer than
+// Environment returns the options that the environment of a Lambda
+// function (or a Powertools-configured service) implies, read with getenv
+// (os.Getenv in production): WithNamespace(POWERTOOLS_METRICS_NAMESPACE),
+// WithService(POWERTOOLS_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME) and
+// WithFunctionName(AWS_LAMBDA_FUNCTION_NAME), each only when set to a valid
+// value. Options after them win:
+//
+//	emf.New(os.Stdout, emf.Environment(os.Getenv)...)
+//
+// New itself reads no environment variable.
+func Environment(getenv func(string) string) []Option {
+	var opts []Option
+	if ns := getenv("POWERTOOLS_METRICS_NAMESPACE"); validNamespace(ns) {
+		opts = append(opts, WithNamespace(ns))
+	}
+	fn := getenv("AWS_LAMBDA_FUNCTION_NAME")
+	for _, s := range []string{getenv("POWERTOOLS_SERVICE_NAME"), fn} {
+		if validDimension(s) {
+			opts = append(opts, WithService(s))
+			break
+		}
+	}
+	if validDimension(fn) {
+		opts = append(opts, WithFunctionName(fn))
+	}
+	return opts
+}
+
+// WithNamespace sets the CloudWatch namespace (default DefaultNamespace;
+// Environment gives POWERTOOLS_METRICS_NAMESPACE). New panics if ns is empty, longer than
 // 255 bytes, starts with "AWS/" or ":" or holds a control character.
 func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
-// WithService sets the service dimension (default POWERTOOLS_SERVICE_NAME,
-// else AWS_LAMBDA_FUNCTION_NAME, else DefaultService). New panics if name
+// WithService sets the service dimension (default DefaultService;
+// Environment gives POWERTOOLS_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME). New panics if name
 // is empty, longer than 1024 bytes, or not valid UTF-8.
 func WithService(name string) Option { return func(c *config) { c.service = name } }
 
 // WithFunctionName sets the function_name dimension of the ColdStart
-// document (default AWS_LAMBDA_FUNCTION_NAME). Without one, ColdStart has
+// document (Environment gives AWS_LAMBDA_FUNCTION_NAME). Without one, ColdStart has
 // the service dimension only.
 func WithFunctionName(name string) Option { return func(c *config) { c.function = name } }
 
@@ -223,22 +251,9 @@ func New(w io.Writer, opts ...Option) *Exporter {
 	c := config{
 		namespace: DefaultNamespace,
 		service:   DefaultService,
-		function:  os.Getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		maxValues: DefaultMaxValues,
 		now:       time.Now,
 		limit:     lineLimit,
-	}
-	if ns := os.Getenv("POWERTOOLS_METRICS_NAMESPACE"); validNamespace(ns) {
-		c.namespace = ns
-	}
-	for _, s := range []string{os.Getenv("POWERTOOLS_SERVICE_NAME"), os.Getenv("AWS_LAMBDA_FUNCTION_NAME")} {
-		if validDimension(s) {
-			c.service = s
-			break
-		}
-	}
-	if !validDimension(c.function) {
-		c.function = ""
 	}
 	for _, o := range opts {
 		o(&c)

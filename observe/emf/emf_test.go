@@ -748,6 +748,23 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
+// TestNewReadsNoEnvironment: without Environment, the Powertools variables
+// change nothing (only cmd/bootstrap reads the environment).
+func TestNewReadsNoEnvironment(t *testing.T) {
+	t.Setenv("POWERTOOLS_METRICS_NAMESPACE", "Shop")
+	t.Setenv("POWERTOOLS_SERVICE_NAME", "svc")
+	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "fn")
+	var w bytes.Buffer
+	e := emf.New(&w, emf.WithClock(clock))
+	e.OnInvocation(observe.Invocation{Duration: time.Millisecond})
+	f := flush(t, e, &w)
+	for _, d := range f.docs {
+		if d.namespace != emf.DefaultNamespace || d.root["service"] != emf.DefaultService {
+			t.Errorf("namespace %q, service %v: New read the environment", d.namespace, d.root["service"])
+		}
+	}
+}
+
 func TestDefaultsFromEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
@@ -763,11 +780,10 @@ func TestDefaultsFromEnvironment(t *testing.T) {
 			[]emf.Option{emf.WithNamespace("Other"), emf.WithService(`a "quoted" service`), emf.WithFunctionName("f2")}, "Other", `a "quoted" service`, "f2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, k := range []string{"AWS_LAMBDA_FUNCTION_NAME", "POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} {
-				t.Setenv(k, tc.env[k])
-			}
+			getenv := func(k string) string { return tc.env[k] }
 			var w bytes.Buffer
-			e := emf.New(&w, append(tc.opts, emf.WithClock(clock))...)
+			opts := append(emf.Environment(getenv), tc.opts...)
+			e := emf.New(&w, append(opts, emf.WithClock(clock))...)
 			e.OnInvocation(observe.Invocation{Duration: time.Millisecond})
 			f := flush(t, e, &w)
 			if len(f.docs) != 2 {
