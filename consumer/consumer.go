@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
@@ -41,6 +43,10 @@ type Consumer struct {
 	sess *engine.Session
 	arn  string  // the stream's ARN learnt at start, when not configured; set before any reader starts
 	fan  *fanOut // enhanced fan-out (efo.go); nil: GetRecords
+	// getRecordsOpts are the per-call options of every GetRecords call:
+	// getrecords.Fast, which decodes the answers in one pass into what the
+	// SDK's own deserializer returns. Tests set nil to compare with the SDK.
+	getRecordsOpts []func(*kinesis.Options)
 
 	mu        sync.Mutex
 	shards    map[string]*shard // held shards, by shard id
@@ -78,6 +84,8 @@ func New(cfg Config) (*Consumer, error) {
 		tracker:   lease.NewTracker(cfg.LeaseDuration),
 		requested: map[string]bool{},
 		fan:       newFanOut(&cfg),
+
+		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
 	}, nil
 }
 

@@ -56,6 +56,10 @@
 //     held on the way to the channel). A reader also pauses while
 //     Config.MaxWaiting + 2 × Limit records of its shard are past the
 //     checkpoint (a record that does not settle holds every later one).
+//     A GetRecords answer is decoded in one pass (internal/getrecords) into
+//     exactly what the SDK's deserializer returns; its records' data share
+//     one buffer, which a record still in flight keeps alive. Error answers,
+//     and bodies that decoder does not accept, go to the SDK's deserializer.
 //   - Enhanced fan-out (Config.EnhancedFanOut): Run looks the stream
 //     consumer up, registers it when missing (a concurrent registration by
 //     another worker is looked up again) and waits until it is ACTIVE

@@ -250,7 +250,8 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 		}
 		lastCall = time.Now()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		res, err := c.cfg.Kinesis.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)})
+		res, err := c.cfg.Kinesis.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)},
+			c.getRecordsOpts...)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
