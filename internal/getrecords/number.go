@@ -47,29 +47,28 @@ func parseFloat(s []byte) (float64, bool) {
 		j, neg = 1, true
 	}
 	var m uint64
-	nd, exp := 0, 0
-	digit := func(c byte) bool {
-		if m == 0 && c == '0' {
-			return true // leading zeros are not significant
+	nd, exp := 0, 0 // significant digits in m; power of ten to apply
+	for ; j < len(s) && isDigit(s[j]); j++ {
+		if m == 0 && s[j] == '0' {
+			continue // not significant
 		}
 		if nd == 19 {
-			return false
-		}
-		m = m*10 + uint64(c-'0')
-		nd++
-		return true
-	}
-	for ; j < len(s) && isDigit(s[j]); j++ {
-		if !digit(s[j]) {
 			return slowFloat(s)
 		}
+		m = m*10 + uint64(s[j]-'0')
+		nd++
 	}
 	if j < len(s) && s[j] == '.' {
 		for j++; j < len(s) && isDigit(s[j]); j++ {
 			exp--
-			if !digit(s[j]) {
+			if m == 0 && s[j] == '0' {
+				continue
+			}
+			if nd == 19 {
 				return slowFloat(s)
 			}
+			m = m*10 + uint64(s[j]-'0')
+			nd++
 		}
 	}
 	if j < len(s) { // exponent
