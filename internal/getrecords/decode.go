@@ -17,9 +17,10 @@ import (
 // SDK's own deserializer returns for it (ResultMetadata aside). It reports
 // false, and returns nil, for a body it does not accept: one the SDK rejects,
 // and a few rare ones the SDK accepts (an empty body, bytes after the JSON
-// object, escapes or line breaks inside a record's base64 data, timestamps
-// given as strings, integers of more than 18 digits, nesting deeper than 256
-// levels). The result shares no memory with body. Decode is safe for
+// object, escapes or line breaks inside a record's base64 data, a record
+// with two Data members or a body with two Records lists, timestamps given
+// as strings, a MillisBehindLatest of more than 18 digits, nesting deeper
+// than 256 levels). The result shares no memory with body. Decode is safe for
 // concurrent use.
 func Decode(body []byte) (*kinesis.GetRecordsOutput, bool) {
 	if len(body) == 0 || len(body) > math.MaxInt32 {
