@@ -75,8 +75,11 @@ func newKinesis(endpoint string, retries *atomic.Int64) *kinesis.Client {
 	return kinesis.NewFromConfig(awsConfig("Kinesis", retries), func(o *kinesis.Options) { o.BaseEndpoint = aws.String(endpoint) })
 }
 
-func newDynamoDB(endpoint string, retries *atomic.Int64) *dynamodb.Client {
-	return dynamodb.NewFromConfig(awsConfig("DynamoDB", retries), func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) })
+// newDynamoDB returns a DynamoDB client of endpoint; optFns change its
+// options further.
+func newDynamoDB(endpoint string, retries *atomic.Int64, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(endpoint) }}, optFns...)
+	return dynamodb.NewFromConfig(awsConfig("DynamoDB", retries), optFns...)
 }
 
 // record is one record to write.

@@ -19,13 +19,20 @@
 //     wrapper around the client of the lease store) per record;
 //   - the records delivered again after a consumer is killed with SIGKILL
 //     half-way and a second one finishes the stream;
-//   - the peak RSS of each worker process (VmHWM).
+//   - the peak RSS of each worker process (VmHWM);
+//   - with -peers (the default), the same figures of a peer,
+//     github.com/harlow/kinesis-consumer v0.5.0, with its in-memory and
+//     with its DynamoDB checkpoint store, side by side with the plain loop
+//     and the consumer, and the ratios consumer ÷ harlow of records/s
+//     (target ≥ 1) and of CPU time per record (target below 1), each
+//     consumer phase against the harlow phase with the same kind of store.
 //
 // Usage, from the repository's root (scripts/bench-e2e.sh builds it and
 // passes the stand-ins' endpoints and pids):
 //
 //	cd bench/e2e && go run . [-records 20000] [-size 512] [-shards 4] [-limit 500]
-//	    [-checkpoint-interval 1s] [-rounds 10] [-concurrent-rounds 10] [-cpuprofile-dir DIR]
+//	    [-checkpoint-interval 1s] [-rounds 10] [-concurrent-rounds 10] [-peers=true]
+//	    [-cpuprofile-dir DIR]
 //
 // Each measured phase runs in a fresh child process (the same binary, with
 // -worker), so CPU time and peak RSS belong to that phase alone and no phase
@@ -36,24 +43,26 @@
 // phase, and kinesis-local writes only a few hundred records per second.
 // Each DynamoDB phase gets a fresh lease table, so it finds no checkpoints of
 // an earlier phase. -fresh-streams writes a fresh stream for every phase
-// instead. The three read phases run in -rounds rounds, their order rotated
-// from round to round; the report gives medians, and each ratio is the
-// median of the per-round ratios.
+// instead. The read phases (three, five with -peers) run in -rounds
+// rounds, their order rotated by one place from round to round; the report
+// gives medians, and each ratio is the median of the per-round ratios.
 //
 // The stand-in's speed drifts by ±10-20 % from one phase to the next, so a
-// sequential ratio carries that noise. -concurrent-rounds rounds run the
-// three phases at the same time instead, each worker reading the same
+// sequential ratio carries that noise. -concurrent-rounds rounds run all
+// read phases at the same time instead, each worker reading the same
 // stream, all clocks started together: the stand-in's changes of speed touch
-// all three alike, and their rates over the common window compare them
+// all alike, and their rates over the common window compare them
 // without that noise. The window runs from the moment the last of them had
 // handled 10 % of the records to the moment the first had handled them all;
 // each rate is the least-squares slope through the worker's progress marks
 // (every 2.5 % of the records) in it, so the edges of the window, which cut
-// the staircase of batch arrivals anywhere, do not bias it. All three read
+// the staircase of batch arrivals anywhere, do not bias it. All read
 // at once in the window, past their start-ups. Start-up is left out
 // there because in a shared queue a start a few milliseconds later costs a
 // whole place in the stand-in's queue; the sequential rounds measure it at
-// full weight, and the report gives both.
+// full weight, and the report gives both. With -peers five workers share
+// the stand-in in a concurrent round (three without), so each reads at
+// about a fifth of its speed; the ratios do not depend on that.
 //
 // The plain loop is the baseline a correct production loop must follow: one
 // goroutine per shard, GetShardIterator TRIM_HORIZON, then GetRecords with
@@ -84,6 +93,64 @@
 // re-delivered. Its DynamoDB traffic passes through a small proxy that
 // completes requests a killed worker leaves behind (dynalite exits when a
 // client resets a connection in the middle of a request).
+//
+// # The peer: harlow/kinesis-consumer v0.5.0
+//
+// The harlow phases (-worker harlow-memory, harlow-dynamodb, harlow-kill)
+// build harlow's consumer.New(stream, options...) and call its Scan with
+// a callback that does the same per-record work as the consumer's handler
+// and returns nil (harlow then sets that record's checkpoint in its
+// store). Each setting, and why:
+//
+//   - WithClient: the same counting Kinesis client as every other phase
+//     (it has the three calls harlow needs: ListShards, GetShardIterator,
+//     GetRecords), so harlow's calls, latencies, start-up and pacing are
+//     measured the same way.
+//   - WithShardIteratorType(TRIM_HORIZON): every phase reads the whole
+//     stream from its start (harlow's default is LATEST).
+//   - WithMaxRecords(-limit): the same GetRecords Limit as every phase
+//     (harlow's default is 10,000).
+//   - WithScanInterval(200 ms): harlow reads each shard on a time.Ticker
+//     of this period, and 200 ms is the plain loop's and the consumer's
+//     minimum spacing of call starts (the AWS limit of 5 GetRecords calls
+//     per second per shard); harlow's default of 250 ms would hold it to 4
+//     calls per second. Two differences cannot be configured, and both
+//     only let harlow call sooner, never later: a fixed ticker lets the
+//     call after a slow one start at the next tick, less than 200 ms after
+//     the previous start (a call never starts before the previous one
+//     ended, as in the rules), and harlow has no pause after a read that
+//     returned no records (the others wait 1 s). The report counts
+//     harlow's calls that started earlier than the plain loop's rules.
+//   - In-memory phase: WithStore(store/memory.New()), harlow's in-memory
+//     checkpoint store (a sync.Map of each shard's last sequence number,
+//     set after every record), not the default no-op store, so that it
+//     keeps checkpoints in memory as the consumer's in-memory lease store
+//     does.
+//   - DynamoDB phase: WithStore(store/ddb.New(app, table,
+//     WithDynamoClient(c), WithMaxInterval(-checkpoint-interval))). It
+//     buffers each shard's last sequence number and writes it with PutItem
+//     every interval (harlow's default is 1 minute; -checkpoint-interval,
+//     1 s, is the consumer's CheckpointInterval) and when Scan returns.
+//     Its table is fresh per phase, in the schema harlow's README gives
+//     (partition key namespace, sort key shard_id, both strings; on
+//     demand). store/ddb takes a concrete *dynamodb.Client, so its calls
+//     are counted by a middleware at the start of that client's stack, by
+//     operation and once per call like the wrapper of the lease store.
+//   - The default group (AllGroup): one process reads every shard, as
+//     each consumer worker here does. harlow's DynamoDB consumer group
+//     (group/consumergroup/ddb, leases and hand-offs, marked experimental
+//     in v0.5.0) is not measured.
+//   - Scan, not ScanBatch: Scan hands records over one at a time as they
+//     arrive; ScanBatch (opt-in) holds them in batches of 100 or for up to
+//     1 s.
+//   - No logger (harlow's default discards its lines); -worker-log-level
+//     info or debug passes them to the worker's stderr.
+//
+// A timed harlow phase cancels Scan's context once every record was
+// handled; Scan then writes the buffered checkpoints and the store is shut
+// down. The harlow kill -9 test is the consumer's with harlow's DynamoDB
+// store: harlow has no leases, so the second worker starts from the
+// checkpoints at once.
 //
 // The output is a table for people and a final line of JSON for tools. Each
 // target is marked PASS or MISS; the exit status is 0 unless the benchmark
@@ -156,6 +223,7 @@ type options struct {
 	kinesisPID         int
 	dynamoDBPID        int
 	freshStreams       bool
+	peers              bool
 
 	// Worker mode (internal: the parent starts its children with these).
 	worker     string
@@ -178,7 +246,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "consumer CheckpointInterval")
 	fs.DurationVar(&o.leaseDuration, "kill-lease-duration", 3*time.Second,
 		"consumer LeaseDuration in the kill -9 test only: it shortens the wait before the second worker takes the dead one's leases, not what is re-delivered")
-	fs.IntVar(&o.rounds, "rounds", 10, "rounds of the three read phases (plain, memory, DynamoDB); medians are reported")
+	fs.IntVar(&o.rounds, "rounds", 10, "rounds of the read phases (plain, memory, DynamoDB, and with -peers harlow memory and harlow DynamoDB); medians are reported")
 	fs.Float64Var(&o.killAt, "kill-at", 0.5, "fraction of the records the first worker handles before it is killed with SIGKILL")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "longest a phase may take")
 	fs.StringVar(&o.kinesisEndpoint, "kinesis-endpoint", envOr(getenv, "AWS_ENDPOINT_URL_KINESIS", "http://127.0.0.1:4568"), "Kinesis endpoint (kinesis-local)")
@@ -190,13 +258,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.BoolVar(&o.skipKill, "skip-kill", false, "skip the kill -9 test")
 	fs.BoolVar(&o.freshStreams, "fresh-streams", false,
 		"write a fresh stream for every phase instead of writing one stream once that every phase reads (kinesis-local writes only a few hundred records/s)")
-	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, memory, dynamodb, kill)")
+	fs.BoolVar(&o.peers, "peers", true,
+		"also run github.com/harlow/kinesis-consumer v0.5.0 as a peer, with its in-memory and its DynamoDB checkpoint store, in every sequential and concurrent round and in a kill -9 test of its own")
+	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, memory, dynamodb, kill, harlow-memory, harlow-dynamodb, harlow-kill)")
 	fs.StringVar(&o.stream, "stream", "", "internal: the worker's stream")
 	fs.StringVar(&o.table, "table", "", "internal: the worker's lease table")
 	fs.BoolVar(&o.printIDs, "print-ids", false, "internal: the worker prints the id of every handled record")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "internal: the worker's CPU profile file")
 	fs.BoolVar(&o.waitGo, "wait-go", false, "internal: the worker prints \"ready\" and waits for a line on stdin before it starts its clock")
-	fs.IntVar(&o.concurrentRounds, "concurrent-rounds", 10, "rounds in which the three read phases run at the same time, sharing the stand-in's speed; 0 skips them")
+	fs.IntVar(&o.concurrentRounds, "concurrent-rounds", 10, "rounds in which all read phases run at the same time, sharing the stand-in's speed; 0 skips them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -260,6 +330,33 @@ const (
 	phaseKill   = "kill"
 )
 
+// readPhases returns the read phases of every sequential and concurrent
+// round: the plain loop, the consumer with in-memory and with DynamoDB
+// leases, and with peers harlow/kinesis-consumer with its in-memory and
+// its DynamoDB checkpoint store.
+func readPhases(peers bool) []string {
+	ph := []string{phasePlain, phaseMemory, phaseDynamo}
+	if peers {
+		ph = append(ph, phaseHarlowMemory, phaseHarlowDynamo)
+	}
+	return ph
+}
+
+// rotate returns the phases in the order of round r (from 0): rotated
+// left by r, so that over len(phases) rounds each phase runs once in each
+// place.
+func rotate(phases []string, r int) []string {
+	n := len(phases)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range phases {
+		out[i] = phases[(i+r)%n]
+	}
+	return out
+}
+
 // runBench runs every phase and returns the report.
 func runBench(o options, progress io.Writer) (*report, error) {
 	ctx := context.Background()
@@ -322,36 +419,49 @@ func runBench(o options, progress io.Writer) (*report, error) {
 	// newTable creates a fresh lease table: lease rows are keyed by stream
 	// and shard, so a phase reading the shared stream must not find the
 	// checkpoints of an earlier phase.
+	var dropTable func(name string)
 	newTable := func(tag string) (string, func(), error) {
 		seq++
 		name := fmt.Sprintf("bench-%s-%s-%d", run, tag, seq)
 		if err := lease.NewDynamoDB(cl.dynamo, name).CreateTable(ctx); err != nil {
 			return "", nil, err
 		}
-		return name, func() {
-			if _, err := cl.dynamo.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
-				fmt.Fprintf(progress, "bench: deleting table %s: %v\n", name, err)
+		return name, func() { dropTable(name) }, nil
+	}
+	dropTable = func(name string) {
+		if _, err := cl.dynamo.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}); err != nil {
+			fmt.Fprintf(progress, "bench: deleting table %s: %v\n", name, err)
+		}
+	}
+	// tableFor returns a fresh table for phase ph when it has one: a lease
+	// table for the consumer with DynamoDB leases, a checkpoint table in
+	// harlow's schema for harlow with its DynamoDB store.
+	tableFor := func(ph string) (string, func(), error) {
+		switch ph {
+		case phaseDynamo, phaseKill:
+			return newTable(ph)
+		case phaseHarlowDynamo, phaseHarlowKill:
+			seq++
+			name := fmt.Sprintf("bench-%s-%s-%d", run, ph, seq)
+			if err := cl.createHarlowTable(ctx, name); err != nil {
+				return "", nil, err
 			}
-		}, nil
+			return name, func() { dropTable(name) }, nil
+		}
+		return "", func() {}, nil
 	}
 
-	orders := [][]string{
-		{phasePlain, phaseMemory, phaseDynamo},
-		{phaseMemory, phaseDynamo, phasePlain},
-		{phaseDynamo, phasePlain, phaseMemory},
-	}
+	phases := readPhases(o.peers)
 	for r := range o.rounds {
-		for _, ph := range orders[r%len(orders)] {
+		for _, ph := range rotate(phases, r) {
 			stream, delStream, err := streamFor(ph)
 			if err != nil {
 				return nil, err
 			}
-			table, delTable := "", func() {}
-			if ph == phaseDynamo {
-				if table, delTable, err = newTable(ph); err != nil {
-					delStream()
-					return nil, err
-				}
+			table, delTable, err := tableFor(ph)
+			if err != nil {
+				delStream()
+				return nil, err
 			}
 			fmt.Fprintf(progress, "bench: round %d/%d: %s phase on %s\n", r+1, o.rounds, ph, stream)
 			res, err := runTimedWorker(ctx, self, o, ph, stream, table, r+1, progress)
@@ -369,15 +479,26 @@ func runBench(o options, progress io.Writer) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
-		table, delTable, err := newTable(phaseDynamo)
-		if err != nil {
+		tables := map[string]string{}
+		var dels []func()
+		cleanup := func() {
+			for _, del := range dels {
+				del()
+			}
 			delStream()
-			return nil, err
 		}
-		fmt.Fprintf(progress, "bench: concurrent round %d/%d: plain, memory and DynamoDB phases at once on %s\n", r+1, o.concurrentRounds, stream)
-		res, err := runConcurrentRound(self, o, stream, table, progress)
-		delTable()
-		delStream()
+		for _, ph := range phases {
+			table, delTable, err := tableFor(ph)
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			tables[ph] = table
+			dels = append(dels, delTable)
+		}
+		fmt.Fprintf(progress, "bench: concurrent round %d/%d: %s phases at once on %s\n", r+1, o.concurrentRounds, strings.Join(phases, ", "), stream)
+		res, err := runConcurrentRound(self, o, phases, stream, tables, progress)
+		cleanup()
 		if err != nil {
 			return nil, fmt.Errorf("concurrent round %d: %w", r+1, err)
 		}
@@ -387,23 +508,33 @@ func runBench(o options, progress io.Writer) (*report, error) {
 		rep.concurrent = append(rep.concurrent, res)
 	}
 	if !o.skipKill {
-		stream, delStream, err := streamFor(phaseKill)
-		if err != nil {
-			return nil, err
+		kills := []string{phaseKill}
+		if o.peers {
+			kills = append(kills, phaseHarlowKill)
 		}
-		table, delTable, err := newTable(phaseKill)
-		if err != nil {
+		for _, ph := range kills {
+			stream, delStream, err := streamFor(ph)
+			if err != nil {
+				return nil, err
+			}
+			table, delTable, err := tableFor(ph)
+			if err != nil {
+				delStream()
+				return nil, err
+			}
+			fmt.Fprintf(progress, "bench: kill -9 test (%s) on %s\n", ph, stream)
+			k, err := runKillTest(ctx, self, o, ph, stream, table, progress)
+			delTable()
 			delStream()
-			return nil, err
+			if err != nil {
+				return nil, fmt.Errorf("kill -9 test (%s): %w", ph, err)
+			}
+			if ph == phaseKill {
+				rep.kill = &k
+			} else {
+				rep.harlowKill = &k
+			}
 		}
-		fmt.Fprintf(progress, "bench: kill -9 test on %s\n", stream)
-		k, err := runKillTest(ctx, self, o, stream, table, progress)
-		delTable()
-		delStream()
-		if err != nil {
-			return nil, fmt.Errorf("kill -9 test: %w", err)
-		}
-		rep.kill = &k
 	}
 	rep.finished = time.Now()
 	return rep, nil
@@ -552,24 +683,17 @@ func runTimedWorker(ctx context.Context, self string, o options, ph, stream, tab
 	return r, nil
 }
 
-// concurrentPhases are the phases of a concurrent round, in the order of
-// its results.
-var concurrentPhases = []string{phasePlain, phaseMemory, phaseDynamo}
-
-// runConcurrentRound runs the three read phases at the same time, each in
-// its own worker process reading the same stream: every worker prepares
+// runConcurrentRound runs the read phases at the same time, each in its
+// own worker process reading the same stream: every worker prepares
 // (clients, consumer) and waits; all start their clocks together; each
 // reads every record. They share the stand-in, so its changes of speed
-// touch all three alike, and their records at the moment the first one
-// finished compare their rates free of that noise (see commonWindow).
-func runConcurrentRound(self string, o options, stream, table string, progress io.Writer) ([]workerResult, error) {
-	ps := make([]*workerProc, len(concurrentPhases))
-	for i, ph := range concurrentPhases {
-		t := ""
-		if ph == phaseDynamo {
-			t = table
-		}
-		ps[i] = newWorker(self, append(workerArgs(o, ph, stream, t), "-wait-go"), progress, nil)
+// touch all alike, and their rates over the common window compare them
+// free of that noise (see commonWindow). tables holds the table of each
+// phase that has one. The results are in the order of phases.
+func runConcurrentRound(self string, o options, phases []string, stream string, tables map[string]string, progress io.Writer) ([]workerResult, error) {
+	ps := make([]*workerProc, len(phases))
+	for i, ph := range phases {
+		ps[i] = newWorker(self, append(workerArgs(o, ph, stream, tables[ph]), "-wait-go"), progress, nil)
 	}
 	kill := func() {
 		for _, p := range ps {
@@ -590,10 +714,10 @@ func runConcurrentRound(self string, o options, stream, table string, progress i
 		case <-p.ready:
 		case err := <-p.done:
 			kill()
-			return nil, fmt.Errorf("%s worker exited before it was ready: %v", concurrentPhases[i], err)
+			return nil, fmt.Errorf("%s worker exited before it was ready: %v", phases[i], err)
 		case <-timeout:
 			kill()
-			return nil, fmt.Errorf("%s worker not ready within %v", concurrentPhases[i], o.timeout)
+			return nil, fmt.Errorf("%s worker not ready within %v", phases[i], o.timeout)
 		}
 	}
 	for _, p := range ps {
@@ -604,11 +728,11 @@ func runConcurrentRound(self string, o options, stream, table string, progress i
 		r, err := p.wait()
 		if err != nil {
 			kill()
-			return nil, fmt.Errorf("%s worker: %w", concurrentPhases[i], err)
+			return nil, fmt.Errorf("%s worker: %w", phases[i], err)
 		}
 		if r.Distinct != o.records {
 			kill()
-			return nil, fmt.Errorf("%s worker saw %d distinct records, want %d", concurrentPhases[i], r.Distinct, o.records)
+			return nil, fmt.Errorf("%s worker saw %d distinct records, want %d", phases[i], r.Distinct, o.records)
 		}
 		out[i] = r
 	}
@@ -635,11 +759,13 @@ type killResult struct {
 	Second workerResult `json:"second"`
 }
 
-// runKillTest runs the kill -9 test: a worker consuming with the DynamoDB
-// store is killed with SIGKILL after it handled killAt of the records; a
-// second worker with the same table then finishes the stream. A record the
-// second worker handles that the first had handled was re-delivered.
-func runKillTest(ctx context.Context, self string, o options, stream, table string, progress io.Writer) (killResult, error) {
+// runKillTest runs the kill -9 test of phase ph (phaseKill: the consumer
+// with DynamoDB leases; phaseHarlowKill: harlow with its DynamoDB
+// checkpoint store): a worker is killed with SIGKILL after it handled
+// killAt of the records; a second worker with the same table then
+// finishes the stream. A record the second worker handles that the first
+// had handled was re-delivered.
+func runKillTest(ctx context.Context, self string, o options, ph, stream, table string, progress io.Writer) (killResult, error) {
 	var k killResult
 	n := o.records
 	proxy, err := startDetachedProxy(o.dynamoDBEndpoint)
@@ -648,7 +774,7 @@ func runKillTest(ctx context.Context, self string, o options, stream, table stri
 	}
 	defer proxy.Close()
 	o.dynamoDBEndpoint = proxy.URL()
-	args := append(workerArgs(o, phaseKill, stream, table), "-print-ids")
+	args := append(workerArgs(o, ph, stream, table), "-print-ids")
 	killAt := max(1, int(float64(n)*o.killAt))
 
 	first := make([]bool, n)
@@ -711,9 +837,12 @@ func runKillTest(ctx context.Context, self string, o options, stream, table stri
 		second[id] = true
 		if first[id] {
 			k.Redelivered++
-			return
+		} else {
+			union++
 		}
-		union++
+		// Checked on every record, re-delivered ones too: when the first
+		// worker handled every record before SIGKILL took effect (a
+		// small -records), the second has no new record to reach n with.
 		if union == n {
 			termOnce.Do(func() { _ = p2.cmd.Process.Signal(syscall.SIGTERM) })
 		}

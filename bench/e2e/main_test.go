@@ -179,18 +179,23 @@ type fakeKinesis struct {
 	latency time.Duration
 	batches []int
 
-	mu     sync.Mutex
-	starts []time.Duration
-	t0     time.Time
-	next   int
-	id     int
+	mu       sync.Mutex
+	starts   []time.Duration
+	limits   []int32                        // the Limit of every GetRecords call
+	iterType kinesistypes.ShardIteratorType // of the last GetShardIterator call
+	t0       time.Time
+	next     int
+	id       int
 }
 
 func (f *fakeKinesis) ListShards(context.Context, *kinesis.ListShardsInput, ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
 	return &kinesis.ListShardsOutput{Shards: []kinesistypes.Shard{{ShardId: aws.String("shardId-000000000000")}}}, nil
 }
 
-func (f *fakeKinesis) GetShardIterator(context.Context, *kinesis.GetShardIteratorInput, ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+func (f *fakeKinesis) GetShardIterator(_ context.Context, in *kinesis.GetShardIteratorInput, _ ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	f.mu.Lock()
+	f.iterType = in.ShardIteratorType
+	f.mu.Unlock()
 	return &kinesis.GetShardIteratorOutput{ShardIterator: aws.String("it-0")}, nil
 }
 
@@ -206,10 +211,17 @@ func (f *fakeKinesis) PutRecords(context.Context, *kinesis.PutRecordsInput, ...f
 func (f *fakeKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, _ ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	f.mu.Lock()
 	f.starts = append(f.starts, time.Since(f.t0))
+	f.limits = append(f.limits, aws.ToInt32(in.Limit))
 	i := f.next
 	f.next++
 	f.mu.Unlock()
-	time.Sleep(f.latency) // virtual time: the tests run in a synctest bubble
+	// Virtual time: the tests run in a synctest bubble. A call cut short
+	// by its context fails, as the SDK's does.
+	select {
+	case <-time.After(f.latency):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if i >= len(f.batches) {
 		return &kinesis.GetRecordsOutput{NextShardIterator: aws.String(fmt.Sprintf("it-%d", i+1))}, nil
 	}

@@ -17,10 +17,12 @@ type report struct {
 	finished time.Time
 	writes   []writeStat
 	results  []workerResult
-	// concurrent holds each concurrent round's results, in the order of
-	// concurrentPhases.
+	// concurrent holds each concurrent round's results, one per read
+	// phase (readPhases), each naming its phase.
 	concurrent [][]workerResult
 	kill       *killResult
+	// harlowKill is the kill -9 test of harlow with its DynamoDB store.
+	harlowKill *killResult
 }
 
 // summary is the machine-readable outcome, printed as the last line.
@@ -110,6 +112,8 @@ type summary struct {
 	// MaxOtherCPU is the largest share of one CPU that other processes
 	// used during a phase (see workerResult.OtherCPU).
 	MaxOtherCPU float64 `json:"max_other_cpu"`
+	// Harlow holds the peer's figures (-peers), nil without it.
+	Harlow *peerSummary `json:"harlow,omitempty"`
 }
 
 // targets holds PASS or MISS per target of the issue.
@@ -123,6 +127,18 @@ type targets struct {
 	// The ratio targets judged on the noise-free estimates.
 	EstDynamoVsMemory  string `json:"est_dynamodb_vs_memory_ge_0.95"`
 	EstConsumerVsPlain string `json:"est_consumer_vs_plain_ge_0.95"`
+	// Against the peer (-peers): the consumer's records/s over
+	// harlow/kinesis-consumer's with the same kind of store (in-memory,
+	// DynamoDB), at least 1, and its CPU time per record over harlow's,
+	// below 1; sequential (medians of per-round ratios) and concurrent.
+	VsHarlowMemory        string `json:"consumer_vs_harlow_memory_ge_1.0,omitempty"`
+	VsHarlowDynamo        string `json:"consumer_vs_harlow_dynamodb_ge_1.0,omitempty"`
+	ConcVsHarlowMemory    string `json:"concurrent_consumer_vs_harlow_memory_ge_1.0,omitempty"`
+	ConcVsHarlowDynamo    string `json:"concurrent_consumer_vs_harlow_dynamodb_ge_1.0,omitempty"`
+	CPUVsHarlowMemory     string `json:"cpu_consumer_vs_harlow_memory_lt_1.0,omitempty"`
+	CPUVsHarlowDynamo     string `json:"cpu_consumer_vs_harlow_dynamodb_lt_1.0,omitempty"`
+	ConcCPUVsHarlowMemory string `json:"concurrent_cpu_consumer_vs_harlow_memory_lt_1.0,omitempty"`
+	ConcCPUVsHarlowDynamo string `json:"concurrent_cpu_consumer_vs_harlow_dynamodb_lt_1.0,omitempty"`
 }
 
 func passIf(ok bool) string {
@@ -302,6 +318,9 @@ func (r *report) summarize() summary {
 		s.Targets.ConcDynamoVsMemory = passIf(s.ConcDynamoVsMemory >= targetDynamoVsMemory)
 		s.Targets.ConcConsumerVsPlain = passIf(s.ConcDynamoVsPlain >= targetConsumerVsPlain)
 	}
+	if o.peers {
+		s.Harlow = r.summarizePeers(&s)
+	}
 	return s
 }
 
@@ -402,17 +421,30 @@ func slope(w workerResult, from, to time.Duration) float64 {
 	return num / den
 }
 
+// windowRates returns, for each concurrent round, the common-window rate
+// of each phase in it (see commonWindow), keyed by phase.
+func windowRates(rounds [][]workerResult) []map[string]float64 {
+	out := make([]map[string]float64, len(rounds))
+	for i, round := range rounds {
+		rates := commonWindow(round)
+		out[i] = make(map[string]float64, len(round))
+		for j, w := range round {
+			out[i][w.Phase] = rates[j]
+		}
+	}
+	return out
+}
+
 // summarizeConcurrent fills the concurrent-round figures of s.
 func (s *summary) summarizeConcurrent(rounds [][]workerResult) {
 	s.ConcurrentRounds = len(rounds)
 	s.ConcurrentResults = rounds
 	var plain, mem, dyn, mp []float64
-	for _, round := range rounds {
-		rates := commonWindow(round) // plain, memory, DynamoDB
-		plain, mem, dyn = append(plain, rates[0]), append(mem, rates[1]), append(dyn, rates[2])
-		s.RoundConcDynamoVsMemory = append(s.RoundConcDynamoVsMemory, safeDiv(rates[2], rates[1]))
-		s.RoundConcDynamoVsPlain = append(s.RoundConcDynamoVsPlain, safeDiv(rates[2], rates[0]))
-		mp = append(mp, safeDiv(rates[1], rates[0]))
+	for _, rates := range windowRates(rounds) {
+		plain, mem, dyn = append(plain, rates[phasePlain]), append(mem, rates[phaseMemory]), append(dyn, rates[phaseDynamo])
+		s.RoundConcDynamoVsMemory = append(s.RoundConcDynamoVsMemory, safeDiv(rates[phaseDynamo], rates[phaseMemory]))
+		s.RoundConcDynamoVsPlain = append(s.RoundConcDynamoVsPlain, safeDiv(rates[phaseDynamo], rates[phasePlain]))
+		mp = append(mp, safeDiv(rates[phaseMemory], rates[phasePlain]))
 	}
 	s.ConcDynamoVsMemory = median(s.RoundConcDynamoVsMemory)
 	s.ConcDynamoVsPlain = median(s.RoundConcDynamoVsPlain)
@@ -428,9 +460,11 @@ func safeDiv(a, b float64) float64 {
 }
 
 var phaseTitle = map[string]string{
-	phasePlain:  "plain GetRecords loop",
-	phaseMemory: "consumer, in-memory leases",
-	phaseDynamo: "consumer, DynamoDB leases",
+	phasePlain:        "plain GetRecords loop",
+	phaseMemory:       "consumer, in-memory leases",
+	phaseDynamo:       "consumer, DynamoDB leases",
+	phaseHarlowMemory: "harlow, in-memory checkpoints",
+	phaseHarlowDynamo: "harlow, DynamoDB checkpoints",
 }
 
 // fmtList formats ratios as "[0.98 1.01 …]".
@@ -518,9 +552,11 @@ func (r *report) print(w io.Writer) {
 		s.EstDynamoVsMemory, s.EstDynamoVsPlain, targetDynamoVsMemory, s.Targets.EstDynamoVsMemory, s.Targets.EstConsumerVsPlain, s.PlainElapsedMS)
 	early := 0
 	for _, res := range r.results {
-		early += res.Kinesis.Early
+		if !isHarlow(res.Phase) {
+			early += res.Kinesis.Early
+		}
 	}
-	fmt.Fprintf(tw, "GetRecords calls earlier than the rules allow\t%d\t\t(all phases; 0 means every loop kept 5 calls/s/shard)\n", early)
+	fmt.Fprintf(tw, "GetRecords calls earlier than the rules allow\t%d\t\t(plain loop and consumer phases; 0 means every loop kept 5 calls/s/shard)\n", early)
 	fmt.Fprintf(tw, "DynamoDB writes per record\t%.5f\ttarget ≤ %.2f\t%s (Rust original %.1f)\n", s.WritesPerRecord, targetWritesPerRecord, s.Targets.WritesPerRecord, rustWritesPerRecord)
 	fmt.Fprintf(tw, "CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(user+sys of the worker process, bench bookkeeping included)\n", s.DynamoCPUPerRec, s.MemoryCPUPerRec, s.PlainCPUPerRec)
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
@@ -537,6 +573,7 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "re-delivered after kill -9\tskipped\t\t\n")
 	}
 	tw.Flush()
+	r.printPeers(w, s)
 	fmt.Fprintf(w, "\ntotal %.1fs\n", s.Seconds)
 	if s.MaxOtherCPU > busyWarning {
 		fmt.Fprintf(w, "WARNING: other processes used up to %.0f%% of a CPU during a phase (more than %.0f%%): the stand-in's speed varied with them,\n"+

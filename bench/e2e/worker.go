@@ -166,11 +166,18 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	kc := newCountingKinesis(newKinesis(o.kinesisEndpoint, &kRetries))
 	kc.trace = trace
 	var dc *countingDynamoDB
-	if o.worker == phaseDynamo || o.worker == phaseKill {
+	var harlowDDB *dynamodb.Client // harlow's DynamoDB store's client, counted by dc
+	switch o.worker {
+	case phaseDynamo, phaseKill:
 		if o.table == "" {
 			return errors.New("no -table")
 		}
 		dc = &countingDynamoDB{DynamoDBAPI: newDynamoDB(o.dynamoDBEndpoint, &dRetries), trace: trace}
+	case phaseHarlowDynamo, phaseHarlowKill:
+		dc = &countingDynamoDB{trace: trace}
+		harlowDDB = newDynamoDB(o.dynamoDBEndpoint, &dRetries, func(opts *dynamodb.Options) {
+			opts.APIOptions = append(opts.APIOptions, dc.countCalls)
+		})
 	}
 	tr := newTracker(o.records)
 	tr.onBegin = trace.begin
@@ -195,6 +202,14 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 		err = runConsumer(o, kc, lease.NewMemory(), tr, false, stderr)
 	case phaseDynamo, phaseKill:
 		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill, stderr)
+	case phaseHarlowMemory, phaseHarlowDynamo, phaseHarlowKill:
+		// The store is made before the clock starts, as the consumer is
+		// (lambdaadapter.New); neither makes a call there.
+		store, stop, serr := harlowStore(o.worker, o.table, harlowDDB, o.checkpointInterval)
+		if serr != nil {
+			return serr
+		}
+		err = runHarlow(o, kc, store, stop, tr, o.worker == phaseHarlowKill, stderr)
 	default:
 		return fmt.Errorf("unknown phase %q", o.worker)
 	}
@@ -801,7 +816,10 @@ func (k *countingKinesis) stats(t0, last time.Time) kinesisStats {
 }
 
 // countingDynamoDB wraps the DynamoDB client of the lease store and counts
-// its calls by operation. It is safe for concurrent use.
+// its calls by operation. It is safe for concurrent use. For harlow's
+// DynamoDB checkpoint store, which takes a concrete *dynamodb.Client, its
+// countCalls counts the calls inside that client instead (DynamoDBAPI is
+// then nil).
 type countingDynamoDB struct {
 	lease.DynamoDBAPI
 	put, update, del, get, scan, describe atomic.Int64
@@ -857,38 +875,32 @@ func (c *callTrace) list() []tracedCall {
 }
 
 func (d *countingDynamoDB) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	d.put.Add(1)
-	defer d.trace.add("PutItem", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.PutItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	d.update.Add(1)
-	defer d.trace.add("UpdateItem", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.UpdateItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
-	d.del.Add(1)
-	defer d.trace.add("DeleteItem", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.DeleteItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	d.get.Add(1)
-	defer d.trace.add("GetItem", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.GetItem(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	d.scan.Add(1)
-	defer d.trace.add("Scan", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.Scan(ctx, in, optFns...)
 }
 
 func (d *countingDynamoDB) DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
-	d.describe.Add(1)
-	defer d.trace.add("DescribeTable", time.Now())
+	defer d.trace.add(d.count(in), time.Now())
 	return d.DynamoDBAPI.DescribeTable(ctx, in, optFns...)
 }
 
