@@ -53,7 +53,9 @@
 // stream, all clocks started together: the stand-in's changes of speed touch
 // all alike, and their rates over the common window compare them
 // without that noise. The window runs from the moment the last of them had
-// handled 10 % of the records to the moment the first had handled them all;
+// handled 10 % of the records with every shard reading (its last shard's
+// first GetRecords call started) to the moment the first had handled them
+// all;
 // each rate is the least-squares slope through the worker's progress marks
 // (every 2.5 % of the records) in it, so the edges of the window, which cut
 // the staircase of batch arrivals anywhere, do not bias it. All read

@@ -472,6 +472,17 @@ func TestCommonWindow(t *testing.T) {
 	if math.Abs(rates[0]-rates[1]) > 1e-6 {
 		t.Errorf("commonWindow with a later start-up = %v, want equal rates", rates)
 	}
+	// A worker whose last shard made its first call late (at 300 ms,
+	// after its 10 % mark at 80 ms) opens the window then: before it,
+	// it read with part of its shards, more slowly.
+	partial := mk(0, 2*time.Millisecond, 400)
+	partial.Kinesis.FirstCall = 300 * time.Millisecond
+	if from, to := windowBounds([]workerResult{fast, partial}); from != 300*time.Millisecond || to != 400*time.Millisecond {
+		t.Errorf("windowBounds with a late last shard = %v, %v; want 300ms, 400ms", from, to)
+	}
+	if from, _ := windowBounds([]workerResult{fast, slow}); from != 80*time.Millisecond {
+		t.Errorf("windowBounds when every shard read before 10 %% = from %v, want 80ms", from)
+	}
 	// Batches: records arrive 40 at a time every 40 ms (a staircase of
 	// marks). The rate is the staircase's slope, 1,000/s, wherever the
 	// window's edges cut it.

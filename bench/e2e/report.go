@@ -363,31 +363,48 @@ func timeAt(w workerResult, k int) time.Duration {
 // stand-in's queue) are behind them all.
 const windowStartMark = marksPerRun / 10
 
+// readingFrom returns when every shard of w was reading: the later of its
+// windowStartMark and the start of its last shard's first GetRecords call
+// (Kinesis.FirstCall). With few records, or many workers queueing at the
+// stand-in at once, a worker can pass 10 % of the records on some shards
+// before its last shard made its first call; its rate over a window that
+// opened then would count part of its start-up.
+func readingFrom(w workerResult) time.Duration {
+	return max(timeAt(w, windowStartMark), w.Kinesis.FirstCall)
+}
+
 // commonWindow returns the records/s of each result of a concurrent round
 // over their common window: from the moment the last of them had handled
-// 10 % of the records to the moment the first had handled them all. In it
-// all run at once against the same stand-in, past their start-ups (which
-// the sequential rounds measure), and before any has the stand-in to
-// fewer. Each rate is the least-squares slope of records over time through
-// the worker's progress marks in the window: records arrive in batches (a
-// staircase), and a slope through every step does not depend on where the
-// window's edges cut the stairs, as a difference of two points would. It
-// returns zeros when the window holds fewer than three marks of a worker.
+// 10 % of the records with every shard reading (readingFrom) to the moment
+// the first had handled them all. In it all run at once against the same
+// stand-in, past their start-ups (which the sequential rounds measure),
+// and before any has the stand-in to fewer. Each rate is the least-squares
+// slope of records over time through the worker's progress marks in the
+// window: records arrive in batches (a staircase), and a slope through
+// every step does not depend on where the window's edges cut the stairs,
+// as a difference of two points would. It returns zeros when the window
+// holds fewer than three marks of a worker.
 func commonWindow(round []workerResult) []float64 {
-	var from, to time.Duration
+	from, to := windowBounds(round)
+	out := make([]float64, len(round))
 	for i, w := range round {
-		if t := timeAt(w, windowStartMark); t > from {
+		out[i] = slope(w, from, to)
+	}
+	return out
+}
+
+// windowBounds returns the common window of a concurrent round (see
+// commonWindow), in time from the common start of the clocks.
+func windowBounds(round []workerResult) (from, to time.Duration) {
+	for i, w := range round {
+		if t := readingFrom(w); t > from {
 			from = t
 		}
 		if i == 0 || w.Elapsed < to {
 			to = w.Elapsed
 		}
 	}
-	out := make([]float64, len(round))
-	for i, w := range round {
-		out[i] = slope(w, from, to)
-	}
-	return out
+	return from, to
 }
 
 // slope returns the least-squares slope, in records per second, of w's
@@ -467,6 +484,17 @@ var phaseTitle = map[string]string{
 	phaseHarlowDynamo: "harlow, DynamoDB checkpoints",
 }
 
+// fmtWindows formats the common window of each concurrent round as
+// "[from–to …]" in milliseconds.
+func fmtWindows(rounds [][]workerResult) string {
+	parts := make([]string, len(rounds))
+	for i, round := range rounds {
+		from, to := windowBounds(round)
+		parts[i] = ms(from) + "–" + ms(to)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
 // fmtList formats ratios as "[0.98 1.01 …]".
 func fmtList(xs []float64) string {
 	parts := make([]string, len(xs))
@@ -528,13 +556,14 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
 	if s.ConcurrentRounds > 0 {
-		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(the three phases at once on one stand-in; rates over their common window, start-ups excluded)\n",
+		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(all read phases at once on one stand-in; rates over their common window, start-ups excluded)\n",
 			s.ConcurrentRounds, s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec)
 		fmt.Fprintf(tw, "concurrent: DynamoDB ÷ in-memory\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 			s.ConcDynamoVsMemory, targetDynamoVsMemory, s.Targets.ConcDynamoVsMemory, fmtList(s.RoundConcDynamoVsMemory))
 		fmt.Fprintf(tw, "concurrent: consumer (DynamoDB) ÷ plain loop\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 			s.ConcDynamoVsPlain, targetConsumerVsPlain, s.Targets.ConcConsumerVsPlain, fmtList(s.RoundConcDynamoVsPlain))
 		fmt.Fprintf(tw, "concurrent: consumer (in-memory) ÷ plain loop\t%.3f\t\t(for reference)\n", s.ConcMemoryVsPlain)
+		fmt.Fprintf(tw, "concurrent: common windows, ms from the common start\t%s\t\t(every worker past 10 %% of the records with every shard reading, to the first one done)\n", fmtWindows(r.concurrent))
 	}
 	fmt.Fprintf(tw, "pooled over all rounds: DynamoDB÷memory, DynamoDB÷plain\t%.3f, %.3f\t\t(all records of a phase's rounds over all their time)\n", s.PooledDynamoVsMemory, s.PooledDynamoVsPlain)
 	fmt.Fprintf(tw, "consumer (in-memory) ÷ plain loop records/s\t%.3f\t\t(for reference)\n", s.MemoryVsPlain)
