@@ -81,7 +81,11 @@ type summary struct {
 	// medians over the rounds of each round's common-window ratio, the
 	// per-round ratios, and each phase's median records/s over the common
 	// window.
-	ConcurrentRounds        int              `json:"concurrent_rounds"`
+	ConcurrentRounds int `json:"concurrent_rounds"`
+	// ConcurrentNoWindow is the number of concurrent rounds left out of
+	// the concurrent figures because their common window was too short
+	// (see minWindowMarks).
+	ConcurrentNoWindow      int              `json:"concurrent_rounds_without_window"`
 	ConcDynamoVsMemory      float64          `json:"concurrent_dynamodb_vs_memory"`
 	ConcDynamoVsPlain       float64          `json:"concurrent_dynamodb_vs_plain"`
 	ConcMemoryVsPlain       float64          `json:"concurrent_memory_vs_plain"`
@@ -314,7 +318,7 @@ func (r *report) summarize() summary {
 		EstDynamoVsMemory:  passIf(s.EstDynamoVsMemory >= targetDynamoVsMemory),
 		EstConsumerVsPlain: passIf(s.EstDynamoVsPlain >= targetConsumerVsPlain),
 	}
-	if s.ConcurrentRounds > 0 {
+	if s.ConcurrentRounds > s.ConcurrentNoWindow {
 		s.Targets.ConcDynamoVsMemory = passIf(s.ConcDynamoVsMemory >= targetDynamoVsMemory)
 		s.Targets.ConcConsumerVsPlain = passIf(s.ConcDynamoVsPlain >= targetConsumerVsPlain)
 	}
@@ -438,16 +442,52 @@ func slope(w workerResult, from, to time.Duration) float64 {
 	return num / den
 }
 
-// windowRates returns, for each concurrent round, the common-window rate
-// of each phase in it (see commonWindow), keyed by phase.
-func windowRates(rounds [][]workerResult) []map[string]float64 {
-	out := make([]map[string]float64, len(rounds))
-	for i, round := range rounds {
-		rates := commonWindow(round)
-		out[i] = make(map[string]float64, len(round))
-		for j, w := range round {
-			out[i][w.Phase] = rates[j]
+// minWindowMarks is the fewest progress marks of every worker that a
+// concurrent round's common window must hold (20 % of the records) for
+// the round to count. A shorter window (few records, long start-ups)
+// holds a few steps of the staircase of batch arrivals, and its slopes
+// tell more about where those steps fell than about the rates.
+const minWindowMarks = marksPerRun / 5
+
+// marksIn returns the number of w's progress marks in [from, to].
+func marksIn(w workerResult, from, to time.Duration) int {
+	n := 0
+	for _, m := range w.Marks {
+		if m >= from && m <= to {
+			n++
 		}
+	}
+	return n
+}
+
+// windowOK reports whether a concurrent round's common window holds at
+// least minWindowMarks marks of every worker.
+func windowOK(round []workerResult) bool {
+	from, to := windowBounds(round)
+	for _, w := range round {
+		if marksIn(w, from, to) < minWindowMarks {
+			return false
+		}
+	}
+	return len(round) > 0
+}
+
+// windowRates returns, for each concurrent round whose window is long
+// enough (windowOK), the common-window rate of each phase in it (see
+// commonWindow), keyed by phase. Rounds with too short a window are left
+// out.
+func windowRates(rounds [][]workerResult) []map[string]float64 {
+	var out []map[string]float64
+	for _, round := range rounds {
+		if !windowOK(round) {
+			continue
+		}
+		rates := commonWindow(round)
+		m := make(map[string]float64, len(round))
+		for j, w := range round {
+			m[w.Phase] = rates[j]
+		}
+		out = append(out, m)
 	}
 	return out
 }
@@ -456,8 +496,10 @@ func windowRates(rounds [][]workerResult) []map[string]float64 {
 func (s *summary) summarizeConcurrent(rounds [][]workerResult) {
 	s.ConcurrentRounds = len(rounds)
 	s.ConcurrentResults = rounds
+	windows := windowRates(rounds)
+	s.ConcurrentNoWindow = len(rounds) - len(windows)
 	var plain, mem, dyn, mp []float64
-	for _, rates := range windowRates(rounds) {
+	for _, rates := range windows {
 		plain, mem, dyn = append(plain, rates[phasePlain]), append(mem, rates[phaseMemory]), append(dyn, rates[phaseDynamo])
 		s.RoundConcDynamoVsMemory = append(s.RoundConcDynamoVsMemory, safeDiv(rates[phaseDynamo], rates[phaseMemory]))
 		s.RoundConcDynamoVsPlain = append(s.RoundConcDynamoVsPlain, safeDiv(rates[phaseDynamo], rates[phasePlain]))
@@ -555,9 +597,13 @@ func (r *report) print(w io.Writer) {
 		s.DynamoVsMemory, targetDynamoVsMemory, s.Targets.DynamoVsMemory, rustDynamoVsMemory, fmtList(s.RoundDynamoVsMemory))
 	fmt.Fprintf(tw, "consumer (DynamoDB) ÷ plain loop records/s\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		s.DynamoVsPlain, targetConsumerVsPlain, s.Targets.ConsumerVsPlain, fmtList(s.RoundDynamoVsPlain))
-	if s.ConcurrentRounds > 0 {
+	if s.ConcurrentNoWindow > 0 {
+		fmt.Fprintf(tw, "concurrent rounds left out\t%d of %d\t\t(their common window held fewer than %d %% of some worker's records: too few -records for the start-ups; windows %s)\n",
+			s.ConcurrentNoWindow, s.ConcurrentRounds, 100*minWindowMarks/marksPerRun, fmtWindows(r.concurrent))
+	}
+	if s.ConcurrentRounds > s.ConcurrentNoWindow {
 		fmt.Fprintf(tw, "concurrent rounds (%d): records/s plain loop / memory / DynamoDB\t%.0f / %.0f / %.0f\t\t(all read phases at once on one stand-in; rates over their common window, start-ups excluded)\n",
-			s.ConcurrentRounds, s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec)
+			s.ConcurrentRounds-s.ConcurrentNoWindow, s.ConcPlainRecordsPerSec, s.ConcMemoryRecordsPerSec, s.ConcDynamoRecordsPerSec)
 		fmt.Fprintf(tw, "concurrent: DynamoDB ÷ in-memory\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 			s.ConcDynamoVsMemory, targetDynamoVsMemory, s.Targets.ConcDynamoVsMemory, fmtList(s.RoundConcDynamoVsMemory))
 		fmt.Fprintf(tw, "concurrent: consumer (DynamoDB) ÷ plain loop\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",

@@ -162,9 +162,11 @@ func (r *report) summarizePeers(s *summary) *peerSummary {
 	t.VsHarlowDynamo = passIf(p.VsDynamo >= targetVsHarlow)
 	t.CPUVsHarlowMemory = passIf(p.CPUVsMemory > 0 && p.CPUVsMemory < targetCPUVsHarlow)
 	t.CPUVsHarlowDynamo = passIf(p.CPUVsDynamo > 0 && p.CPUVsDynamo < targetCPUVsHarlow)
-	if len(r.concurrent) > 0 {
+	if len(p.RoundConcVsMemory) > 0 {
 		t.ConcVsHarlowMemory = passIf(p.ConcVsMemory >= targetVsHarlow)
 		t.ConcVsHarlowDynamo = passIf(p.ConcVsDynamo >= targetVsHarlow)
+	}
+	if len(r.concurrent) > 0 {
 		t.ConcCPUVsHarlowMemory = passIf(p.ConcCPUVsMemory > 0 && p.ConcCPUVsMemory < targetCPUVsHarlow)
 		t.ConcCPUVsHarlowDynamo = passIf(p.ConcCPUVsDynamo > 0 && p.ConcCPUVsDynamo < targetCPUVsHarlow)
 	}
@@ -246,7 +248,7 @@ func (r *report) printPeers(w io.Writer, s summary) {
 		p.VsMemory, targetVsHarlow, s.Targets.VsHarlowMemory, fmtList(p.RoundVsMemory))
 	fmt.Fprintf(tw, "consumer ÷ harlow records/s, DynamoDB\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 		p.VsDynamo, targetVsHarlow, s.Targets.VsHarlowDynamo, fmtList(p.RoundVsDynamo))
-	if len(r.concurrent) > 0 {
+	if len(p.RoundConcVsMemory) > 0 {
 		fmt.Fprintf(tw, "concurrent: consumer ÷ harlow records/s, in-memory\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
 			p.ConcVsMemory, targetVsHarlow, s.Targets.ConcVsHarlowMemory, fmtList(p.RoundConcVsMemory))
 		fmt.Fprintf(tw, "concurrent: consumer ÷ harlow records/s, DynamoDB\t%.3f\ttarget ≥ %.2f\t%s; per round %s\n",
