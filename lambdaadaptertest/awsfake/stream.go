@@ -141,12 +141,20 @@ func (st *stream) newShard(lo, hi *big.Int, parent, adjacent string) *shard {
 	return s
 }
 
-// shard returns the untrimmed shard id, or nil.
+// shard returns the untrimmed shard id, or nil. A shard's id numbers its
+// place in st.shards, so the lookup reads that place (streams of a thousand
+// shards are read a thousand times a second in simulations).
 func (st *stream) shard(id string) *shard {
-	for _, s := range st.shards {
-		if s.id == id && !s.trimmed {
-			return s
-		}
+	num, ok := strings.CutPrefix(id, "shardId-")
+	if !ok || len(num) != 12 {
+		return nil
+	}
+	idx, err := strconv.Atoi(num)
+	if err != nil || idx < 0 || idx >= len(st.shards) {
+		return nil
+	}
+	if s := st.shards[idx]; s.id == id && !s.trimmed {
+		return s
 	}
 	return nil
 }
@@ -163,13 +171,19 @@ func (st *stream) place(hash *big.Int, key string, data []byte) (shardID, seq st
 		if !s.open() || s.trimmed || hash.Cmp(s.lo) < 0 || hash.Cmp(s.hi) > 0 {
 			continue
 		}
-		r := stored{n: st.next(), key: key, data: append([]byte(nil), data...), arrival: time.Now().Truncate(time.Millisecond)}
-		r.seq = seqOf(r.n, s.idx)
-		s.records = append(s.records, r)
-		return s.id, r.seq
+		return s.id, st.append(s, key, data)
 	}
 	// The open shards always cover the whole hash key space.
 	panic("awsfake: no open shard holds hash key " + hash.String())
+}
+
+// append appends a record to the open shard s and returns its sequence
+// number.
+func (st *stream) append(s *shard, key string, data []byte) (seq string) {
+	r := stored{n: st.next(), key: key, data: append([]byte(nil), data...), arrival: time.Now().Truncate(time.Millisecond)}
+	r.seq = seqOf(r.n, s.idx)
+	s.records = append(s.records, r)
+	return r.seq
 }
 
 // children returns the shards s was split or merged into.
@@ -580,8 +594,9 @@ func (k *Kinesis) PutTo(stream, shardID, key string, data []byte) (seq string) {
 	if !s.open() {
 		panic("awsfake: put to: shard " + shardID + " of " + stream + " is closed")
 	}
-	_, seq = st.place(s.lo, key, data)
-	return seq
+	// The open shards' ranges do not overlap: s is the one place would
+	// find for its own lowest hash key.
+	return st.append(s, key, data)
 }
 
 // ListShards fakes Kinesis ListShards for a stream created with

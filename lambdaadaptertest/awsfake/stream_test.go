@@ -793,6 +793,20 @@ func TestUnknownStream(t *testing.T) {
 			_, err := k.GetShardIterator(ctx, horizon("s", "shardId-000000000001"))
 			return err
 		},
+		// Shard ids are looked up by their number: other spellings of it
+		// are unknown shards.
+		"GetShardIterator short shard id": func() error {
+			_, err := k.GetShardIterator(ctx, horizon("s", "shardId-0"))
+			return err
+		},
+		"GetShardIterator signed shard id": func() error {
+			_, err := k.GetShardIterator(ctx, horizon("s", "shardId-+00000000000"))
+			return err
+		},
+		"GetShardIterator other prefix": func() error {
+			_, err := k.GetShardIterator(ctx, horizon("s", "shard-000000000000"))
+			return err
+		},
 		"DescribeStreamSummary": func() error {
 			_, err := k.DescribeStreamSummary(ctx, &kinesis.DescribeStreamSummaryInput{StreamARN: aws.String("arn:aws:kinesis:eu-west-1:1:stream/s")})
 			return err
