@@ -53,6 +53,8 @@ func adapterVariables(t *testing.T) (modes map[string]string, durations, numbers
 func TestEnvironmentIsTheAdapters(t *testing.T) {
 	modes, durations, numbers := adapterVariables(t)
 	maps.Copy(modes, bootstrapVariables(t))
+	maps.Copy(modes, bootstrapMetricsVariables(t))
+	metricsValues := bootstrapMetricsValues(t)
 	eachCombination(t, func(c combination) {
 		s := evaluate(t, c.params)
 		mode, _ := s.Params["Mode"].(string)
@@ -72,6 +74,9 @@ func TestEnvironmentIsTheAdapters(t *testing.T) {
 			}
 			if err := checkValue(name, v, durations, numbers); err != nil {
 				t.Errorf("%s: %s=%q: %v", c.name, name, v, err)
+			}
+			if name == "LAMBDAADAPTER_METRICS" && !slices.Contains(metricsValues, v) {
+				t.Errorf("%s: %s=%q: cmd/bootstrap accepts %q", c.name, name, v, metricsValues)
 			}
 		}
 	})
@@ -248,9 +253,14 @@ var wiring = []struct {
 	{"CreateReplyStream", "true", "LAMBDAADAPTER_REPLY_STREAM", "${ReplyStream.Arn}", []string{"lambda", "ecs"}},
 	{"LogLevel", "debug", "LAMBDAADAPTER_LOG_LEVEL", "debug", []string{"lambda", "ecs"}},
 	{"ShutdownTimeoutSeconds", "25", "LAMBDAADAPTER_SHUTDOWN_TIMEOUT", "25s", []string{"ecs"}},
+	// Read by cmd/bootstrap (observe/emf).
+	{"Metrics", "off", "LAMBDAADAPTER_METRICS", "off", []string{"lambda", "ecs"}},
 	// Not in the adapter group (it sets the event source too), but the
 	// long-running mode's start position.
 	{"StartingPosition", "TRIM_HORIZON", "LAMBDAADAPTER_START", "TRIM_HORIZON", []string{"ecs"}},
+	// Not in the adapter group either (in lambda mode it makes the event
+	// source read as a stream consumer instead, see fanout_test.go).
+	{"FanOutConsumerName", fanOutName, "LAMBDAADAPTER_EFO_CONSUMER", fanOutName, []string{"ecs"}},
 }
 
 func TestAdapterParametersReachTheEnvironment(t *testing.T) {
@@ -320,7 +330,8 @@ func adapterParameterGroup(t *testing.T) []string {
 // without (or that the template promises).
 func TestEveryModeSetsTheEssentials(t *testing.T) {
 	common := []string{"LAMBDAADAPTER_CONCURRENCY", "LAMBDAADAPTER_MAX_ATTEMPTS", "LAMBDAADAPTER_MAX_INPROCESS_DELAY",
-		"LAMBDAADAPTER_DEAD_LETTER_STREAM", "LAMBDAADAPTER_DEAD_LETTER_DROPS", "LAMBDAADAPTER_DELAY_QUEUE", "LAMBDAADAPTER_LOG_LEVEL"}
+		"LAMBDAADAPTER_DEAD_LETTER_STREAM", "LAMBDAADAPTER_DEAD_LETTER_DROPS", "LAMBDAADAPTER_DELAY_QUEUE", "LAMBDAADAPTER_LOG_LEVEL",
+		"LAMBDAADAPTER_METRICS", "POWERTOOLS_SERVICE_NAME"}
 	want := map[string][]string{
 		"lambda": append(slices.Clone(common), "LAMBDAADAPTER_DEADLINE_MARGIN"),
 		"ecs": append(slices.Clone(common), "LAMBDAADAPTER_STREAM", "LAMBDAADAPTER_STREAM_ARN", "LAMBDAADAPTER_LEASE_TABLE",

@@ -19,9 +19,17 @@ const templatePath = "../template.yaml"
 
 // Logical ids of template.yaml the tests look at.
 const (
-	functionID = "AdapterFunction"
-	delayQueue = "DelayQueue"
+	functionID       = "AdapterFunction"
+	delayQueue       = "DelayQueue"
+	fanOutConsumerID = "FanOutConsumer"
 )
+
+// fanOutName is the FanOutConsumerName of the cases that read with enhanced
+// fan-out.
+const fanOutName = "orders-adapter"
+
+// alarmTopic is the AlarmTopicArn of the cases with a topic.
+const alarmTopic = "arn:aws:sns:eu-west-1:123456789012:oncall"
 
 // existingStreamARN is the StreamArn of the cases that consume an existing
 // stream.
@@ -113,7 +121,8 @@ func combinations() []combination {
 			}
 		}
 	}
-	return append(out, idempotencyCombinations()...)
+	out = append(out, idempotencyCombinations()...)
+	return append(out, observabilityCombinations()...)
 }
 
 // describe names a parameter set for a subtest.

@@ -26,7 +26,9 @@ import (
 // method, the IAM action that authorises it, the modes that call it with
 // the template's configuration, and where. Every operation the code has a
 // client method for must have a row (TestEveryAdapterCallIsListed); a row
-// with notGranted is one the template deliberately does not grant.
+// with notGranted is one the template deliberately does not grant. A row
+// of one way of reading (readingOnly) is granted only when the stack reads
+// that way.
 type adapterCall struct {
 	op, action string
 	modes      []string
@@ -39,6 +41,40 @@ var (
 	bothModes = []string{"lambda", "ecs"}
 	ecsOnly   = []string{"ecs"}
 )
+
+// How the stack reads the stream: polling (GetRecords) or, with the
+// parameter FanOutConsumerName, enhanced fan-out (SubscribeToShard).
+const (
+	polling = "polling"
+	fanOut  = "fan-out"
+)
+
+// reading returns how a stack with parameters p reads the stream.
+func reading(p map[string]string) string {
+	if p["FanOutConsumerName"] != "" {
+		return fanOut
+	}
+	return polling
+}
+
+// readingOnly names the calls of adapterCalls (by op) and serviceCalls (by
+// role and action) that belong to one way of reading: the template grants
+// them only when the stack reads that way.
+var readingOnly = map[string]string{
+	"kinesis.GetRecords":                          polling, // consumer.shard.fetch
+	"kinesis.DescribeStreamConsumer":              fanOut,
+	"kinesis.RegisterStreamConsumer":              fanOut,
+	"kinesis.SubscribeToShard":                    fanOut,
+	"FunctionRole kinesis:DescribeStreamConsumer": fanOut,
+	"FunctionRole kinesis:SubscribeToShard":       fanOut,
+}
+
+// granted reports whether the stack with parameters p reads the way a call
+// of key (an op, or "role action") needs.
+func granted(key string, p map[string]string) bool {
+	r, ok := readingOnly[key]
+	return !ok || r == reading(p)
+}
 
 var adapterCalls = []adapterCall{
 	{"kinesis.PutRecords", "kinesis:PutRecords", bothModes, "publish/publisher.go",
@@ -56,14 +92,11 @@ var adapterCalls = []adapterCall{
 		"the stream's ARN when only its name is configured",
 		"the task is given LAMBDAADAPTER_STREAM_ARN, so resolveStreamARN never calls it"},
 	{"kinesis.DescribeStreamConsumer", "kinesis:DescribeStreamConsumer", ecsOnly, "consumer/efo.go",
-		"enhanced fan-out: the stream consumer looked up (and waited for) at start",
-		"the template does not set LAMBDAADAPTER_EFO_CONSUMER: the task polls"},
+		"enhanced fan-out (FanOutConsumerName): the stream consumer looked up (and waited for) at start, on the consumer", ""},
 	{"kinesis.RegisterStreamConsumer", "kinesis:RegisterStreamConsumer", ecsOnly, "consumer/efo.go",
-		"enhanced fan-out: the stream consumer registered when missing",
-		"the template does not set LAMBDAADAPTER_EFO_CONSUMER: the task polls"},
+		"enhanced fan-out (FanOutConsumerName): the stream consumer registered when missing, on the stream", ""},
 	{"kinesis.SubscribeToShard", "kinesis:SubscribeToShard", ecsOnly, "consumer/efo.go",
-		"enhanced fan-out: one subscription per leased shard",
-		"the template does not set LAMBDAADAPTER_EFO_CONSUMER: the task polls"},
+		"enhanced fan-out (FanOutConsumerName): one subscription per leased shard, on the consumer", ""},
 	{"sqs.ReceiveMessage", "sqs:ReceiveMessage", ecsOnly, "consumer/delays.go", "the service forwards its own delay queue", ""},
 	{"sqs.DeleteMessageBatch", "sqs:DeleteMessage", ecsOnly, "consumer/delays.go",
 		"forwarded delay messages (a batch action is authorised as its single action)", ""},
@@ -97,6 +130,8 @@ var serviceCalls = []serviceCall{
 	{"FunctionRole", "sqs:ReceiveMessage", "the delay queue's SQS event source mapping", false},
 	{"FunctionRole", "sqs:DeleteMessage", "the delay queue's SQS event source mapping", false},
 	{"FunctionRole", "sqs:GetQueueAttributes", "the delay queue's SQS event source mapping", false},
+	{"FunctionRole", "kinesis:DescribeStreamConsumer", "the Kinesis event source mapping on a stream consumer (enhanced fan-out)", false},
+	{"FunctionRole", "kinesis:SubscribeToShard", "the Kinesis event source mapping on a stream consumer (enhanced fan-out)", false},
 	{"TaskExecutionRole", "logs:CreateLogStream", "the awslogs log driver", false},
 	{"TaskExecutionRole", "logs:PutLogEvents", "the awslogs log driver", false},
 	{"TaskExecutionRole", "ecr:BatchGetImage", "ECS pulling the image from ECR", false},
@@ -113,16 +148,17 @@ var trustedService = map[string]string{
 	"FunctionRole": "lambda.amazonaws.com", "TaskRole": "ecs-tasks.amazonaws.com", "TaskExecutionRole": "ecs-tasks.amazonaws.com",
 }
 
-// allowedActions returns the actions role may be granted.
-func allowedActions(role string) map[string]bool {
+// allowedActions returns the actions role may be granted in a stack with
+// parameters p.
+func allowedActions(role string, p map[string]string) map[string]bool {
 	out := map[string]bool{}
 	for _, c := range adapterCalls {
-		if c.notGranted == "" && roleMode[role] != "" && slices.Contains(c.modes, roleMode[role]) {
+		if c.notGranted == "" && roleMode[role] != "" && slices.Contains(c.modes, roleMode[role]) && granted(c.op, p) {
 			out[c.action] = true
 		}
 	}
 	for _, c := range serviceCalls {
-		if c.role == role {
+		if c.role == role && granted(c.role+" "+c.action, p) {
 			out[c.action] = true
 		}
 	}
@@ -143,11 +179,21 @@ func starActions() map[string]bool {
 // resourceService is the ARN service of each resource type a statement
 // may name.
 var resourceService = map[string]string{
-	"AWS::Kinesis::Stream": "kinesis", "AWS::SQS::Queue": "sqs", "AWS::DynamoDB::Table": "dynamodb", "AWS::Logs::LogGroup": "logs",
+	"AWS::Kinesis::Stream": "kinesis", "AWS::Kinesis::StreamConsumer": "kinesis", "AWS::SQS::Queue": "sqs",
+	"AWS::DynamoDB::Table": "dynamodb", "AWS::Logs::LogGroup": "logs",
 }
 
+// arnAttribute is the attribute that holds the ARN of each resource type.
+var arnAttribute = map[string]string{"AWS::Kinesis::StreamConsumer": "ConsumerARN"}
+
 // symbolicARN matches a resource's ARN as Evaluate writes it.
-var symbolicARN = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.Arn\}$`)
+var symbolicARN = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.(Arn|ConsumerARN)\}$`)
+
+// consumerPattern is the one resource with a wildcard the checks accept: the
+// stream consumers of a stream by name, whatever their creation time (the
+// end of the ARN, which only Kinesis knows when the tasks register the
+// consumer themselves): STREAM/consumer/NAME:*.
+var consumerPattern = regexp.MustCompile(`^(.+)/consumer/([a-zA-Z0-9_.-]+):\*$`)
 
 // policyStatements returns every statement of every IAM policy in s, by the
 // role it applies to.
@@ -209,16 +255,18 @@ func checkTrust(t *testing.T, role string, doc any) {
 }
 
 // TestIAMStatements checks every statement of every role in every
-// combination: Allow only; actions from the role's allow-list; no
-// Resource "*" but for the actions AWS requires it for; every resource the
-// ARN of a resource of this stack (or the StreamArn or ECR repository
-// parameter) of the service of the actions.
+// combination: Allow only; actions from the role's allow-list (for the way
+// the stack reads the stream); no Resource "*" but for the actions AWS
+// requires it for; every resource the ARN of a resource of this stack (or
+// the StreamArn or ECR repository parameter) of the service of the actions,
+// and no other wildcard than the fan-out consumer's creation time
+// (STREAM/consumer/FanOutConsumerName:*).
 func TestIAMStatements(t *testing.T) {
 	star := starActions()
 	eachCombination(t, func(c combination) {
 		s := evaluate(t, c.params)
 		for role, sts := range policyStatements(t, s) {
-			allowed := allowedActions(role)
+			allowed := allowedActions(role, c.params)
 			for i, st := range sts {
 				at := fmt.Sprintf("%s: %s statement %d (%s)", c.name, role, i, st.Sid)
 				if st.Effect != "Allow" || st.NotAction != nil || st.NotResource != nil {
@@ -246,7 +294,12 @@ func TestIAMStatements(t *testing.T) {
 						}
 						continue
 					}
-					if strings.Contains(res, "*") {
+					if m := consumerPattern.FindStringSubmatch(res); m != nil {
+						// The fan-out consumer of the source stream, by name.
+						if m[1] != sourceStream(c.params) || m[2] != c.params["FanOutConsumerName"] {
+							t.Errorf("%s: resource %q: want the consumer %q of the source stream %s", at, res, c.params["FanOutConsumerName"], sourceStream(c.params))
+						}
+					} else if strings.Contains(res, "*") {
 						t.Errorf("%s: wildcard in resource %q", at, res)
 					}
 					svc, err := arnService(s, res)
@@ -266,6 +319,9 @@ func TestIAMStatements(t *testing.T) {
 // arnService returns the service of a statement's resource: a resource of
 // the stack (${Id.Arn}) or an ARN.
 func arnService(s *Stack, res string) (string, error) {
+	if m := consumerPattern.FindStringSubmatch(res); m != nil {
+		res = m[1] // a stream's consumers: the stream's service
+	}
 	if m := symbolicARN.FindStringSubmatch(res); m != nil {
 		r, ok := s.Resources[m[1]]
 		if !ok {
@@ -274,6 +330,13 @@ func arnService(s *Stack, res string) (string, error) {
 		svc, ok := resourceService[r.Type]
 		if !ok {
 			return "", fmt.Errorf("resource %q is a %s, which no statement should name", res, r.Type)
+		}
+		want := arnAttribute[r.Type]
+		if want == "" {
+			want = "Arn"
+		}
+		if m[2] != want {
+			return "", fmt.Errorf("resource %q: the ARN of a %s is its attribute %s", res, r.Type, want)
 		}
 		return svc, nil
 	}
@@ -328,14 +391,20 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 	delay := []string{"${DelayQueue.Arn}"}
 	if p["Mode"] != "ecs" {
 		logs := []string{"${FunctionLogGroup.Arn}"}
-		return withIdempotencyGrants(p, map[string]map[string][]string{"FunctionRole": {
+		fn := map[string][]string{
 			"logs:CreateLogStream": logs, "logs:PutLogEvents": logs,
 			"kinesis:DescribeStream": {source}, "kinesis:DescribeStreamSummary": {source}, "kinesis:ListShards": {source},
 			"kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
 			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
 			"sqs:SendMessage":    sorted(sends...),
 			"sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay, "sqs:GetQueueAttributes": delay,
-		}})
+		}
+		if reading(p) == fanOut {
+			// The event source on the consumer the stack registers.
+			consumer := []string{"${" + fanOutConsumerID + ".ConsumerARN}"}
+			fn["kinesis:DescribeStreamConsumer"], fn["kinesis:SubscribeToShard"] = consumer, consumer
+		}
+		return withIdempotencyGrants(p, map[string]map[string][]string{"FunctionRole": fn})
 	}
 	table := []string{"${LeaseTable.Arn}"}
 	logs := []string{"${TaskLogGroup.Arn}"}
@@ -344,16 +413,24 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		arn := []string{"arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/" + repo}
 		exec["ecr:BatchGetImage"], exec["ecr:GetDownloadUrlForLayer"], exec["ecr:GetAuthorizationToken"] = arn, arn, []string{"*"}
 	}
-	return withIdempotencyGrants(p, map[string]map[string][]string{
-		"TaskRole": {
-			"kinesis:ListShards": {source}, "kinesis:GetShardIterator": {source}, "kinesis:GetRecords": {source},
-			"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
-			"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
-			"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
-			"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
-		},
-		"TaskExecutionRole": exec,
-	})
+	task := map[string][]string{
+		"kinesis:ListShards": {source}, "kinesis:GetShardIterator": {source},
+		"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
+		"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
+		"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
+		"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
+	}
+	if reading(p) == fanOut {
+		// consumer/efo.go: RegisterStreamConsumer names the stream;
+		// DescribeStreamConsumer and SubscribeToShard the consumer, whose
+		// ARN ends in its creation time.
+		consumers := []string{source + "/consumer/" + p["FanOutConsumerName"] + ":*"}
+		task["kinesis:RegisterStreamConsumer"] = []string{source}
+		task["kinesis:DescribeStreamConsumer"], task["kinesis:SubscribeToShard"] = consumers, consumers
+	} else {
+		task["kinesis:GetRecords"] = []string{source}
+	}
+	return withIdempotencyGrants(p, map[string]map[string][]string{"TaskRole": task, "TaskExecutionRole": exec})
 }
 
 // TestAllowListMatchesTheCode checks each row of adapterCalls against the

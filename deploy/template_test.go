@@ -18,6 +18,35 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// TestEveryParameterIsInOneGroup checks the console's parameter groups
+// (AWS::CloudFormation::Interface): every parameter in exactly one, no
+// group naming a parameter that does not exist.
+func TestEveryParameterIsInOneGroup(t *testing.T) {
+	tm := template(t)
+	md, _ := tm.Raw["Metadata"].(map[string]any)
+	iface, _ := md["AWS::CloudFormation::Interface"].(map[string]any)
+	groups, _ := iface["ParameterGroups"].([]any)
+	seen := map[string]int{}
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		ps, err := stringList(gm["Parameters"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			seen[p]++
+			if _, ok := tm.Parameters[p]; !ok {
+				t.Errorf("parameter group %v names %s, which is no parameter", gm["Label"], p)
+			}
+		}
+	}
+	for name := range tm.Parameters {
+		if seen[name] != 1 {
+			t.Errorf("parameter %s is in %d parameter groups, want 1", name, seen[name])
+		}
+	}
+}
+
 func TestTemplateIsSAM(t *testing.T) {
 	tm := template(t)
 	if tm.Transform == nil || deref(tm.Transform.String) != "AWS::Serverless-2016-10-31" {
@@ -425,6 +454,11 @@ func TestRules(t *testing.T) {
 		{"ecs with an empty subnet", ecsMode("Subnets", "subnet-0aaa,"), []string{"EcsNeedsImageAndSubnets"}},
 		{"drops without a target", lambdaMode("DeadLetterDrops", "true", "DeadLetterTarget", "none"), []string{"DropsNeedDeadLetterTarget"}},
 		{"drops with a target", lambdaMode("DeadLetterDrops", "true"), nil},
+		{"alarms without metrics", ecsMode("Alarms", "true", "Metrics", "off"), []string{"AlarmsNeedMetrics"}},
+		{"alarms with metrics", ecsMode("Alarms", "true"), nil},
+		{"metrics off without alarms", lambdaMode("Metrics", "off"), nil},
+		{"a topic without alarms", lambdaMode("AlarmTopicArn", alarmTopic), []string{"AlarmTopicNeedsAlarms"}},
+		{"a topic with alarms", lambdaMode("AlarmTopicArn", alarmTopic, "Alarms", "true"), nil},
 	} {
 		_, err := template(t).Evaluate(tc.params)
 		var re *RuleError
@@ -470,6 +504,12 @@ func TestOutputs(t *testing.T) {
 		}
 		if c.params["Idempotency"] != "" {
 			want = append(want, "IdempotencyTableName")
+		}
+		if c.params["Alarms"] == "true" {
+			want = append(want, "AlarmNames")
+		}
+		if c.params["Mode"] != "ecs" && c.params["FanOutConsumerName"] != "" {
+			want = append(want, "FanOutConsumerArn")
 		}
 		slices.Sort(want)
 		var got []string
