@@ -1,0 +1,711 @@
+// Package scalesim simulates a fleet of long-running workers sharing a large
+// Kinesis stream, to measure how leases behave at a scale the local
+// stand-ins cannot run (a thousand shards, fifty workers). Everything in it
+// is the real code — consumer.New and Run, the lease code with one shared
+// lease.Memory as the lease table — except the stream, which is the
+// in-memory Kinesis of package awsfake, and the workers, which are
+// goroutines of one process, each with its own consumer, engine, store
+// connection and Kinesis client.
+//
+// Run starts the workers, writes records to the stream continuously, and
+// changes the fleet as Config.Events says: workers join, leave gracefully
+// (their Run context is cancelled, as on SIGTERM: they settle, checkpoint
+// and release their leases) or are killed (from the kill on, every call of
+// their store and Kinesis client blocks until its context ends, as the
+// calls of a dead host never answer; their Run context is then cancelled,
+// so nothing of theirs is released: their leases expire and others take
+// them, and their handler handles nothing more). After each change it
+// measures the time until the leases converge again, the owner changes it
+// cost, and the records handled twice; it counts the lease-store calls by
+// kind (in a steady window too), and at the end it checks that every
+// record written was handled at least once.
+//
+//	rep, err := scalesim.Run(ctx, scalesim.Config{
+//		Shards: 1000, Workers: 50, WriteRate: 2000,
+//		Events: []scalesim.Event{{Kind: scalesim.Join, N: 1}, {Kind: scalesim.Kill, N: 1}},
+//	})
+//	rep.Format(os.Stdout)
+//
+// Run keeps the time with time.Now and timers, so it runs in real time, or
+// in a testing/synctest bubble in virtual time (the tests do that). Times
+// are those of the lease protocol: they scale with Config.LeaseDuration
+// (balancing every half of it, renewal every third, expiry after it).
+package scalesim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// EventKind is a change of the fleet.
+type EventKind int
+
+const (
+	// Join starts new workers.
+	Join EventKind = iota
+	// Leave stops live workers gracefully: their Run context is cancelled,
+	// as on SIGTERM.
+	Leave
+	// Kill stops live workers abruptly: their store and Kinesis calls never
+	// answer from then on, and their handlers handle nothing.
+	Kill
+)
+
+// String names the kind as the tables do ("join", "leave", "kill").
+func (k EventKind) String() string {
+	switch k {
+	case Join:
+		return "join"
+	case Leave:
+		return "leave"
+	case Kill:
+		return "kill"
+	}
+	return "event?"
+}
+
+// Event is one change of the fleet: N workers join, leave or are killed at
+// once. Workers that leave or are killed are drawn at random (Config.Seed).
+type Event struct {
+	Kind EventKind
+	N    int
+}
+
+// Config describes a simulation. Shards, Workers and WriteRate are
+// required; zero durations take the defaults named.
+type Config struct {
+	// Shards is the number of open shards of the stream.
+	Shards int
+	// Workers is the number of workers started together at the start.
+	Workers int
+	// Events are the changes of the fleet, in order; each comes once the
+	// one before converged and Settle passed.
+	Events []Event
+	// WriteRate is how many records per second are written to the stream,
+	// round robin over its shards, from the start until every event is
+	// over.
+	WriteRate int
+
+	// LeaseDuration, ListInterval, CheckpointInterval and ShutdownTimeout
+	// are the consumers' (consumer.Config); zero takes the consumer's
+	// defaults (10s, 30s, 1s, 10s).
+	LeaseDuration      time.Duration
+	ListInterval       time.Duration
+	CheckpointInterval time.Duration
+	ShutdownTimeout    time.Duration
+
+	// Settle is how long a phase goes on after it converged, so late moves
+	// and flapping are counted (default one lease duration).
+	Settle time.Duration
+	// Steady is the window after the start converged in which the
+	// lease-store calls are counted for the steady state (default three
+	// lease durations).
+	Steady time.Duration
+	// ConvergeTimeout bounds each phase's wait for convergence (default 30
+	// lease durations); a phase that does not converge is reported so and
+	// the next event comes.
+	ConvergeTimeout time.Duration
+	// DrainTimeout bounds the wait, after the last event, for every record
+	// written to be handled (default 30 lease durations).
+	DrainTimeout time.Duration
+	// Sample is how often the lease table and the workers are looked at
+	// (default 100ms): the resolution of the times measured.
+	Sample time.Duration
+	// Seed draws the workers that leave or are killed.
+	Seed uint64
+	// Logger receives the consumers' logs (nil: none).
+	Logger *slog.Logger
+	// Progress, when set, is told what happens as it happens (a line per
+	// phase).
+	Progress func(line string)
+}
+
+func (c *Config) defaults() error {
+	switch {
+	case c.Shards < 1 || c.Workers < 1 || c.WriteRate < 1:
+		return errors.New("scalesim: shards, workers and write rate must be positive")
+	case c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 ||
+		c.Settle < 0 || c.Steady < 0 || c.ConvergeTimeout < 0 || c.DrainTimeout < 0 || c.Sample < 0:
+		return errors.New("scalesim: negative duration")
+	}
+	live := c.Workers
+	for _, e := range c.Events {
+		if e.N < 1 {
+			return fmt.Errorf("scalesim: %s of %d workers", e.Kind, e.N)
+		}
+		switch e.Kind {
+		case Join:
+			live += e.N
+		case Leave, Kill:
+			live -= e.N
+		default:
+			return fmt.Errorf("scalesim: unknown event kind %d", e.Kind)
+		}
+		if live < 1 {
+			return errors.New("scalesim: the events leave no worker")
+		}
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = consumer.DefaultLeaseDuration
+	}
+	if c.ListInterval == 0 {
+		c.ListInterval = consumer.DefaultListInterval
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = consumer.DefaultCheckpointInterval
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = consumer.DefaultShutdownTimeout
+	}
+	if c.Settle == 0 {
+		c.Settle = c.LeaseDuration
+	}
+	if c.Steady == 0 {
+		c.Steady = 3 * c.LeaseDuration
+	}
+	if c.ConvergeTimeout == 0 {
+		c.ConvergeTimeout = 30 * c.LeaseDuration
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * c.LeaseDuration
+	}
+	if c.Sample == 0 {
+		c.Sample = 100 * time.Millisecond
+	}
+	return nil
+}
+
+// streamName is the simulated stream.
+const streamName = "scale"
+
+// Report is what a simulation measured.
+type Report struct {
+	// Config is the configuration run, defaults filled in.
+	Config Config
+	// Phases are the start and each event, in order.
+	Phases []Phase
+	// Steady is the steady state after the start.
+	Steady Steady
+	// Written is the number of records written; Lost those never handled
+	// (by a worker while it was alive); Duplicates the handlings beyond
+	// the first.
+	Written, Lost, Duplicates int64
+	// Drained is how long after the writes stopped every record written was
+	// handled (or DrainTimeout, with Lost > 0).
+	Drained time.Duration
+	// Elapsed is the whole run; CPU the process's CPU time meanwhile (0
+	// where the platform does not tell; meaningless in a synctest bubble).
+	Elapsed, CPU time.Duration
+	// Total counts the lease-store calls of the whole run.
+	Total Counts
+	// GetRecords counts the GetRecords calls that reached the stream.
+	GetRecords int64
+}
+
+// Phase is the start or one event, from the change until the next one.
+type Phase struct {
+	// Name says what changed ("start 50", "kill 1").
+	Name string
+	// Kind is the event's (Join for the start); N its workers.
+	Kind EventKind
+	N    int
+	// Workers is the number of live workers after the change, Target
+	// ceil(shards / Workers): converged means every shard is owned by a
+	// live worker and each holds Target ± 1.
+	Workers, Target int
+	// Balanced is the time from the change until the lease table first
+	// converged; Reading until, besides, every live worker read exactly the
+	// shards it owns there. Converged is false if Reading never came within
+	// ConvergeTimeout.
+	Balanced, Reading time.Duration
+	Converged         bool
+	// Moves counts the owner changes in the lease table in the phase (the
+	// sum of the rows' OwnerSwitches: takes and transfers); Ideal is the
+	// fewest the change needs (the leases of workers that left or died;
+	// floor(shards / workers) per joining worker; at the start, every
+	// shard).
+	Moves, Ideal int64
+	// Store counts the lease-store calls in the phase; its FreeTakes,
+	// ExpiredTakes and Transfers break Moves down by cause.
+	Store Counts
+	// MinHeld and MaxHeld are the fewest and most leases a live worker held
+	// at the end of the phase.
+	MinHeld, MaxHeld int
+	// Unowned is the most shards at once without a live owner (the shards
+	// nobody read) in the phase.
+	Unowned int
+	// Flaps counts how often the converged state was lost again before the
+	// phase ended.
+	Flaps int
+	// Duplicates counts the records handled again in the phase.
+	Duplicates int64
+	// Length is the phase's length.
+	Length time.Duration
+}
+
+// Steady is the lease-store traffic of the steady window after the start.
+type Steady struct {
+	// Window is its length; Shards and Workers the fleet.
+	Window          time.Duration
+	Shards, Workers int
+	// Store counts the calls in the window; Handled the records handled.
+	Store   Counts
+	Handled int64
+	// GetRecords counts the GetRecords calls in the window.
+	GetRecords int64
+	// CPU is the process's CPU time in the window.
+	CPU time.Duration
+}
+
+// PerShardSecond returns n per shard per second of the window.
+func (s Steady) PerShardSecond(n int64) float64 {
+	if s.Window <= 0 || s.Shards == 0 {
+		return 0
+	}
+	return float64(n) / float64(s.Shards) / s.Window.Seconds()
+}
+
+// worker is one simulated process.
+type worker struct {
+	id     string
+	c      *consumer.Consumer
+	sw     *switchboard
+	killed atomic.Bool
+	cancel context.CancelFunc
+	done   chan error // Run's result
+}
+
+// sim is one run.
+type sim struct {
+	cfg   Config
+	k     *awsfake.Kinesis
+	arn   string
+	ids   []string // shard ids
+	mem   *lease.Memory
+	store *countingStore
+	rng   *rand.Rand
+
+	all  []*worker // every worker started
+	live []*worker // those neither leaving nor killed
+
+	tally tally
+}
+
+// tally counts how often each record was handled.
+type tally struct {
+	mu      sync.Mutex
+	handled []uint32 // by record id
+	handles atomic.Int64
+	dups    atomic.Int64
+}
+
+// next takes the next record id.
+func (t *tally) next() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handled = append(t.handled, 0)
+	return len(t.handled) - 1
+}
+
+func (t *tally) handle(id int) {
+	t.mu.Lock()
+	if id < 0 || id >= len(t.handled) {
+		t.mu.Unlock()
+		panic("scalesim: handled record " + strconv.Itoa(id) + " was never written")
+	}
+	t.handled[id]++
+	again := t.handled[id] > 1
+	t.mu.Unlock()
+	t.handles.Add(1)
+	if again {
+		t.dups.Add(1)
+	}
+}
+
+// missing returns how many records written were never handled.
+func (t *tally) missing() (written, lost int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range t.handled {
+		if n == 0 {
+			lost++
+		}
+	}
+	return int64(len(t.handled)), lost
+}
+
+// Run runs the simulation described by cfg and reports what it measured.
+// It returns an error for an invalid cfg, when a worker's Run fails, or
+// when ctx ends (every worker is stopped first). It returns once every
+// goroutine it started has ended.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))}
+	s.store = &countingStore{s: s.mem}
+	s.arn = s.k.CreateStream(streamName, cfg.Shards)
+	for i := range cfg.Shards {
+		s.ids = append(s.ids, fmt.Sprintf("shardId-%012d", i))
+	}
+	rep := &Report{Config: cfg}
+	began, cpu0 := time.Now(), cpuTime()
+
+	// The producer writes until every event is over.
+	wctx, stopWriting := context.WithCancel(ctx)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		s.write(wctx)
+	}()
+	err := s.script(ctx, rep)
+	stopWriting()
+	<-written
+	if err == nil {
+		err = s.drain(ctx, rep)
+	}
+	if stopErr := s.stopAll(); err == nil {
+		err = stopErr
+	}
+	rep.Written, rep.Lost = s.tally.missing()
+	rep.Duplicates = s.tally.dups.Load()
+	rep.Elapsed, rep.CPU = time.Since(began), cpuTime()-cpu0
+	rep.Total = s.store.counts()
+	rep.GetRecords = int64(s.k.Calls("GetRecords"))
+	return rep, err
+}
+
+// script runs the start, the steady window and the events.
+func (s *sim) script(ctx context.Context, rep *Report) error {
+	cfg := s.cfg
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), func() {
+		for range cfg.Workers {
+			s.startWorker(ctx)
+		}
+	})
+	rep.Phases = append(rep.Phases, p)
+	if err != nil {
+		return err
+	}
+	rep.Steady, err = s.steady(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range cfg.Events {
+		var ideal int64
+		change := func() {}
+		switch e.Kind {
+		case Join:
+			ideal = int64(e.N * (cfg.Shards / (len(s.live) + e.N)))
+			change = func() {
+				for range e.N {
+					s.startWorker(ctx)
+				}
+			}
+		case Leave, Kill:
+			held := s.held()
+			out := s.draw(e.N)
+			for _, w := range out {
+				ideal += int64(held[w.id])
+			}
+			change = func() {
+				for _, w := range out {
+					s.stop(w, e.Kind == Kill)
+				}
+			}
+		}
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, change)
+		rep.Phases = append(rep.Phases, p)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startWorker starts a new worker.
+func (s *sim) startWorker(ctx context.Context) {
+	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, 1)}
+	h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+		if w.killed.Load() {
+			return message.Ack() // a dead process handles nothing (and writes nothing)
+		}
+		id, err := strconv.Atoi(string(m.Payload))
+		if err != nil {
+			panic("scalesim: record " + m.SequenceNumber + " has no id: " + err.Error())
+		}
+		s.tally.handle(id)
+		return message.Ack()
+	})
+	e, err := engine.New(engine.Config{Handler: h, Logger: s.cfg.Logger})
+	if err != nil {
+		panic("scalesim: " + err.Error()) // a valid configuration: a bug here
+	}
+	c, err := consumer.New(consumer.Config{
+		Stream:             streamName,
+		StreamARN:          s.arn,
+		Kinesis:            killableKinesis{sw: w.sw, k: s.k},
+		Store:              killableStore{sw: w.sw, s: s.store},
+		Owner:              w.id,
+		Engine:             e,
+		Start:              consumer.TrimHorizon(),
+		LeaseDuration:      s.cfg.LeaseDuration,
+		ListInterval:       s.cfg.ListInterval,
+		CheckpointInterval: s.cfg.CheckpointInterval,
+		ShutdownTimeout:    s.cfg.ShutdownTimeout,
+		Logger:             s.cfg.Logger,
+	})
+	if err != nil {
+		panic("scalesim: " + err.Error())
+	}
+	w.c = c
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.cancel = cancel
+	go func() { w.done <- c.Run(rctx) }()
+	s.all = append(s.all, w)
+	s.live = append(s.live, w)
+}
+
+// draw picks n live workers at random.
+func (s *sim) draw(n int) []*worker {
+	out := make([]*worker, 0, n)
+	for range n {
+		out = append(out, s.live[s.rng.IntN(len(s.live))])
+		s.live = slices.DeleteFunc(s.live, func(w *worker) bool { return w == out[len(out)-1] })
+	}
+	return out
+}
+
+// stop stops w: gracefully (its Run context is cancelled), or, killed,
+// abruptly (its calls never answer again, then its context is cancelled so
+// that its Run, unable to release anything, ends).
+func (s *sim) stop(w *worker, kill bool) {
+	if kill {
+		w.killed.Store(true)
+		close(w.sw.dead)
+	}
+	w.cancel()
+}
+
+// stopAll stops the live workers gracefully and waits for every worker's
+// Run; it returns the first error a Run returned.
+func (s *sim) stopAll() error {
+	for _, w := range s.live {
+		w.cancel()
+	}
+	s.live = nil
+	var first error
+	for _, w := range s.all {
+		if err := <-w.done; err != nil && first == nil {
+			first = fmt.Errorf("scalesim: worker %s: %w", w.id, err)
+		}
+	}
+	return first
+}
+
+// write writes WriteRate records per second, round robin over the shards,
+// each record's data its id, until ctx ends.
+func (s *sim) write(ctx context.Context) {
+	const tick = 20 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	began := time.Now()
+	var n int64
+	shard := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		due := int64(time.Since(began).Seconds() * float64(s.cfg.WriteRate))
+		for ; n < due; n++ {
+			id := s.tally.next()
+			s.k.PutTo(streamName, s.ids[shard], "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
+			shard = (shard + 1) % len(s.ids)
+		}
+	}
+}
+
+// observation is one look at the lease table and the live workers.
+type observation struct {
+	held      map[string]int // live worker -> leases it owns
+	unowned   int            // shards without a live owner
+	switches  int64          // sum of OwnerSwitches
+	balanced  bool           // every shard has a live owner; each holds target ± 1
+	reading   bool           // balanced, and each live worker reads exactly what it owns
+	min, max  int
+	target    int
+	liveCount int
+}
+
+// held returns the leases each live worker owns now.
+func (s *sim) held() map[string]int { return s.observe().held }
+
+// observe looks at the lease table (directly: not counted) and the live
+// workers.
+func (s *sim) observe() observation {
+	snap, err := s.mem.Snapshot(context.Background(), streamName)
+	if err != nil {
+		panic("scalesim: " + err.Error()) // Memory fails only on a done context
+	}
+	o := observation{held: map[string]int{}, liveCount: len(s.live)}
+	owned := map[string][]string{}
+	for _, w := range s.live {
+		o.held[w.id] = 0
+	}
+	for _, l := range snap.Leases {
+		o.switches += l.OwnerSwitches
+		if _, ok := o.held[l.Owner]; !ok {
+			o.unowned++
+			continue
+		}
+		o.held[l.Owner]++
+		owned[l.Owner] = append(owned[l.Owner], l.Key.ShardID)
+	}
+	if len(s.live) == 0 {
+		return o
+	}
+	o.target = (s.cfg.Shards + len(s.live) - 1) / len(s.live)
+	o.min, o.max = s.cfg.Shards, 0
+	for _, n := range o.held {
+		o.min, o.max = min(o.min, n), max(o.max, n)
+	}
+	o.balanced = o.unowned == 0 && len(snap.Leases) == s.cfg.Shards && o.min >= o.target-1 && o.max <= o.target+1
+	if !o.balanced {
+		return o
+	}
+	for _, w := range s.live {
+		if !slices.Equal(w.c.Owned(), owned[w.id]) { // both sorted
+			return o
+		}
+	}
+	o.reading = true
+	return o
+}
+
+// phase applies change and watches the fleet until it converged and Settle
+// passed, or ConvergeTimeout.
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal int64, change func()) (Phase, error) {
+	cfg := s.cfg
+	before := s.observe()
+	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
+	began := time.Now()
+	change()
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal}
+	var (
+		o        observation
+		was      bool
+		settleAt time.Time
+	)
+	for {
+		o = s.observe()
+		since := time.Since(began)
+		p.Unowned = max(p.Unowned, o.unowned)
+		if o.balanced && p.Balanced == 0 {
+			p.Balanced = max(since, time.Nanosecond)
+		}
+		if o.reading && !p.Converged {
+			p.Converged, p.Reading = true, max(since, time.Nanosecond)
+			settleAt = time.Now().Add(cfg.Settle)
+		}
+		if was && !o.reading {
+			p.Flaps++
+		}
+		was = o.reading
+		if p.Converged && !time.Now().Before(settleAt) {
+			break
+		}
+		if !p.Converged && since >= cfg.ConvergeTimeout {
+			break
+		}
+		if err := sleep(ctx, cfg.Sample); err != nil {
+			return p, err
+		}
+	}
+	p.Moves = o.switches - before.switches
+	p.Store = s.store.counts().sub(counts0)
+	p.Duplicates = s.tally.dups.Load() - dups0
+	p.MinHeld, p.MaxHeld = o.min, o.max
+	p.Length = time.Since(began)
+	if cfg.Progress != nil {
+		state := fmt.Sprintf("converged in %s (balanced %s)", round(p.Reading), round(p.Balanced))
+		if !p.Converged {
+			state = fmt.Sprintf("NOT converged in %s", cfg.ConvergeTimeout)
+		}
+		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d), held %d-%d, %d duplicates",
+			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.MinHeld, p.MaxHeld, p.Duplicates))
+	}
+	return p, nil
+}
+
+// steady counts the store's calls in a window without changes.
+func (s *sim) steady(ctx context.Context) (Steady, error) {
+	c0, g0, h0, cpu0 := s.store.counts(), s.k.Calls("GetRecords"), s.tally.handles.Load(), cpuTime()
+	began := time.Now()
+	if err := sleep(ctx, s.cfg.Steady); err != nil {
+		return Steady{}, err
+	}
+	st := Steady{
+		Window: time.Since(began), Shards: s.cfg.Shards, Workers: len(s.live),
+		Store: s.store.counts().sub(c0), Handled: s.tally.handles.Load() - h0,
+		GetRecords: int64(s.k.Calls("GetRecords") - g0), CPU: cpuTime() - cpu0,
+	}
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(fmt.Sprintf("steady     %s: %.3f store writes per shard per second, %.2f GetRecords calls per shard per second",
+			round(st.Window), st.PerShardSecond(st.Store.Writes()), st.PerShardSecond(st.GetRecords)))
+	}
+	return st, nil
+}
+
+// drain waits until every record written was handled, or DrainTimeout.
+func (s *sim) drain(ctx context.Context, rep *Report) error {
+	began := time.Now()
+	for {
+		_, lost := s.tally.missing()
+		if lost == 0 || time.Since(began) >= s.cfg.DrainTimeout {
+			rep.Drained = time.Since(began)
+			return nil
+		}
+		if err := sleep(ctx, s.cfg.Sample); err != nil {
+			return err
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// round rounds a duration for display.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Millisecond)
+}

@@ -1,0 +1,360 @@
+package scalesim
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// Call is a lease-store call the simulation counts.
+type Call int
+
+// The lease-store calls, writes first.
+const (
+	Ensure Call = iota
+	Take
+	Renew
+	Checkpoint
+	Release
+	Transfer
+	RequestHandoff
+	Delete
+	Heartbeat
+	RemoveWorker
+	Snapshot
+	List
+	Get
+	numCalls
+)
+
+// numWrites is how many of the calls are writes (Ensure to RemoveWorker).
+const numWrites = int(Snapshot)
+
+var callNames = [numCalls]string{
+	Ensure: "ensure", Take: "take", Renew: "renew", Checkpoint: "checkpoint", Release: "release",
+	Transfer: "transfer", RequestHandoff: "request-handoff", Delete: "delete", Heartbeat: "heartbeat",
+	RemoveWorker: "remove-worker", Snapshot: "snapshot", List: "list", Get: "get",
+}
+
+// String names the call as the tables do.
+func (c Call) String() string {
+	if c < 0 || c >= numCalls {
+		return "call?"
+	}
+	return callNames[c]
+}
+
+// Write reports whether the call writes to the store.
+func (c Call) Write() bool { return int(c) < numWrites }
+
+// Counts are lease-store calls by kind, as the store saw them (a killed
+// worker's calls never reach it).
+type Counts struct {
+	// Calls counts every call that reached the store; Refused those whose
+	// condition failed (lease.ErrLeaseLost).
+	Calls, Refused [numCalls]int64
+	// RowsRead counts the rows Snapshot and List returned (a DynamoDB Scan
+	// reads them all).
+	RowsRead int64
+	// FreeTakes, ExpiredTakes and Transfers count the successful takes of a
+	// free lease, takes of a lease another worker owned (expired), and
+	// transfers to another worker: the owner changes, by cause.
+	FreeTakes, ExpiredTakes, Transfers int64
+}
+
+// Writes returns the successful and refused writes of every kind.
+func (c Counts) Writes() int64 {
+	var n int64
+	for i := range numWrites {
+		n += c.Calls[i]
+	}
+	return n
+}
+
+// sub returns c - o.
+func (c Counts) sub(o Counts) Counts {
+	for i := range c.Calls {
+		c.Calls[i] -= o.Calls[i]
+		c.Refused[i] -= o.Refused[i]
+	}
+	c.RowsRead -= o.RowsRead
+	c.FreeTakes -= o.FreeTakes
+	c.ExpiredTakes -= o.ExpiredTakes
+	c.Transfers -= o.Transfers
+	return c
+}
+
+// countingStore counts the calls that reach the shared store.
+type countingStore struct {
+	s lease.Store
+
+	calls, refused             [numCalls]atomic.Int64
+	rows                       atomic.Int64
+	freeTakes, expired, transf atomic.Int64
+}
+
+var _ lease.Store = (*countingStore)(nil)
+
+func (c *countingStore) counts() Counts {
+	var out Counts
+	for i := range numCalls {
+		out.Calls[i] = c.calls[i].Load()
+		out.Refused[i] = c.refused[i].Load()
+	}
+	out.RowsRead = c.rows.Load()
+	out.FreeTakes = c.freeTakes.Load()
+	out.ExpiredTakes = c.expired.Load()
+	out.Transfers = c.transf.Load()
+	return out
+}
+
+func (c *countingStore) count(k Call, err error) {
+	c.calls[k].Add(1)
+	if errors.Is(err, lease.ErrLeaseLost) {
+		c.refused[k].Add(1)
+	}
+}
+
+func (c *countingStore) Ensure(ctx context.Context, k lease.Key, parents []string) (lease.Lease, error) {
+	l, err := c.s.Ensure(ctx, k, parents)
+	c.count(Ensure, err)
+	return l, err
+}
+
+func (c *countingStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	ls, err := c.s.List(ctx, stream)
+	c.count(List, err)
+	c.rows.Add(int64(len(ls)))
+	return ls, err
+}
+
+func (c *countingStore) Get(ctx context.Context, k lease.Key) (lease.Lease, error) {
+	l, err := c.s.Get(ctx, k)
+	c.count(Get, err)
+	return l, err
+}
+
+func (c *countingStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	l, err := c.s.Take(ctx, held, owner)
+	c.count(Take, err)
+	if err == nil {
+		switch held.Owner {
+		case "":
+			c.freeTakes.Add(1)
+		case owner:
+		default:
+			c.expired.Add(1)
+		}
+	}
+	return l, err
+}
+
+func (c *countingStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	l, err := c.s.Renew(ctx, held)
+	c.count(Renew, err)
+	return l, err
+}
+
+func (c *countingStore) Checkpoint(ctx context.Context, held lease.Lease, seq string, sub int) (lease.Lease, error) {
+	l, err := c.s.Checkpoint(ctx, held, seq, sub)
+	c.count(Checkpoint, err)
+	return l, err
+}
+
+func (c *countingStore) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	l, err := c.s.Release(ctx, held)
+	c.count(Release, err)
+	return l, err
+}
+
+func (c *countingStore) RequestHandoff(ctx context.Context, held lease.Lease, requester string) (lease.Lease, error) {
+	l, err := c.s.RequestHandoff(ctx, held, requester)
+	c.count(RequestHandoff, err)
+	return l, err
+}
+
+func (c *countingStore) Transfer(ctx context.Context, held lease.Lease, to string) (lease.Lease, error) {
+	l, err := c.s.Transfer(ctx, held, to)
+	c.count(Transfer, err)
+	if err == nil && to != held.Owner {
+		c.transf.Add(1)
+	}
+	return l, err
+}
+
+func (c *countingStore) Delete(ctx context.Context, held lease.Lease) error {
+	err := c.s.Delete(ctx, held)
+	c.count(Delete, err)
+	return err
+}
+
+func (c *countingStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
+	w, err := c.s.Heartbeat(ctx, stream, owner)
+	c.count(Heartbeat, err)
+	return w, err
+}
+
+func (c *countingStore) RemoveWorker(ctx context.Context, w lease.Worker) error {
+	err := c.s.RemoveWorker(ctx, w)
+	c.count(RemoveWorker, err)
+	return err
+}
+
+func (c *countingStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	snap, err := c.s.Snapshot(ctx, stream)
+	c.count(Snapshot, err)
+	c.rows.Add(int64(len(snap.Leases) + len(snap.Workers)))
+	return snap, err
+}
+
+// switchboard is a worker's connection to the world: once killed (dead
+// closed), every call of its store and Kinesis client blocks until the
+// call's context ends, as calls of a host that died never answer.
+type switchboard struct {
+	dead chan struct{}
+}
+
+// cut reports, once the worker is killed, its call's fate: it waits for
+// ctx and returns its error. Before the kill it returns nil at once.
+func (sw *switchboard) cut(ctx context.Context) error {
+	select {
+	case <-sw.dead:
+	default:
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// killableStore is one worker's view of the shared store.
+type killableStore struct {
+	sw *switchboard
+	s  lease.Store
+}
+
+var _ lease.Store = killableStore{}
+
+func (k killableStore) Ensure(ctx context.Context, key lease.Key, parents []string) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Ensure(ctx, key, parents)
+}
+
+func (k killableStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.s.List(ctx, stream)
+}
+
+func (k killableStore) Get(ctx context.Context, key lease.Key) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Get(ctx, key)
+}
+
+func (k killableStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Take(ctx, held, owner)
+}
+
+func (k killableStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Renew(ctx, held)
+}
+
+func (k killableStore) Checkpoint(ctx context.Context, held lease.Lease, seq string, sub int) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Checkpoint(ctx, held, seq, sub)
+}
+
+func (k killableStore) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Release(ctx, held)
+}
+
+func (k killableStore) RequestHandoff(ctx context.Context, held lease.Lease, requester string) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.RequestHandoff(ctx, held, requester)
+}
+
+func (k killableStore) Transfer(ctx context.Context, held lease.Lease, to string) (lease.Lease, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return k.s.Transfer(ctx, held, to)
+}
+
+func (k killableStore) Delete(ctx context.Context, held lease.Lease) error {
+	if err := k.sw.cut(ctx); err != nil {
+		return err
+	}
+	return k.s.Delete(ctx, held)
+}
+
+func (k killableStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Worker{}, err
+	}
+	return k.s.Heartbeat(ctx, stream, owner)
+}
+
+func (k killableStore) RemoveWorker(ctx context.Context, w lease.Worker) error {
+	if err := k.sw.cut(ctx); err != nil {
+		return err
+	}
+	return k.s.RemoveWorker(ctx, w)
+}
+
+func (k killableStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return lease.Snapshot{}, err
+	}
+	return k.s.Snapshot(ctx, stream)
+}
+
+// killableKinesis is one worker's Kinesis client.
+type killableKinesis struct {
+	sw *switchboard
+	k  consumer.KinesisAPI
+}
+
+var _ consumer.KinesisAPI = killableKinesis{}
+
+func (k killableKinesis) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.k.ListShards(ctx, in, opts...)
+}
+
+func (k killableKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.k.GetShardIterator(ctx, in, opts...)
+}
+
+func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.k.GetRecords(ctx, in, opts...)
+}
