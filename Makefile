@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build build-AdapterFunction tools standins test unit integration bench bench-e2e bench-lanes fuzz demo clean
+.PHONY: all build build-AdapterFunction tools standins test unit integration bench bench-e2e bench-lanes bench-scale fuzz demo clean
 
 all: build test
 
@@ -28,7 +28,7 @@ unit:
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -race -count=1 ./...
 	# The allocation pins skip under the race detector; they run here without it.
-	$(GO) test -count=1 -run 'Alloc' . ./settle/ ./envelope/ ./publish/ ./internal/event/ ./observe/emf/
+	$(GO) test -count=1 -run 'Alloc' . ./settle/ ./envelope/ ./publish/ ./internal/event/ ./internal/getrecords/ ./observe/emf/
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
@@ -49,7 +49,7 @@ test: unit integration
 # Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
 bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/ ./internal/getrecords/
 	$(MAKE) bench-lanes
 
 # Long-running mode end to end against its own stand-ins (about 3–6 minutes);
@@ -60,6 +60,15 @@ bench-e2e:
 bench-lanes:
 	$(GO) test -run '^$$' -bench 'BenchmarkLanes' -benchtime=1x -count=1 .
 
+# The scale simulation (internal/scalesim): 1,000 shards, 50 workers joining, leaving
+# and dying while records are written, on the real consumer and lease code. First in
+# virtual time with the default durations (seconds), then in real time with 3 s leases
+# (minutes). Prints a table per run. The real-time run with the default 10 s leases:
+#   go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m ./internal/scalesim/ -scalesim.lease=10s
+bench-scale:
+	$(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v ./internal/scalesim/ -scalesim.full
+	$(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -count=1 -timeout 60m ./internal/scalesim/
+
 # A short run of every fuzz target (crashers land in testdata/fuzz).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./envelope/
@@ -67,6 +76,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeaggregate$$' -fuzztime 30s ./internal/kpl/
+	$(GO) test -run '^$$' -fuzz '^FuzzGetRecordsDecode$$' -fuzztime 30s ./internal/getrecords/
 
 # Everything end to end on local stand-ins (installs and stops them itself).
 demo:
