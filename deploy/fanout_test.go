@@ -14,13 +14,14 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/kinesis"
 )
 
-// Enhanced fan-out (parameter FanOutConsumerName). Lambda mode: the stack
-// registers the stream consumer (AWS::Kinesis::StreamConsumer) and maps the
-// function to its ARN; the role lets the event source describe it and
-// subscribe to its shards. Long-running mode: LAMBDAADAPTER_EFO_CONSUMER,
-// and the task role may make the calls of consumer/efo.go - register the
-// consumer on the stream, describe it and subscribe to its shards - and no
-// longer GetRecords. Polling stacks get none of it (TestIAMGrants checks
+// Enhanced fan-out (parameter FanOutConsumerName). Both modes: the stack
+// registers the stream consumer (AWS::Kinesis::StreamConsumer), so deleting
+// the stack deregisters it. Lambda mode maps the function to its ARN; the
+// role lets the event source describe it and subscribe to its shards.
+// Long-running mode: LAMBDAADAPTER_EFO_CONSUMER from the stack's consumer,
+// and the task role may make the calls of consumer/efo.go - describe the
+// consumer and subscribe to its shards, and register it again on the stream
+// if it was deleted outside the stack - and no longer GetRecords. Polling stacks get none of it (TestIAMGrants checks
 // every grant exactly).
 
 // efoSource is where the long-running mode reads with enhanced fan-out.
@@ -38,14 +39,40 @@ func TestFanOut(t *testing.T) {
 				consumers := idsOfType(s, "AWS::Kinesis::StreamConsumer")
 				got, set := env["LAMBDAADAPTER_EFO_CONSUMER"]
 				_, output := s.Outputs["FanOutConsumerArn"]
-				if mode == "ecs" {
-					// The tasks register the consumer themselves, by name,
-					// on the stream whose ARN they are given.
+				arn := "${" + fanOutConsumerID + ".ConsumerARN}"
+				// Both modes: the stack registers the consumer (and
+				// deregisters it with the stack, ending its charges).
+				if name == "" {
 					if len(consumers) != 0 || output {
-						t.Errorf("%s: stream consumers %q, output %v: the tasks register theirs", at, consumers, output)
+						t.Errorf("%s: stream consumers %q, output %v without FanOutConsumerName", at, consumers, output)
 					}
-					if got != name || set != (name != "") {
-						t.Errorf("%s: LAMBDAADAPTER_EFO_CONSUMER = %q (set %v), want %q", at, got, set, name)
+				} else {
+					if !slices.Equal(consumers, []string{fanOutConsumerID}) {
+						t.Fatalf("%s: stream consumers %q, want %s", at, consumers, fanOutConsumerID)
+					}
+					c := &kinesis.StreamConsumer{}
+					if err := s.Decode(fanOutConsumerID, c); err != nil {
+						t.Fatal(err)
+					}
+					if c.ConsumerName != name || c.StreamARN != sourceStream(p) {
+						t.Errorf("%s: consumer %q of %q, want %q of the source stream %q", at, c.ConsumerName, c.StreamARN, name, sourceStream(p))
+					}
+					if s.Outputs["FanOutConsumerArn"] != arn {
+						t.Errorf("%s: output FanOutConsumerArn %v, want the consumer's ARN %s", at, s.Outputs["FanOutConsumerArn"], arn)
+					}
+				}
+				if mode == "ecs" {
+					// The tasks get the name from the stack's consumer (so
+					// they start only once it is registered: a task that
+					// registered it first would fail the stack's
+					// registration) and find it by name on the stream
+					// whose ARN they are given.
+					want := ""
+					if name != "" {
+						want = "${" + fanOutConsumerID + ".ConsumerName}"
+					}
+					if got != want || set != (name != "") {
+						t.Errorf("%s: LAMBDAADAPTER_EFO_CONSUMER = %q (set %v), want %q", at, got, set, want)
 					}
 					if name != "" && env["LAMBDAADAPTER_STREAM_ARN"] != sourceStream(p) {
 						t.Errorf("%s: LAMBDAADAPTER_STREAM_ARN = %q: enhanced fan-out needs the stream's ARN", at, env["LAMBDAADAPTER_STREAM_ARN"])
@@ -62,24 +89,13 @@ func TestFanOut(t *testing.T) {
 				}
 				source := deref(ks[0].Mapping.EventSourceArn)
 				if name == "" {
-					if len(consumers) != 0 || output || source != sourceStream(p) {
-						t.Errorf("%s: stream consumers %q, output %v, event source %q; want none, none, the stream", at, consumers, output, source)
+					if source != sourceStream(p) {
+						t.Errorf("%s: event source %q; want the stream", at, source)
 					}
 					continue
 				}
-				if !slices.Equal(consumers, []string{fanOutConsumerID}) {
-					t.Fatalf("%s: stream consumers %q, want %s", at, consumers, fanOutConsumerID)
-				}
-				c := &kinesis.StreamConsumer{}
-				if err := s.Decode(fanOutConsumerID, c); err != nil {
-					t.Fatal(err)
-				}
-				if c.ConsumerName != name || c.StreamARN != sourceStream(p) {
-					t.Errorf("%s: consumer %q of %q, want %q of the source stream %q", at, c.ConsumerName, c.StreamARN, name, sourceStream(p))
-				}
-				arn := "${" + fanOutConsumerID + ".ConsumerARN}"
-				if source != arn || s.Outputs["FanOutConsumerArn"] != arn {
-					t.Errorf("%s: event source %q, output %v; want the consumer's ARN %s", at, source, s.Outputs["FanOutConsumerArn"], arn)
+				if source != arn {
+					t.Errorf("%s: event source %q; want the consumer's ARN %s", at, source, arn)
 				}
 				// The adapter gets eventSourceARN = the consumer's ARN and
 				// derives the stream's from it: the ARN must be of the

@@ -508,7 +508,7 @@ func TestOutputs(t *testing.T) {
 		if c.params["Alarms"] == "true" {
 			want = append(want, "AlarmNames")
 		}
-		if c.params["Mode"] != "ecs" && c.params["FanOutConsumerName"] != "" {
+		if c.params["FanOutConsumerName"] != "" {
 			want = append(want, "FanOutConsumerArn")
 		}
 		slices.Sort(want)
