@@ -77,6 +77,12 @@ type decoder struct {
 	dataTotal int    // bytes of decoded data of completed records (upper bound)
 	strTotal  int    // bytes of strings of completed records, after sharing
 	stack     [maxDepth/64 + 1]uint64
+	// last holds, per key id, the raw string value (quotes included) last
+	// scanned for that key, and lastFlags its scanString flags: fields that
+	// repeat the previous record's value (eventSourceARN, eventName, …)
+	// are recognised by comparing bytes instead of scanning them.
+	last      [nKeys]span
+	lastFlags [nKeys]uint8
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -197,6 +203,108 @@ func kinesisKey(k []byte) int {
 		return keyKinesisSchemaVersion
 	}
 	return foldKey(k, keyPartitionKey, nKeys)
+}
+
+// keyColon holds each known key as it appears in a payload written
+// without whitespace: the name, its closing quote and the colon.
+var keyColon = func() (kc [nKeys]string) {
+	for id := keyKinesis; id < nKeys; id++ {
+		kc[id] = string(keyNames[id]) + `":`
+	}
+	return kc
+}()
+
+// exactKey reports whether the key whose quote is at i is exactly key id,
+// directly followed by its colon, and returns the index of the value
+// after it. It is the fast path of objKey plus recordKey or kinesisKey: a
+// key spelled exactly like a known one has no escapes, so both classify it
+// the same. Anything else (escapes, other letter cases, whitespace before
+// the colon or at the end of the input) is left to them.
+func (d *decoder) exactKey(i, id int) (int, int) {
+	b, kc := d.buf, keyColon[id]
+	j := i + 1 + len(kc)
+	if j >= len(b) || string(b[i+1:j]) != kc {
+		return keyUnknown, i
+	}
+	switch b[j] {
+	case ' ', '\t', '\n', '\r':
+		if j = d.ws(j); j >= len(b) {
+			return keyUnknown, i
+		}
+	}
+	return id, j
+}
+
+// exactRecordKey is the fast path for the keys of a record object: it
+// returns the key id and the index of its value, or keyUnknown when the
+// key must go through objKey and recordKey.
+func (d *decoder) exactRecordKey(i int) (int, int) {
+	b := d.buf
+	if i+7 >= len(b) {
+		return keyUnknown, i
+	}
+	switch b[i+1] {
+	case 'k':
+		return d.exactKey(i, keyKinesis)
+	case 'a':
+		return d.exactKey(i, keyAWSRegion)
+	case 'i':
+		return d.exactKey(i, keyInvokeIdentityArn)
+	case 'e':
+		switch b[i+6] { // "event?"
+		case 'I':
+			return d.exactKey(i, keyEventID)
+		case 'N':
+			return d.exactKey(i, keyEventName)
+		case 'V':
+			return d.exactKey(i, keyEventVersion)
+		case 'S':
+			if k, j := d.exactKey(i, keyEventSource); k != keyUnknown {
+				return k, j
+			}
+			return d.exactKey(i, keyEventSourceARN)
+		}
+	}
+	return keyUnknown, i
+}
+
+// exactKinesisKey is exactRecordKey for the keys of a kinesis object.
+func (d *decoder) exactKinesisKey(i int) (int, int) {
+	b := d.buf
+	if i+1 >= len(b) {
+		return keyUnknown, i
+	}
+	switch b[i+1] {
+	case 'd':
+		return d.exactKey(i, keyData)
+	case 'p':
+		return d.exactKey(i, keyPartitionKey)
+	case 's':
+		return d.exactKey(i, keySequenceNumber)
+	case 'a':
+		return d.exactKey(i, keyApproximateArrivalTimestamp)
+	case 'e':
+		return d.exactKey(i, keyEncryptionType)
+	case 'k':
+		return d.exactKey(i, keyKinesisSchemaVersion)
+	}
+	return keyUnknown, i
+}
+
+// scanRepeated is scanString for the value at i of key id key, for fields
+// whose value usually repeats from record to record: when the bytes at i
+// equal the raw value last scanned for key (quotes included), they are the
+// same valid string, with the same flags, and need no scan.
+func (d *decoder) scanRepeated(i, key int) (int, uint8, error) {
+	b, last := d.buf, d.last[key]
+	if n := int(last.end - last.off); n > 0 && i+n <= len(b) && string(b[i:i+n]) == string(b[last.off:last.end]) {
+		return i + n, d.lastFlags[key], nil
+	}
+	end, flags, err := d.scanString(i)
+	if err == nil {
+		d.last[key], d.lastFlags[key] = span{uint32(i), uint32(end)}, flags
+	}
+	return end, flags, err
 }
 
 // objStart starts an object whose '{' is just before i. It returns the
@@ -398,21 +506,26 @@ func (d *decoder) record(i, idx int) (int, error) {
 	r := &d.recs[idx]
 	i, more, err := d.objStart(i + 1)
 	for more {
-		var key []byte
-		if key, i, err = d.objKey(i); err != nil {
-			return i, err
+		k, j := d.exactRecordKey(i)
+		if k == keyUnknown {
+			var key []byte
+			if key, j, err = d.objKey(i); err != nil {
+				return j, err
+			}
+			k = recordKey(key)
 		}
-		switch k := recordKey(key); k {
+		i = j
+		switch k {
 		case keyKinesis:
 			i, err = d.kinesis(i, r, idx)
 		case keyEventSource:
-			i, err = d.stringField(i, 3, r, idx, fEventSource)
+			i, err = d.stringField(i, 3, r, idx, fEventSource, k)
 		case keyEventID:
-			i, err = d.stringField(i, 3, r, idx, fEventID)
+			i, err = d.stringField(i, 3, r, idx, fEventID, keyUnknown)
 		case keyEventSourceARN:
-			i, err = d.stringField(i, 3, r, idx, fEventSourceARN)
+			i, err = d.stringField(i, 3, r, idx, fEventSourceARN, k)
 		case keyAWSRegion:
-			i, err = d.stringField(i, 3, r, idx, fAWSRegion)
+			i, err = d.stringField(i, 3, r, idx, fAWSRegion, k)
 		case keyEventName, keyEventVersion, keyInvokeIdentityArn:
 			i, err = d.checkString(i, 3, idx, k)
 		default:
@@ -441,15 +554,20 @@ func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
 	r.kin = true
 	i, more, err := d.objStart(i + 1)
 	for more {
-		var key []byte
-		if key, i, err = d.objKey(i); err != nil {
-			return i, err
+		k, j := d.exactKinesisKey(i)
+		if k == keyUnknown {
+			var key []byte
+			if key, j, err = d.objKey(i); err != nil {
+				return j, err
+			}
+			k = kinesisKey(key)
 		}
-		switch k := kinesisKey(key); k {
+		i = j
+		switch k {
 		case keyPartitionKey:
-			i, err = d.stringField(i, 4, r, idx, fPartitionKey)
+			i, err = d.stringField(i, 4, r, idx, fPartitionKey, keyUnknown)
 		case keySequenceNumber:
-			i, err = d.stringField(i, 4, r, idx, fSequenceNumber)
+			i, err = d.stringField(i, 4, r, idx, fSequenceNumber, keyUnknown)
 		case keyData:
 			i, err = d.data(i, r, idx)
 		case keyApproximateArrivalTimestamp:
@@ -480,11 +598,20 @@ func (d *decoder) mismatch(i, level, idx int, field, want string) (int, error) {
 }
 
 // stringField parses the value at i of string field f of record idx. Null
-// leaves the field as it was, as in encoding/json.
-func (d *decoder) stringField(i, level int, r *wrec, idx, f int) (int, error) {
+// leaves the field as it was, as in encoding/json. key, unless keyUnknown,
+// is the field's key id for scanRepeated: a field whose value usually
+// repeats from record to record.
+func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, error) {
 	switch d.buf[i] {
 	case '"':
-		end, flags, err := d.scanString(i)
+		var end int
+		var flags uint8
+		var err error
+		if key == keyUnknown {
+			end, flags, err = d.scanString(i)
+		} else {
+			end, flags, err = d.scanRepeated(i, key)
+		}
 		if err != nil {
 			return end, err
 		}
@@ -502,7 +629,7 @@ func (d *decoder) stringField(i, level int, r *wrec, idx, f int) (int, error) {
 func (d *decoder) checkString(i, level, idx, key int) (int, error) {
 	switch d.buf[i] {
 	case '"':
-		end, _, err := d.scanString(i)
+		end, _, err := d.scanRepeated(i, key)
 		return end, err
 	case 'n':
 		return d.literal(i, "null")
