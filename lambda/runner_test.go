@@ -381,6 +381,36 @@ func TestRunDeadline(t *testing.T) {
 	})
 }
 
+// TestRunDeadlineKeepsEarlierSettlements checks that records of a key that
+// settled before its next record hung at the cut-off count as settled: the
+// response names the hung record, not the first of its run (a lane hands
+// its settlements to the watermark a run at a time; Wait takes them).
+func TestRunDeadlineKeepsEarlierSettlements(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			if m.SequenceNumber == "3" {
+				<-ctx.Done()
+				<-release
+			}
+			return message.Ack()
+		})
+		msgs := []message.Message{msg("s", "1", "k"), msg("s", "2", "k"), msg("s", "3", "k"), msg("s", "4", "k")}
+		r := newRunner(t, h, lambda.Config{Concurrency: 2, DeadlineMargin: 500 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		got, err := r.Run(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"3"}, got); diff != "" {
+			t.Errorf("failures (-want +got):\n%s", diff)
+		}
+		close(release)
+		synctest.Wait()
+	})
+}
+
 // TestRunDeadlineAlreadyPassed checks that a batch arriving with less time
 // than the margin is answered at once with every record unsettled.
 func TestRunDeadlineAlreadyPassed(t *testing.T) {

@@ -228,6 +228,56 @@ func TestLambdaWritesInShardOrder(t *testing.T) {
 	})
 }
 
+// TestLambdaWriteTurnDoesNotWaitForALane: a record's write goes out once
+// every earlier record of its shard settled, even when a lane that
+// settled one of them is busy in a later handler (lanes hand settlements to
+// the watermark a run at a time; a submitted write makes them hand over).
+func TestLambdaWriteTurnDoesNotWaitForALane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var w *world
+		sawWrite := make(chan bool, 1)
+		w = newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			switch string(m.Payload) {
+			case "r1":
+				return message.Retry(nil)
+			case "r2": // waits for r1's copy, which waits for r0 to settle
+				for range 100 {
+					if len(w.k.Written()) > 0 {
+						sawWrite <- true
+						return message.Ack()
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				sawWrite <- false
+			}
+			return message.Ack()
+		}))
+		w.cfg.Policy.MaxAttempts = 3
+		e := w.engine(t)
+		sh := engine.NewShard("s", engine.Hooks{})
+		ds := make([]engine.Delivery, 3)
+		for i, key := range []string{"a", "b", "a"} {
+			ds[i].Msg = message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: key, SequenceNumber: fmt.Sprint(1000 + i),
+				ShardID: "s", StreamARN: testARN, Attempt: 1}
+			if err := sh.DeliverInto(sh.Watermark().Epoch(), &ds[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLambda, Lanes: 2, WriteDeadline: time.Now().Add(time.Minute)})
+		if err := s.SubmitAll(ds); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s.Wait()
+		if !<-sawWrite {
+			t.Errorf("r1's copy was not written while r2's handler ran")
+		}
+		if got := firstUnsettled(sh); got != "" {
+			t.Errorf("first unsettled %q, want none", got)
+		}
+	})
+}
+
 // TestLambdaWritesOfShardsTogether: writes of different shards share calls.
 // The writes wait until every record was handled, so every shard has
 // copies waiting when they start, however fast the lanes run.

@@ -102,8 +102,8 @@ func (s *Session) tooOld(d *Delivery) (time.Duration, bool) {
 
 // expire concludes d, which is past the maximum record age, without
 // handling it: dead-lettered (reason "max record age") when there is a
-// dead-letter target, else settled with a warning.
-func (s *Session) expire(d *Delivery, age time.Duration) {
+// dead-letter target, else settled with a warning. lb is conclude's.
+func (s *Session) expire(d *Delivery, age time.Duration, lb *laneSettles) {
 	e := s.e
 	out := message.Drop(fmt.Errorf("%w: arrived %s ago (limit %s)", ErrMaxRecordAge, age.Round(time.Millisecond), e.cfg.MaxRecordAge))
 	if s.ctx.Err() != nil {
@@ -114,7 +114,7 @@ func (s *Session) expire(d *Delivery, age time.Duration) {
 	if !e.cfg.Policy.DeadLetter {
 		e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record past the maximum record age dropped without a dead-letter target", &d.Msg, out, nil)
 		s.observe(d, out, observe.ActionSettled)
-		s.settle(d)
+		s.settleIn(d, lb)
 		return
 	}
 	dec := retry.Decision{Action: retry.DeadLetter, Note: "max record age"}
@@ -126,7 +126,7 @@ func (s *Session) expire(d *Delivery, age time.Duration) {
 		return
 	}
 	s.observe(d, out, observe.ActionDeadLetter)
-	if !s.w.submit(w) {
+	if !s.submitWrite(w) {
 		s.giveUp(d)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/settle"
 )
 
 // call runs the handler for d with d open for replies, turning a panic into
@@ -47,7 +48,8 @@ func (s *Session) recovered(d *Delivery, p any) message.Outcome {
 // returned, the record settles, is written somewhere first, or stays
 // unsettled. parks, when not nil, collects the records to deliver again
 // instead of parking them at once (a batch parks them in order at its end).
-func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, parks *[]parked) {
+// lb, when not nil, collects d's settlement (see laneSettles).
+func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, parks *[]parked, lb *laneSettles) {
 	m := &d.Msg
 	e := s.e
 	ctx := s.ctx
@@ -84,11 +86,11 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 			e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record dropped", m, out, nil)
 		}
 		s.observe(d, out, observe.ActionSettled)
-		s.settle(d)
+		s.settleIn(d, lb)
 	case retry.Retire:
 		e.logRecord(ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record retired without a dead-letter target: "+dec.Note, m, out, nil)
 		s.observe(d, out, observe.ActionRetired)
-		s.settle(d)
+		s.settleIn(d, lb)
 	case retry.Leave:
 		s.observe(d, out, observe.ActionUnsettled)
 		s.unsettled(d, out, nil, parks)
@@ -101,7 +103,7 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 			return
 		}
 		s.observe(d, out, actionOf(dec.Action))
-		if !s.w.submit(w) {
+		if !s.submitWrite(w) {
 			s.giveUp(d) // the session ended under it
 		}
 	}
@@ -167,6 +169,88 @@ func (s *Session) settle(d *Delivery) {
 	d.shard.settle(d.ticket)
 	s.w.moved(d.shard)
 	s.done(d)
+}
+
+// settleBatch is the most settlements a Lambda-mode lane holds before it
+// hands them to the watermark.
+const settleBatch = 64
+
+// laneSettles is what a Lambda-mode lane settled and has not yet handed to
+// the watermark: tickets of one shard, settled under one lock of its
+// watermark (SettleEach) instead of one lock each, which the lanes would
+// contend for. The lane hands them over at the end of each run of records
+// of a key and when it holds settleBatch; the session flushes every lane's
+// (flushAllSettles) before it looks at the watermarks: when a write is
+// submitted (its turn depends on the settlements before it) and in Wait.
+// While any write waits for its turn, a settlement is handed over at once.
+type laneSettles struct {
+	mu sync.Mutex
+	sh *Shard // written under mu by the owning lane only
+	ts []settle.Ticket
+}
+
+// settleIn settles d, which the lane of lb handled: into lb when d's shard
+// has no hooks to keep in step (Lambda mode), else at once. lb may be nil.
+func (s *Session) settleIn(d *Delivery, lb *laneSettles) {
+	if lb == nil || d.shard.hooks.Moved != nil || d.shard.hooks.Settled != nil {
+		s.settle(d)
+		return
+	}
+	if lb.sh != d.shard {
+		s.flushSettles(lb)
+		lb.mu.Lock()
+		lb.sh = d.shard
+		lb.mu.Unlock()
+	}
+	lb.mu.Lock()
+	lb.ts = append(lb.ts, d.ticket)
+	full := len(lb.ts) >= settleBatch
+	lb.mu.Unlock()
+	// A write that waits for its turn (npending grows before submitWrite
+	// flushes the lanes) must not wait for this lane's next hand-over.
+	if full || s.w.npending.Load() > 0 {
+		s.flushSettles(lb)
+	}
+}
+
+// flushSettles hands lb's settlements to their watermark, then finishes
+// their records. lb may be nil.
+func (s *Session) flushSettles(lb *laneSettles) {
+	if lb == nil {
+		return
+	}
+	lb.mu.Lock()
+	sh, n := lb.sh, len(lb.ts)
+	if n > 0 {
+		sh.wm.SettleEach(lb.ts)
+		clear(lb.ts)
+		lb.ts = lb.ts[:0]
+	}
+	lb.mu.Unlock()
+	if n > 0 {
+		s.w.moved(sh)
+		sh.track(-n)
+	}
+}
+
+// flushAllSettles hands every lane's settlements to their watermarks.
+func (s *Session) flushAllSettles() {
+	for i := range s.settles {
+		s.flushSettles(&s.settles[i])
+	}
+}
+
+// submitWrite submits wr to the writer, then flushes the lanes'
+// settlements, so that the turn of wr's record (ordered writes: once every
+// earlier record of its shard settled) does not wait for a lane's next
+// hand-over. It reports false, submitting nothing, once the writer is
+// closed.
+func (s *Session) submitWrite(wr *write) bool {
+	if !s.w.submit(wr) {
+		return false
+	}
+	s.flushAllSettles()
+	return true
 }
 
 // openReplies opens d for Message.Reply.
@@ -326,11 +410,11 @@ func (s *Session) runBatch(batch []*Delivery) {
 			s.done(d)
 		case d.Poison != nil:
 			s.startSpan(d)
-			s.conclude(d, message.Drop(d.Poison), nil, nil)
+			s.conclude(d, message.Drop(d.Poison), nil, nil, nil)
 		default:
 			if age, old := s.tooOld(d); old {
 				s.startSpan(d)
-				s.expire(d, age)
+				s.expire(d, age, nil)
 				continue
 			}
 			live = append(live, d)
@@ -366,7 +450,7 @@ func (s *Session) runBatch(batch []*Delivery) {
 		if i < len(outs) {
 			out = outs[i]
 		}
-		s.conclude(d, out, d.closeReplies(), &parks)
+		s.conclude(d, out, d.closeReplies(), &parks, nil)
 	}
 	for i := len(parks) - 1; i >= 0; i-- {
 		s.park(parks[i].d, parks[i].wait)

@@ -133,9 +133,10 @@ type Session struct {
 	ndead    atomic.Int32 // len(deadKeys), read without mu
 
 	w         *writer
-	nlanes    int          // lanes to start
-	started   bool         // the lanes started (under mu; Lambda mode starts them with the first records)
-	lanes     atomic.Int32 // lanes still running; the last one closes lanesDone
+	settles   []laneSettles // Lambda mode: each lane's settlements not yet on the watermark
+	nlanes    int           // lanes to start
+	started   bool          // the lanes started (under mu; Lambda mode starts them with the first records)
+	lanes     atomic.Int32  // lanes still running; the last one closes lanesDone
 	lanesDone chan struct{}
 	timerKick chan struct{}
 	timerDone chan struct{}
@@ -232,17 +233,23 @@ func (s *Session) startLanesLocked() {
 	s.started = true
 	batch := s.e.Batch()
 	s.lanes.Store(int32(s.nlanes))
-	for range s.nlanes {
+	if s.cfg.Mode == ModeLambda && !batch {
+		s.settles = make([]laneSettles, s.nlanes)
+	}
+	for i := range s.nlanes {
 		go func() {
 			defer func() {
 				if s.lanes.Add(-1) == 0 {
 					close(s.lanesDone)
 				}
 			}()
-			if batch {
+			switch {
+			case batch:
 				s.batchLane()
-			} else {
-				s.lane()
+			case s.settles != nil:
+				s.lane(&s.settles[i])
+			default:
+				s.lane(nil)
 			}
 		}()
 	}
@@ -360,6 +367,9 @@ func (s *Session) Wait() (cutOff bool) {
 			cutOff = true
 		}
 	}
+	// Settlements a lane still holds (it is in a handler at the cut-off)
+	// count, as they would have had they reached the watermark at once.
+	s.flushAllSettles()
 	s.w.drain()
 	s.mu.Lock()
 	s.closed = true
@@ -542,21 +552,26 @@ func (s *Session) take() *keyQueue {
 	}
 }
 
-// lane handles keys until take says to end.
-func (s *Session) lane() {
+// lane handles keys until take says to end. lb, in Lambda mode, collects
+// the lane's settlements.
+func (s *Session) lane(lb *laneSettles) {
 	for {
 		ks := s.take()
 		if ks == nil {
 			return
 		}
-		s.runKey(ks)
+		s.runKey(ks, lb)
 	}
 }
 
 // runKey handles the records of ks one after another, until its queue is
 // empty, its head waits for a retry, the lane has had its turn, or the
 // session's context ended.
-func (s *Session) runKey(ks *keyQueue) {
+func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
+	if s.cfg.Mode == ModeLambda {
+		s.runKeyLambda(ks, lb)
+		return
+	}
 	for turn := 0; ; turn++ {
 		s.mu.Lock()
 		if ks.head == nil || !ks.parkedUntil.IsZero() || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
@@ -566,13 +581,84 @@ func (s *Session) runKey(ks *keyQueue) {
 		}
 		d := s.popLocked(ks)
 		s.mu.Unlock()
-		s.handle(d)
+		s.handle(d, nil)
+	}
+}
+
+// runKeyLambda is runKey in Lambda mode, where no record is ever put back
+// into its key queue (an unsettled record is given up on, not parked): it
+// takes the records of ks a run at a time, up to what is left of the turn,
+// under one lock, and handles them one after another. The records of a run
+// not started when the session's context ends go back to the head of the
+// queue, where they were. The settlements of a run go to the watermark
+// together, at its end (see laneSettles).
+func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) {
+	for turn := 0; ; {
+		s.mu.Lock()
+		if ks.head == nil || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
+			s.releaseLocked(ks)
+			s.mu.Unlock()
+			return
+		}
+		run := s.popRunLocked(ks, max(turnLimit-turn, 1))
+		s.mu.Unlock()
+		for d := run; d != nil; {
+			if s.ctx.Err() != nil {
+				s.mu.Lock()
+				s.unpopRunLocked(ks, d)
+				s.mu.Unlock()
+				break
+			}
+			next := d.next
+			d.next = nil
+			s.handle(d, lb)
+			d = next
+			turn++
+		}
+		s.flushSettles(lb)
+	}
+}
+
+// popRunLocked takes up to n (≥ 1) records from the head of ks, which has
+// at least one, and returns the first; they stay linked through next.
+func (s *Session) popRunLocked(ks *keyQueue, n int) *Delivery {
+	first, last := ks.head, ks.head
+	for k := 1; k < n && last.next != nil; k++ {
+		last = last.next
+	}
+	ks.head = last.next
+	if ks.head == nil {
+		ks.tail = nil
+	}
+	last.next = nil
+	for d := first; d != nil; d = d.next {
+		s.queued--
+	}
+	if s.cfg.MaxQueued > 0 {
+		s.broadcastLocked() // a Submit may go on
+	}
+	return first
+}
+
+// unpopRunLocked puts the records linked from d back at the head of ks.
+func (s *Session) unpopRunLocked(ks *keyQueue, d *Delivery) {
+	last := d
+	s.queued++
+	for last.next != nil {
+		last = last.next
+		s.queued++
+	}
+	last.next = ks.head
+	ks.head = d
+	if ks.tail == nil {
+		ks.tail = last
 	}
 }
 
 // handle runs the handler for d (unless d is stale or after a record of its
-// shard given up on) and concludes its outcome.
-func (s *Session) handle(d *Delivery) {
+// shard given up on) and concludes its outcome. lb, when not nil, collects
+// d's settlement (a Lambda-mode lane's).
+func (s *Session) handle(d *Delivery, lb *laneSettles) {
 	switch {
 	case d.Stale():
 		s.done(d)
@@ -585,11 +671,11 @@ func (s *Session) handle(d *Delivery) {
 	// span too, ended with what became of it.
 	s.startSpan(d)
 	if d.Poison != nil {
-		s.conclude(d, message.Drop(d.Poison), nil, nil)
+		s.conclude(d, message.Drop(d.Poison), nil, nil, lb)
 		return
 	}
 	if age, old := s.tooOld(d); old {
-		s.expire(d, age)
+		s.expire(d, age, lb)
 		return
 	}
 	var start time.Time
@@ -600,7 +686,7 @@ func (s *Session) handle(d *Delivery) {
 	if !start.IsZero() {
 		d.observed().handled = time.Since(start)
 	}
-	s.conclude(d, out, replyErr, nil)
+	s.conclude(d, out, replyErr, nil, lb)
 }
 
 // deadKey reports whether a record of d's key was given up on (Lambda
