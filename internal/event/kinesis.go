@@ -212,7 +212,12 @@ func (d *decoder) finish() (*Kinesis, error) {
 			p = &out[i-1]
 		}
 		o.EventID = d.str(&sb, r, fEventID)
-		o.ShardID = ShardIDOf(o.EventID)
+		if p != nil && len(o.EventID) > len(p.ShardID) && o.EventID[len(p.ShardID)] == ':' && strings.HasPrefix(o.EventID, p.ShardID) {
+			// The previous record's shard, which has no ':' of its own.
+			o.ShardID = p.ShardID
+		} else {
+			o.ShardID = ShardIDOf(o.EventID)
+		}
 		if r.dup&(1<<fSequenceNumber) != 0 {
 			sp := r.span[fSequenceNumber]
 			o.SequenceNumber = o.EventID[len(o.EventID)-int(sp.end-sp.off):]

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
@@ -189,11 +190,8 @@ func AttemptOf(h envelope.Headers) int {
 // ("arn:aws:kinesis:REGION:ACCOUNT:stream/NAME/consumer/CONSUMER:TS") yields
 // the ARN of its stream.
 func StreamARNFromSource(arn string) string {
-	const marker = "/consumer/"
-	for i := 0; i+len(marker) <= len(arn); i++ {
-		if arn[i] == '/' && arn[i:i+len(marker)] == marker {
-			return arn[:i]
-		}
+	if i := strings.Index(arn, "/consumer/"); i >= 0 {
+		return arn[:i]
 	}
 	return arn
 }
