@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -205,13 +206,59 @@ func kinesisKey(k []byte) int {
 	return foldKey(k, keyPartitionKey, nKeys)
 }
 
-// keyColon holds each known key as it appears in a payload written
-// without whitespace: the name, its closing quote and the colon.
-var keyColon = func() (kc [nKeys]string) {
-	for id := keyKinesis; id < nKeys; id++ {
-		kc[id] = string(keyNames[id]) + `":`
+// keyPattern is a known key as it appears in a payload written without
+// whitespace, from its opening quote to the colon ("kinesis":), held as
+// the little-endian words exactKey compares: at offsets 0, 8, 16, … and a
+// last one ending with the pattern (for patterns shorter than 8 bytes, two
+// 4-byte words at 0 and n-4).
+type keyPattern struct {
+	n     int
+	words [4]uint64
+}
+
+// match reports whether b starts with the pattern.
+func (p *keyPattern) match(b []byte) bool {
+	n := p.n
+	if len(b) < n {
+		return false
 	}
-	return kc
+	if n < 8 {
+		return binary.LittleEndian.Uint32(b) == uint32(p.words[0]) && binary.LittleEndian.Uint32(b[n-4:]) == uint32(p.words[1])
+	}
+	k := 0
+	for off := 0; off+8 < n; off += 8 {
+		if binary.LittleEndian.Uint64(b[off:]) != p.words[k] {
+			return false
+		}
+		k++
+	}
+	return binary.LittleEndian.Uint64(b[n-8:]) == p.words[k]
+}
+
+// newKeyPattern returns the pattern of the key name.
+func newKeyPattern(name []byte) keyPattern {
+	pat := []byte(`"` + string(name) + `":`)
+	p := keyPattern{n: len(pat)}
+	if p.n < 8 {
+		p.words[0] = uint64(binary.LittleEndian.Uint32(pat))
+		p.words[1] = uint64(binary.LittleEndian.Uint32(pat[p.n-4:]))
+		return p
+	}
+	k := 0
+	for off := 0; off+8 < p.n; off += 8 {
+		p.words[k] = binary.LittleEndian.Uint64(pat[off:])
+		k++
+	}
+	p.words[k] = binary.LittleEndian.Uint64(pat[p.n-8:])
+	return p
+}
+
+// keyPatterns holds the pattern of every known key.
+var keyPatterns = func() (kp [nKeys]keyPattern) {
+	for id := keyKinesis; id < nKeys; id++ {
+		kp[id] = newKeyPattern(keyNames[id])
+	}
+	return kp
 }()
 
 // exactKey reports whether the key whose quote is at i is exactly key id,
@@ -221,9 +268,9 @@ var keyColon = func() (kc [nKeys]string) {
 // the same. Anything else (escapes, other letter cases, whitespace before
 // the colon or at the end of the input) is left to them.
 func (d *decoder) exactKey(i, id int) (int, int) {
-	b, kc := d.buf, keyColon[id]
-	j := i + 1 + len(kc)
-	if j >= len(b) || string(b[i+1:j]) != kc {
+	b, p := d.buf, &keyPatterns[id]
+	j := i + p.n
+	if j >= len(b) || !p.match(b[i:]) {
 		return keyUnknown, i
 	}
 	switch b[j] {
@@ -870,11 +917,9 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber missing", nil))
 		return
 	}
-	for _, c := range seq {
-		if !isDigit(c) {
-			d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber "+strconv.Quote(clip(seq))+" is not a decimal number", nil))
-			return
-		}
+	if !allDigits(seq) {
+		d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber "+strconv.Quote(clip(seq))+" is not a decimal number", nil))
+		return
 	}
 	d.done++
 
