@@ -25,6 +25,14 @@ func observeMode(m Mode) observe.Mode {
 
 // observe reports what became of d to the record hooks.
 func (s *Session) observe(d *Delivery, out message.Outcome, action observe.Action) {
+	if d.obs == nil && !s.e.cfg.Hooks.WantsRecords() {
+		return // nothing to tell (kept small: the lanes' stacks need not grow)
+	}
+	s.observeRecord(d, out, action)
+}
+
+// observeRecord is observe once there is something to tell.
+func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe.Action) {
 	h := &s.e.cfg.Hooks
 	var end func(observe.Record)
 	var handled time.Duration

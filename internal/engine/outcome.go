@@ -173,7 +173,7 @@ func (s *Session) settle(d *Delivery) {
 
 // settleBatch is the most settlements a Lambda-mode lane holds before it
 // hands them to the watermark.
-const settleBatch = 64
+const settleBatch = 16
 
 // laneSettles is what a Lambda-mode lane settled and has not yet handed to
 // the watermark: tickets of one shard, settled under one lock of its
@@ -184,9 +184,10 @@ const settleBatch = 64
 // submitted (its turn depends on the settlements before it) and in Wait.
 // While any write waits for its turn, a settlement is handed over at once.
 type laneSettles struct {
-	mu sync.Mutex
-	sh *Shard // written under mu by the owning lane only
-	ts []settle.Ticket
+	mu  sync.Mutex
+	sh  *Shard // written under mu by the owning lane only
+	ts  []settle.Ticket
+	buf [settleBatch]settle.Ticket // ts's array
 }
 
 // settleIn settles d, which the lane of lb handled: into lb when d's shard
@@ -203,6 +204,9 @@ func (s *Session) settleIn(d *Delivery, lb *laneSettles) {
 		lb.mu.Unlock()
 	}
 	lb.mu.Lock()
+	if lb.ts == nil {
+		lb.ts = lb.buf[:0]
+	}
 	lb.ts = append(lb.ts, d.ticket)
 	full := len(lb.ts) >= settleBatch
 	lb.mu.Unlock()
