@@ -306,16 +306,17 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 		d.sess = s
 		d.firstAttempt = d.Msg.Attempt
 		k := d.Msg.PartitionKey
-		if s.keys[k] == nil {
+		ks := s.keys[k]
+		if ks == nil {
 			if len(slab) == 0 {
 				slab = make([]keyQueue, min(len(ds)-i, 256))
 			}
-			ks := &slab[0]
+			ks = &slab[0]
 			slab = slab[1:]
 			ks.key, ks.heapIdx = k, -1
 			s.keys[k] = ks
 		}
-		s.enqueueLocked(d, false)
+		s.enqueueInLocked(ks, d, false)
 	}
 	s.startLanesLocked()
 	return nil
@@ -428,6 +429,12 @@ func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
 		ks = &keyQueue{key: k, heapIdx: -1}
 		s.keys[k] = ks
 	}
+	s.enqueueInLocked(ks, d, first)
+	return ks
+}
+
+// enqueueInLocked is enqueueLocked into ks, the queue of d's key.
+func (s *Session) enqueueInLocked(ks *keyQueue, d *Delivery, first bool) {
 	if first {
 		d.next = ks.head
 		ks.head = d
@@ -445,7 +452,6 @@ func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
 	}
 	s.queued++
 	s.readyLocked(ks)
-	return ks
 }
 
 // readyLocked makes ks ready for a lane if it has records, is not held and
