@@ -110,9 +110,10 @@ func deliveries(recs []event.KinesisRecord) batch {
 // set): the runner builds them a chunk at a time, handing each chunk to the
 // lanes while it builds the next.
 type batch struct {
-	ds     []engine.Delivery
-	groups []int
-	recs   []event.KinesisRecord
+	ds      []engine.Delivery
+	groups  []int
+	recs    []event.KinesisRecord
+	streams streamCache // build's
 }
 
 // build builds the messages of ds[lo:hi] from their records.
@@ -122,13 +123,28 @@ func (b *batch) build(lo, hi int) {
 	}
 	backing := make(envelope.Headers, 0, (hi-lo)*(deliveryHeaders+1))
 	for i := lo; i < hi; i++ {
-		b.ds[i].Msg, backing = plain(&b.recs[i], backing)
+		b.ds[i].Msg, backing = plain(&b.recs[i], backing, &b.streams)
 	}
 }
 
+// streamCache remembers the stream ARN of the last event source ARN seen:
+// the records of an invocation share one.
+type streamCache struct {
+	src, stream string
+	ok          bool
+}
+
+// of returns message.StreamARNFromSource(src).
+func (c *streamCache) of(src string) string {
+	if !c.ok || src != c.src {
+		c.src, c.stream, c.ok = src, message.StreamARNFromSource(src), true
+	}
+	return c.stream
+}
+
 // plain returns the message of an ordinary record, its headers appended to
-// backing.
-func plain(rec *event.KinesisRecord, backing envelope.Headers) (message.Message, envelope.Headers) {
+// backing; streams gives its stream ARN.
+func plain(rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) (message.Message, envelope.Headers) {
 	start := len(backing)
 	var payload []byte
 	backing, payload = envelope.DecodeInto(backing, rec.Data)
@@ -142,7 +158,7 @@ func plain(rec *event.KinesisRecord, backing envelope.Headers) (message.Message,
 		PartitionKey:   rec.PartitionKey,
 		SequenceNumber: rec.SequenceNumber,
 		ShardID:        rec.ShardID,
-		StreamARN:      message.StreamARNFromSource(rec.EventSourceARN),
+		StreamARN:      streams.of(rec.EventSourceARN),
 		EventSourceARN: rec.EventSourceARN,
 		ArrivalTime:    rec.ArrivalTime,
 		Attempt:        attempt,
@@ -158,10 +174,11 @@ func aggregated(recs []event.KinesisRecord) batch {
 	b.groups = make([]int, len(recs))
 	b.ds = make([]engine.Delivery, 0, len(recs))
 	var backing envelope.Headers
+	var streams streamCache
 	for i := range recs {
 		rec := &recs[i]
 		var m message.Message
-		m, backing = plain(rec, backing)
+		m, backing = plain(rec, backing, &streams)
 		if !message.MaybeAggregate(rec.Data) {
 			b.ds = append(b.ds, engine.Delivery{Msg: m})
 			b.groups[i] = 1
