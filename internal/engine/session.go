@@ -480,12 +480,18 @@ func (s *Session) popLocked(ks *keyQueue) *Delivery {
 	return d
 }
 
-// releaseLocked gives ks back after a lane held it.
+// releaseLocked gives ks back after a lane held it. An empty key queue is
+// forgotten in long-running mode (keys come and go for ever); a Lambda-mode
+// session keeps it until the invocation ends, so that later records of the
+// key (the runner submits an invocation a chunk at a time) find it: what
+// the session allocates then does not depend on how fast the lanes ran.
 func (s *Session) releaseLocked(ks *keyQueue) {
 	ks.active = false
 	s.running--
 	if ks.head == nil && ks.parkedUntil.IsZero() {
-		delete(s.keys, ks.key)
+		if s.cfg.Mode != ModeLambda {
+			delete(s.keys, ks.key)
+		}
 	} else {
 		s.readyLocked(ks)
 	}
