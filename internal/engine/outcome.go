@@ -173,13 +173,13 @@ func (s *Session) settle(d *Delivery) {
 
 // settleBatch is the most settlements a Lambda-mode lane holds before it
 // hands them to the watermark.
-const settleBatch = 16
+const settleBatch = 64
 
 // laneSettles is what a Lambda-mode lane settled and has not yet handed to
 // the watermark: tickets of one shard, settled under one lock of its
 // watermark (SettleEach) instead of one lock each, which the lanes would
-// contend for. The lane hands them over at the end of each run of records
-// of a key and when it holds settleBatch; the session flushes every lane's
+// contend for. The lane hands them over when it holds settleBatch, before
+// it waits for a key and when it ends; the session flushes every lane's
 // (flushAllSettles) before it looks at the watermarks: when a write is
 // submitted (its turn depends on the settlements before it) and in Wait.
 // While any write waits for its turn, a settlement is handed over at once.
@@ -187,7 +187,7 @@ type laneSettles struct {
 	mu  sync.Mutex
 	sh  *Shard // written under mu by the owning lane only
 	ts  []settle.Ticket
-	buf [settleBatch]settle.Ticket // ts's array
+	buf [16]settle.Ticket // ts's first array: a lane of a small invocation allocates no other
 }
 
 // settleIn settles d, which the lane of lb handled: into lb when d's shard

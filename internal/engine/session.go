@@ -532,9 +532,13 @@ func (s *Session) emptyLocked() bool {
 
 // take waits for a ready key and holds it. It returns nil when the lane
 // should end: the session is closed and empty, or its context ended.
-func (s *Session) take() *keyQueue {
+//
+// lb, the Lambda-mode lane's settlements, is handed to the watermarks before
+// the lane waits.
+func (s *Session) take(lb *laneSettles) *keyQueue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	flushed := false
 	for {
 		if s.ctx.Err() != nil {
 			return nil
@@ -552,6 +556,13 @@ func (s *Session) take() *keyQueue {
 			s.broadcastLocked() // the other lanes end too
 			return nil
 		}
+		if lb != nil && !flushed {
+			s.mu.Unlock()
+			s.flushSettles(lb)
+			s.mu.Lock()
+			flushed = true
+			continue // look again: the lock was let go
+		}
 		ch := s.waitLocked()
 		s.mu.Unlock()
 		select {
@@ -568,8 +579,9 @@ func (s *Session) take() *keyQueue {
 // the lane's settlements.
 func (s *Session) lane(lb *laneSettles) {
 	for {
-		ks := s.take()
+		ks := s.take(lb)
 		if ks == nil {
+			s.flushSettles(lb)
 			return
 		}
 		s.runKey(ks, lb)
@@ -602,8 +614,8 @@ func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
 // takes the records of ks a run at a time, up to what is left of the turn,
 // under one lock, and handles them one after another. The records of a run
 // not started when the session's context ends go back to the head of the
-// queue, where they were. The settlements of a run go to the watermark
-// together, at its end (see laneSettles).
+// queue, where they were. The lane's settlements go to the watermark
+// together (see laneSettles).
 func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) {
 	for turn := 0; ; {
 		s.mu.Lock()
@@ -627,7 +639,6 @@ func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) {
 			d = next
 			turn++
 		}
-		s.flushSettles(lb)
 	}
 }
 
