@@ -146,19 +146,27 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	var (
 		ds     = b.ds
 		shards []*engine.Shard
-		byID   = make(map[string]*engine.Shard, 1)
+		byID   map[string]*engine.Shard // made with a second shard (Lambda invokes with one)
 	)
 	shardOf := func(m *message.Message) *engine.Shard {
-		sh := byID[m.ShardID]
-		if sh == nil {
-			sh = engine.NewShard(m.ShardID, engine.Hooks{})
-			if len(shards) == 0 {
-				// Lambda invokes with the records of one shard.
-				sh.Watermark().Grow(len(ds))
-			}
-			byID[m.ShardID] = sh
-			shards = append(shards, sh)
+		if len(shards) == 1 && shards[0].ID() == m.ShardID {
+			return shards[0]
 		}
+		if sh := byID[m.ShardID]; sh != nil {
+			return sh
+		}
+		sh := engine.NewShard(m.ShardID, engine.Hooks{})
+		switch len(shards) {
+		case 0:
+			// Lambda invokes with the records of one shard.
+			sh.Watermark().Grow(len(ds))
+		case 1:
+			byID = map[string]*engine.Shard{shards[0].ID(): shards[0]}
+		}
+		if byID != nil {
+			byID[m.ShardID] = sh
+		}
+		shards = append(shards, sh)
 		return sh
 	}
 	for i, rec := 0, 0; i < len(ds); rec++ {

@@ -171,7 +171,7 @@ type writer struct {
 	closed   bool // no write is accepted or started
 	started  bool // the workers run (from the first write on)
 	waiters  int
-	changed  chan struct{}
+	changed  chan struct{} // nil until someone waits (changedLocked)
 	workers  sync.WaitGroup
 	// npending counts the writes in pending, so that a settlement with
 	// none waiting (the common case) does not take mu. It grows under mu
@@ -183,7 +183,7 @@ type writer struct {
 // newWriter returns the session's writer. Its workers start with the first
 // write, so an invocation that writes nothing starts no goroutine for it.
 func newWriter(s *Session) *writer {
-	return &writer{s: s, ordered: s.cfg.Mode == ModeLambda, changed: make(chan struct{})}
+	return &writer{s: s, ordered: s.cfg.Mode == ModeLambda}
 }
 
 // startLocked starts the workers, once.
@@ -289,11 +289,20 @@ func (w *writer) queueLocked(wr *write) {
 }
 
 func (w *writer) broadcastLocked() {
-	if w.waiters == 0 {
-		return
+	if w.waiters == 0 || w.changed == nil {
+		return // nobody waits on a channel not yet closed
 	}
 	close(w.changed)
-	w.changed = make(chan struct{})
+	w.changed = nil // the next waiter makes one
+}
+
+// changedLocked returns the channel closed at the next broadcast, made on
+// first use: a session whose writer nobody waits on makes none.
+func (w *writer) changedLocked() chan struct{} {
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed
 }
 
 func (w *writer) idleLocked() bool {
@@ -356,7 +365,7 @@ func (w *writer) next() []*write {
 			due = t.C
 		}
 		w.waiters++
-		ch := w.changed
+		ch := w.changedLocked()
 		w.mu.Unlock()
 		select {
 		case <-ch:
@@ -477,7 +486,7 @@ func (w *writer) drain() {
 	w.broadcastLocked()
 	for !w.idleLocked() {
 		w.waiters++
-		ch := w.changed
+		ch := w.changedLocked()
 		w.mu.Unlock()
 		<-ch
 		w.mu.Lock()
@@ -510,7 +519,7 @@ func (w *writer) close(ctx context.Context) {
 	w.broadcastLocked()
 	for !w.idleLocked() && ctx.Err() == nil {
 		w.waiters++
-		ch := w.changed
+		ch := w.changedLocked()
 		w.mu.Unlock()
 		select {
 		case <-ch:
