@@ -51,9 +51,10 @@ type Shard struct {
 
 	imu sync.Mutex
 	// inflight changes without imu while it stays above zero; a change to
-	// or from zero takes imu and swaps or closes idle in the same step.
+	// or from zero takes imu, and a change to zero closes idle in the same
+	// step.
 	inflight atomic.Int64
-	idle     chan struct{} // closed while inflight == 0
+	idle     chan struct{} // made by WaitIdle while inflight > 0 (under imu); nil when nobody waits
 
 	amu  sync.Mutex
 	ages []arrival // registered records, oldest first, until the checkpoint passes them (TrackAge)
@@ -107,8 +108,7 @@ func (s *Shard) OldestUnsettled() (time.Time, bool) {
 
 // NewShard returns the Shard id with a new watermark (epoch 1).
 func NewShard(id string, hooks Hooks) *Shard {
-	s := &Shard{id: id, wm: settle.NewWatermark(id), hooks: hooks, idle: make(chan struct{})}
-	close(s.idle)
+	s := &Shard{id: id, wm: settle.NewWatermark(id), hooks: hooks}
 	s.blocked.Store(math.MaxInt64)
 	return s
 }
@@ -223,6 +223,13 @@ func (s *Shard) Inflight() int {
 // it reports whether the shard is idle.
 func (s *Shard) WaitIdle(ctx context.Context) bool {
 	s.imu.Lock()
+	if s.inflight.Load() == 0 {
+		s.imu.Unlock()
+		return true
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
 	idle := s.idle
 	s.imu.Unlock()
 	select {
@@ -252,11 +259,9 @@ func (s *Shard) track(n int) {
 		if !s.inflight.CompareAndSwap(was, now) {
 			continue
 		}
-		switch {
-		case was == 0 && now > 0:
-			s.idle = make(chan struct{})
-		case was > 0 && now == 0:
+		if was > 0 && now == 0 && s.idle != nil {
 			close(s.idle)
+			s.idle = nil
 		}
 		return
 	}
