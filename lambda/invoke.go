@@ -128,16 +128,16 @@ func (b *batch) build(lo, hi int) {
 }
 
 // streamCache remembers the stream ARN of the last event source ARN seen:
-// the records of an invocation share one.
+// the records of an invocation share one. Its zero value holds the empty
+// source, whose stream ARN is empty too.
 type streamCache struct {
 	src, stream string
-	ok          bool
 }
 
 // of returns message.StreamARNFromSource(src).
 func (c *streamCache) of(src string) string {
-	if !c.ok || src != c.src {
-		c.src, c.stream, c.ok = src, message.StreamARNFromSource(src), true
+	if src != c.src {
+		c.src, c.stream = src, message.StreamARNFromSource(src)
 	}
 	return c.stream
 }
