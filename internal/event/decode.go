@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -57,6 +58,7 @@ type wrec struct {
 	span  [nFields]span
 	ts    float64 // approximateArrivalTimestamp, valid when hasTS
 	dhi   uint32  // dataBin: bytes of bin reserved from span[fData].off
+	strn  uint32  // bytes of the result's strings this record adds (see endRecord)
 	esc   uint8   // bit f: span[f] indexes esc rather than the payload
 	set   uint8   // bit f: string field f holds a value
 	dup   uint8   // bit f: reuse the previous record's string (fSequenceNumber: the tail of eventID)
@@ -84,6 +86,13 @@ type decoder struct {
 	// are recognised by comparing bytes instead of scanning them.
 	last      [nKeys]span
 	lastFlags [nKeys]uint8
+
+	// ahead, when not nil, is a helper parsing the records from a later
+	// element on (see parallel.go); stop, in a helper, is set when its
+	// owner abandons it.
+	ahead  *ahead
+	stop   *atomic.Bool
+	joined bool // the helper's records were taken over
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -496,9 +505,28 @@ func (d *decoder) recordsArray(i int) (int, error) {
 	if i < len(b) && b[i] == ']' {
 		return i + 1, nil
 	}
+	return d.elements(i)
+}
+
+// elements parses the records of the Records array from the element at i
+// to the array's end, numbering them from 0. A decoder with a
+// helper (d.ahead) joins it when it reaches the helper's first element, and
+// abandons it once it is past that point or already has an error to
+// report. A helper itself stops early when its owner abandons it.
+func (d *decoder) elements(i int) (int, error) {
+	b := d.buf
 	for idx := 0; ; idx++ {
 		if i >= len(b) {
 			return i, d.eof()
+		}
+		if h := d.ahead; h != nil && (i >= h.at || d.semErr != nil) {
+			if i == h.at && d.semErr == nil {
+				return d.join(h, idx)
+			}
+			d.abandon()
+		}
+		if d.stop != nil && d.stop.Load() {
+			return i, errAbandoned
 		}
 		var err error
 		if d.semErr != nil {
@@ -923,17 +951,11 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 	}
 	d.done++
 
-	switch r.dkind {
-	case dataB64:
-		sp := r.span[fData]
-		d.dataTotal += base64.StdEncoding.DecodedLen(int(sp.end - sp.off))
-	case dataBin:
-		sp := r.span[fData]
-		d.dataTotal += int(sp.end - sp.off)
-	}
+	d.dataTotal += dataBound(r)
 
 	// Strings: eventID, then the sequence number unless it is eventID's
 	// tail, then the rest unless equal to the previous record's.
+	before := d.strTotal
 	id := d.field(r, fEventID)
 	d.strTotal += len(id)
 	if n := len(id) - len(seq); n > 0 && id[n-1] == ':' && bytes.Equal(id[n:], seq) {
@@ -953,6 +975,19 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		}
 		d.strTotal += len(v)
 	}
+	r.strn = uint32(d.strTotal - before)
+}
+
+// dataBound is the most bytes r's decoded data can take.
+func dataBound(r *wrec) int {
+	sp := r.span[fData]
+	switch r.dkind {
+	case dataB64:
+		return base64.StdEncoding.DecodedLen(int(sp.end - sp.off))
+	case dataBin:
+		return int(sp.end - sp.off)
+	}
+	return 0
 }
 
 // clip shortens b for quoting in an error message.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -132,11 +134,19 @@ const maxPayload = math.MaxInt32
 // precedence over the semantic errors. A *RecordError always names the
 // first bad record in the Records array.
 //
-// The strings of all records share one allocation holding only the bytes
-// they need, and all Data slices share one arena; DecodeKinesis neither
-// retains nor modifies payload. The number of allocations per call does not
-// depend on the number of records, except that strings containing escape
-// sequences need buffer space of their own.
+// The strings of all records share one allocation (two for a payload
+// decoded in halves) holding only the bytes they need, and all Data slices
+// share one arena; DecodeKinesis neither retains nor modifies payload. The
+// number of allocations per call does not depend on the number of records,
+// except that strings containing escape sequences need buffer space of
+// their own.
+//
+// A payload of 256 KiB or more is decoded by two goroutines when
+// GOMAXPROCS allows (a Lambda function with more than one vCPU): the second
+// parses from a record boundary guessed near the middle, and the guess is
+// checked against the first one's parse, so the result is always the
+// sequential decoder's (see parallel.go). Both have ended when DecodeKinesis
+// returns.
 //
 // DecodeKinesis is safe for concurrent use. Payloads larger than 2 GiB are
 // rejected.
@@ -144,12 +154,29 @@ func DecodeKinesis(payload []byte) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
+	split := -1
+	if len(payload) >= parallelMin && runtime.GOMAXPROCS(0) > 1 {
+		split = splitPoint(payload)
+	}
+	return decode(payload, split, split >= 0)
+}
+
+// decode is DecodeKinesis with a helper parsing from offset split (none
+// when split is not inside payload) and, when halves is set, the result
+// built in two halves (see parallel.go).
+func decode(payload []byte, split int, halves bool) (*Kinesis, error) {
 	d := decoder{buf: payload}
-	d.recs = make([]wrec, 0, estimateRecords(payload))
-	if err := d.parse(); err != nil {
+	if split > 0 && split < len(payload) {
+		d.startAhead(split)
+	} else {
+		d.recs = make([]wrec, 0, estimateRecords(payload))
+	}
+	err := d.parse()
+	d.abandon() // when the parse never reached the helper's start
+	if err != nil {
 		return nil, err
 	}
-	return d.finish()
+	return d.finish(halves)
 }
 
 // minRecordLen is the length of the shortest record DecodeKinesis accepts:
@@ -167,7 +194,7 @@ func estimateRecords(p []byte) int {
 
 // finish turns the working records into the result, or reports the first
 // semantic error.
-func (d *decoder) finish() (*Kinesis, error) {
+func (d *decoder) finish(halves bool) (*Kinesis, error) {
 	if d.semErr != nil {
 		// Records completed before the error precede it in the payload;
 		// report a bad base64 value among them first.
@@ -185,8 +212,69 @@ func (d *decoder) finish() (*Kinesis, error) {
 	recs := d.recs
 	out := make([]KinesisRecord, len(recs))
 	arena := make([]byte, d.dataTotal)
+	if !halves || len(recs) < 2 {
+		var sb strings.Builder
+		sb.Grow(d.strTotal)
+		if err := d.fill(out, recs, 0, arena, &sb); err != nil {
+			return nil, err
+		}
+		return &Kinesis{Records: out}, nil
+	}
+	// A helper builds the second half, into the rest of the arena and a
+	// string buffer of its own.
+	k := len(recs) / 2
+	dataK, strK := 0, 0
+	for i := range recs[:k] {
+		dataK += dataBound(&recs[i])
+		strK += int(recs[i].strn)
+	}
+	var (
+		wg    sync.WaitGroup
+		err2  error
+		later = recs[k:]
+	)
+	// The helper gets a decoder of its own holding what fill reads, so
+	// that d itself stays on the caller's stack.
+	buf, esc, bin, strLater := d.buf, d.esc, d.bin, d.strTotal-strK+d.dupBytes(&later[0])
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		hd := decoder{buf: buf, esc: esc, bin: bin}
+		var sb strings.Builder
+		sb.Grow(strLater)
+		err2 = hd.fill(out[k:], later, k, arena[dataK:], &sb)
+	}()
 	var sb strings.Builder
-	sb.Grow(d.strTotal)
+	sb.Grow(strK)
+	err := d.fill(out[:k], recs[:k], 0, arena[:dataK], &sb)
+	wg.Wait()
+	if err == nil {
+		err = err2
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Kinesis{Records: out}, nil
+}
+
+// dupBytes is the number of bytes of r's strings that equal the previous
+// record's, which it shares unless it is the first record its goroutine
+// builds.
+func (d *decoder) dupBytes(r *wrec) int {
+	n := 0
+	for _, f := range [...]int{fPartitionKey, fEventSourceARN, fAWSRegion, fEventSource} {
+		if r.dup&(1<<f) != 0 {
+			n += len(d.field(r, f))
+		}
+	}
+	return n
+}
+
+// fill builds out[i] from recs[i], the records from index base on: their
+// data into arena, which holds at least their dataBound, their strings into
+// sb, grown to hold them. The first record takes its strings from its own
+// fields even where it repeats the previous record's (built elsewhere).
+func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte, sb *strings.Builder) error {
 	off := 0
 	for i := range recs {
 		r, o := &recs[i], &out[i]
@@ -194,7 +282,7 @@ func (d *decoder) finish() (*Kinesis, error) {
 		case dataB64:
 			n, err := base64.StdEncoding.Decode(arena[off:], d.field(r, fData))
 			if err != nil {
-				return nil, base64Error(i, err)
+				return base64Error(base+i, err)
 			}
 			o.Data = arena[off : off+n : off+n]
 			off += n
@@ -207,45 +295,48 @@ func (d *decoder) finish() (*Kinesis, error) {
 		if r.hasTS {
 			o.ArrivalTime = epochTime(r.ts)
 		}
+		dup := r.dup
 		var p *KinesisRecord
 		if i > 0 {
 			p = &out[i-1]
+		} else {
+			dup &= 1 << fSequenceNumber // the only bit that does not refer to the previous record
 		}
-		o.EventID = d.str(&sb, r, fEventID)
+		o.EventID = d.str(sb, r, fEventID)
 		if p != nil && len(o.EventID) > len(p.ShardID) && o.EventID[len(p.ShardID)] == ':' && strings.HasPrefix(o.EventID, p.ShardID) {
 			// The previous record's shard, which has no ':' of its own.
 			o.ShardID = p.ShardID
 		} else {
 			o.ShardID = ShardIDOf(o.EventID)
 		}
-		if r.dup&(1<<fSequenceNumber) != 0 {
+		if dup&(1<<fSequenceNumber) != 0 {
 			sp := r.span[fSequenceNumber]
 			o.SequenceNumber = o.EventID[len(o.EventID)-int(sp.end-sp.off):]
 		} else {
-			o.SequenceNumber = d.str(&sb, r, fSequenceNumber)
+			o.SequenceNumber = d.str(sb, r, fSequenceNumber)
 		}
-		if r.dup&(1<<fPartitionKey) != 0 {
+		if dup&(1<<fPartitionKey) != 0 {
 			o.PartitionKey = p.PartitionKey
 		} else {
-			o.PartitionKey = d.str(&sb, r, fPartitionKey)
+			o.PartitionKey = d.str(sb, r, fPartitionKey)
 		}
-		if r.dup&(1<<fEventSourceARN) != 0 {
+		if dup&(1<<fEventSourceARN) != 0 {
 			o.EventSourceARN = p.EventSourceARN
 		} else {
-			o.EventSourceARN = d.str(&sb, r, fEventSourceARN)
+			o.EventSourceARN = d.str(sb, r, fEventSourceARN)
 		}
-		if r.dup&(1<<fAWSRegion) != 0 {
+		if dup&(1<<fAWSRegion) != 0 {
 			o.AWSRegion = p.AWSRegion
 		} else {
-			o.AWSRegion = d.str(&sb, r, fAWSRegion)
+			o.AWSRegion = d.str(sb, r, fAWSRegion)
 		}
-		if r.dup&(1<<fEventSource) != 0 {
+		if dup&(1<<fEventSource) != 0 {
 			o.EventSource = p.EventSource
 		} else {
-			o.EventSource = d.str(&sb, r, fEventSource)
+			o.EventSource = d.str(sb, r, fEventSource)
 		}
 	}
-	return &Kinesis{Records: out}, nil
+	return nil
 }
 
 // str appends string field f of r to sb and returns it as a substring of
