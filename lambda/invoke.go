@@ -81,49 +81,54 @@ func roundMillis(t time.Time) time.Time {
 // record (partition-key, kinesis-sequence-number, kinesis-shard-id).
 const deliveryHeaders = 3
 
-// deliveries turns decoded Kinesis records into deliveries: it opens the
-// RSK1 envelope of each record's data, appends the delivery headers and
-// derives StreamARN and Attempt. Payloads alias the records' data; all
-// headers share one backing array, each message's slice capped so that
-// appending to one never overwrites another.
+// deliveries turns decoded Kinesis records into a batch: the records
+// themselves when they are all ordinary (the runner makes their deliveries
+// as it submits them), else one delivery per user record (see aggregated).
 func deliveries(recs []event.KinesisRecord) batch {
 	for i := range recs {
 		if message.MaybeAggregate(recs[i].Data) {
 			return aggregated(recs)
 		}
 	}
-	ds := make([]engine.Delivery, len(recs))
-	for i := range recs {
-		// What registering the record needs; build sets the rest.
-		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = recs[i].SequenceNumber, recs[i].ShardID
-	}
-	return batch{ds: ds, recs: recs}
+	return batch{recs: recs}
 }
 
-// batch is an invocation's deliveries in record order. groups, when not
-// nil, holds for each Kinesis record the number of its deliveries: the user
-// records of a KPL aggregate settle as parts of their record. nil means one
-// delivery per record.
-//
-// recs, when not nil, are the ordinary records of ds, one each, whose
-// messages are not built yet (only their sequence numbers and shards are
-// set): the runner builds them a chunk at a time, handing each chunk to the
-// lanes while it builds the next.
+// batch is an invocation's deliveries in record order: either ds, whose
+// messages are set, or recs, ordinary records whose deliveries are not made
+// yet (see Runner.run). groups, when not nil, holds for each Kinesis record
+// of ds the number of its deliveries: the user records of a KPL aggregate
+// settle as parts of their record. nil means one delivery per record.
 type batch struct {
 	ds      []engine.Delivery
 	groups  []int
 	recs    []event.KinesisRecord
-	streams streamCache // build's
+	streams streamCache // buildInto's
 }
 
-// build builds the messages of ds[lo:hi] from their records.
-func (b *batch) build(lo, hi int) {
-	if b.recs == nil {
-		return
+// len is the number of deliveries.
+func (b *batch) len() int {
+	if b.recs != nil {
+		return len(b.recs)
 	}
-	backing := make(envelope.Headers, 0, (hi-lo)*(deliveryHeaders+1))
-	for i := lo; i < hi; i++ {
-		b.ds[i].Msg, backing = plain(&b.recs[i], backing, &b.streams)
+	return len(b.ds)
+}
+
+// open makes the deliveries of recs[lo:hi], with what registering them
+// needs (sequence number and shard); buildInto sets the rest.
+func (b *batch) open(lo, hi int) []engine.Delivery {
+	ds := make([]engine.Delivery, hi-lo)
+	for i := range ds {
+		rec := &b.recs[lo+i]
+		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = rec.SequenceNumber, rec.ShardID
+	}
+	return ds
+}
+
+// buildInto builds the messages of ds, the deliveries of recs[lo:].
+func (b *batch) buildInto(ds []engine.Delivery, lo int) {
+	backing := make(envelope.Headers, 0, len(ds)*(deliveryHeaders+1))
+	for i := range ds {
+		ds[i].Msg, backing = plain(&b.recs[lo+i], backing, &b.streams)
 	}
 }
 

@@ -43,6 +43,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/event"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
@@ -140,54 +141,30 @@ func (r *Runner) RunJSON(ctx context.Context, dst []byte, msgs []message.Message
 	return batchresponse.AppendJSON(dst, ids), nil
 }
 
-// run is Run on deliveries whose messages are set.
+// run is Run on a batch: deliveries whose messages are set, or ordinary
+// records whose deliveries it makes.
 func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	began := time.Now()
-	var (
-		ds     = b.ds
-		shards []*engine.Shard
-		byID   map[string]*engine.Shard // made with a second shard (Lambda invokes with one)
-	)
-	shardOf := func(m *message.Message) *engine.Shard {
-		if len(shards) == 1 && shards[0].ID() == m.ShardID {
-			return shards[0]
+	n := b.len()
+	var shards shardSet
+	hooks := r.e.Config().Hooks
+	tracer := hooks.Tracer()
+	// Invoke's ordinary records are made into deliveries, registered with
+	// their watermarks and built a chunk at a time while the lanes handle
+	// the chunks before, once a check of their sequence numbers shows that
+	// the watermarks will take every one (so that an unusable batch still
+	// handles nothing). Other batches, and one that fails the check (to
+	// report the error the watermark gives), are registered first.
+	pipelined := b.recs != nil && tracer == nil && registrable(b.recs)
+	if !pipelined {
+		if b.recs != nil {
+			b.ds = b.open(0, n)
 		}
-		if sh := byID[m.ShardID]; sh != nil {
-			return sh
+		if err := shards.registerAll(b.ds, b.groups); err != nil {
+			return nil, err
 		}
-		sh := engine.NewShard(m.ShardID, engine.Hooks{})
-		switch len(shards) {
-		case 0:
-			// Lambda invokes with the records of one shard.
-			sh.Watermark().Grow(len(ds))
-		case 1:
-			byID = map[string]*engine.Shard{shards[0].ID(): shards[0]}
-		}
-		if byID != nil {
-			byID[m.ShardID] = sh
-		}
-		shards = append(shards, sh)
-		return sh
 	}
-	for i, rec := 0, 0; i < len(ds); rec++ {
-		m := &ds[i].Msg
-		sh := shardOf(m)
-		n := 1
-		if b.groups != nil {
-			n = b.groups[rec]
-		}
-		var err error
-		if n == 1 {
-			err = sh.DeliverInto(sh.Watermark().Epoch(), &ds[i])
-		} else {
-			err = sh.DeliverGroupInto(sh.Watermark().Epoch(), ds[i:i+n])
-		}
-		if err != nil {
-			return nil, fmt.Errorf("lambda: record %d (shard %q, sequence number %q): %w", rec, m.ShardID, m.SequenceNumber, err)
-		}
-		i += n
-	}
-	cfg := engine.SessionConfig{Mode: engine.ModeLambda, Lanes: min(r.conc, max(len(ds), 1))}
+	cfg := engine.SessionConfig{Mode: engine.ModeLambda, Lanes: min(r.conc, max(n, 1))}
 	dl, hasDeadline := ctx.Deadline()
 	if hasDeadline {
 		// Handlers stop at the margin; writes a fifth of the margin before
@@ -197,27 +174,48 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	} else {
 		cfg.WriteDeadline = time.Now().Add(noDeadlineWriteTimeout)
 	}
-	hooks := r.e.Config().Hooks
 	var endInvocation func(observe.Invocation)
-	if t := hooks.Tracer(); t != nil {
-		b.build(0, len(ds)) // the invocation's span links every record
-		b.recs = nil
-		msgs := make([]*message.Message, len(ds))
-		for i := range ds {
-			msgs[i] = &ds[i].Msg
+	if tracer != nil {
+		if b.recs != nil {
+			b.buildInto(b.ds, 0) // the invocation's span links every record
+			b.recs = nil
 		}
-		ctx, endInvocation = t.StartInvocation(ctx, msgs)
+		msgs := make([]*message.Message, n)
+		for i := range b.ds {
+			msgs[i] = &b.ds[i].Msg
+		}
+		ctx, endInvocation = tracer.StartInvocation(ctx, msgs)
 	}
 	s := r.e.Start(ctx, cfg)
-	if b.recs == nil {
-		_ = s.SubmitAll(ds) // cannot fail before Close
-	} else {
-		// The lanes handle a chunk while the next one is built.
-		for lo := 0; lo < len(ds); lo += buildChunk {
-			hi := min(lo+buildChunk, len(ds))
-			b.build(lo, hi)
-			_ = s.SubmitAll(ds[lo:hi])
+	var (
+		regErr error
+		parts  [][]engine.Delivery // every delivery, for the report
+	)
+	switch {
+	case pipelined:
+		parts = make([][]engine.Delivery, 0, (n+buildChunk-1)/buildChunk)
+		for lo := 0; lo < n; lo += buildChunk {
+			hi := min(lo+buildChunk, n)
+			ds := b.open(lo, hi)
+			if regErr = shards.registerEach(ds, lo, n); regErr != nil {
+				break
+			}
+			b.buildInto(ds, lo)
+			_ = s.SubmitAll(ds) // cannot fail before Close
+			parts = append(parts, ds)
 		}
+	case b.recs != nil:
+		// Registered already; the lanes handle a chunk while the next one
+		// is built.
+		for lo := 0; lo < n; lo += buildChunk {
+			hi := min(lo+buildChunk, n)
+			b.buildInto(b.ds[lo:hi], lo)
+			_ = s.SubmitAll(b.ds[lo:hi])
+		}
+		parts = [][]engine.Delivery{b.ds}
+	default:
+		_ = s.SubmitAll(b.ds)
+		parts = [][]engine.Delivery{b.ds}
 	}
 	s.Close()
 	cut := s.Wait()
@@ -225,36 +223,159 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		r.log.LogAttrs(ctx, slog.LevelWarn, "lambda: deadline margin reached; answering with records still running",
 			slog.String("margin", r.margin.String()))
 	}
-	wms := make([]*settle.Watermark, len(shards))
-	for i, sh := range shards {
+	wms := make([]*settle.Watermark, len(shards.list))
+	for i, sh := range shards.list {
 		wms[i] = sh.Watermark()
 	}
 	ids := batchresponse.Failures(wms)
 	// Sealing makes every settlement still to come stale.
-	for _, sh := range shards {
+	for _, sh := range shards.list {
 		sh.Reset("")
 	}
-	r.report(ctx, &hooks, ds, ids, began, cut, cfg.WriteDeadline, endInvocation)
+	if regErr != nil {
+		// registrable said this cannot happen. Records after the refused
+		// one were never registered, so no response could be trusted:
+		// Lambda retries the whole batch.
+		return nil, regErr
+	}
+	r.report(ctx, &hooks, parts, n, ids, began, cut, cfg.WriteDeadline, endInvocation)
 	return ids, nil
+}
+
+// shardSet is the shards of one run, in the order their first records came.
+type shardSet struct {
+	list []*engine.Shard
+	byID map[string]*engine.Shard // made with a second shard (Lambda invokes with one)
+}
+
+// of returns the shard of m, making it (room for n deliveries, when it is
+// the first) when it is new.
+func (set *shardSet) of(m *message.Message, n int) *engine.Shard {
+	if len(set.list) == 1 && set.list[0].ID() == m.ShardID {
+		return set.list[0]
+	}
+	if sh := set.byID[m.ShardID]; sh != nil {
+		return sh
+	}
+	sh := engine.NewShard(m.ShardID, engine.Hooks{})
+	switch len(set.list) {
+	case 0:
+		// Lambda invokes with the records of one shard.
+		sh.Watermark().Grow(n)
+	case 1:
+		set.byID = map[string]*engine.Shard{set.list[0].ID(): set.list[0]}
+	}
+	if set.byID != nil {
+		set.byID[m.ShardID] = sh
+	}
+	set.list = append(set.list, sh)
+	return sh
+}
+
+// registerAll registers every delivery of ds with its shard's watermark;
+// groups, when not nil, gives for each Kinesis record its number of
+// deliveries (see batch).
+func (set *shardSet) registerAll(ds []engine.Delivery, groups []int) error {
+	for i, rec := 0, 0; i < len(ds); rec++ {
+		m := &ds[i].Msg
+		sh := set.of(m, len(ds))
+		n := 1
+		if groups != nil {
+			n = groups[rec]
+		}
+		var err error
+		if n == 1 {
+			err = sh.DeliverInto(sh.Watermark().Epoch(), &ds[i])
+		} else {
+			err = sh.DeliverGroupInto(sh.Watermark().Epoch(), ds[i:i+n])
+		}
+		if err != nil {
+			return recordError(rec, m, err)
+		}
+		i += n
+	}
+	return nil
+}
+
+// registerEach registers the single-record deliveries ds, records lo to
+// lo+len(ds)-1 of a batch of total, a run of one shard at a time.
+func (set *shardSet) registerEach(ds []engine.Delivery, lo, total int) error {
+	for i := 0; i < len(ds); {
+		id := ds[i].Msg.ShardID
+		j := i + 1
+		for j < len(ds) && ds[j].Msg.ShardID == id {
+			j++
+		}
+		sh := set.of(&ds[i].Msg, total)
+		n, err := sh.DeliverEachInto(sh.Watermark().Epoch(), ds[i:j])
+		if err != nil {
+			return recordError(lo+i+n, &ds[i+n].Msg, err)
+		}
+		i = j
+	}
+	return nil
+}
+
+func recordError(rec int, m *message.Message, err error) error {
+	return fmt.Errorf("lambda: record %d (shard %q, sequence number %q): %w", rec, m.ShardID, m.SequenceNumber, err)
+}
+
+// maxCheckedShards is the most shards registrable follows; a batch with
+// more (Lambda sends one) is registered the slow way.
+const maxCheckedShards = 8
+
+// registrable reports whether new watermarks take every record of recs in
+// order: each sequence number valid and above the previous one of its
+// shard, what settle.Watermark.Deliver checks.
+func registrable(recs []event.KinesisRecord) bool {
+	type last struct{ shard, seq string }
+	var lasts [maxCheckedShards]last
+	n, cur := 0, -1
+	for i := range recs {
+		rec := &recs[i]
+		if cur < 0 || lasts[cur].shard != rec.ShardID {
+			cur = -1
+			for k := range n {
+				if lasts[k].shard == rec.ShardID {
+					cur = k
+				}
+			}
+			if cur < 0 {
+				if n == maxCheckedShards {
+					return false
+				}
+				lasts[n], cur = last{shard: rec.ShardID}, n
+				n++
+			}
+		}
+		seq := rec.SequenceNumber
+		if !settle.ValidSequence(seq) || lasts[cur].seq != "" && settle.CompareSequence(seq, lasts[cur].seq) <= 0 {
+			return false
+		}
+		lasts[cur].seq = seq
+	}
+	return true
 }
 
 // report tells the hooks about the invocation and flushes them, within the
 // write deadline (a fifth of the margin before the Lambda deadline): an
 // exporter's lines go out before the response, so a timed-out invocation is
 // the only one whose metrics are lost.
-func (r *Runner) report(ctx context.Context, h *observe.Set, ds []engine.Delivery, ids []string, began time.Time, cut bool, flushBy time.Time, end func(observe.Invocation)) {
+func (r *Runner) report(ctx context.Context, h *observe.Set, parts [][]engine.Delivery, records int, ids []string, began time.Time, cut bool, flushBy time.Time, end func(observe.Invocation)) {
 	if h.Empty() {
 		return
 	}
-	inv := observe.Invocation{Records: len(ds), Failures: len(ids), Duration: time.Since(began), Cut: cut}
+	inv := observe.Invocation{Records: records, Failures: len(ids), Duration: time.Since(began), Cut: cut}
 	var oldest time.Time
-	for i := range ds {
-		m := &ds[i].Msg
-		if inv.Stream == "" {
-			inv.Stream = m.StreamARN
-		}
-		if !m.ArrivalTime.IsZero() && (oldest.IsZero() || m.ArrivalTime.Before(oldest)) {
-			oldest = m.ArrivalTime
+	for _, ds := range parts {
+		for i := range ds {
+			m := &ds[i].Msg
+			if inv.Stream == "" {
+				inv.Stream = m.StreamARN
+			}
+			if !m.ArrivalTime.IsZero() && (oldest.IsZero() || m.ArrivalTime.Before(oldest)) {
+				oldest = m.ArrivalTime
+			}
 		}
 	}
 	if !oldest.IsZero() {

@@ -1,6 +1,10 @@
 package settle
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/shardsettle/lambdaadapter/internal/ascii"
+)
 
 // MaxSequenceDigits is the largest number of digits in a valid sequence
 // number. Kinesis documents sequence numbers as decimal integers of up to 129
@@ -20,12 +24,7 @@ func ValidSequence(s string) bool {
 	if s[0] == '0' && len(s) > 1 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return ascii.Digits(s)
 }
 
 // CompareSequence compares the decimal sequence numbers a and b as integers

@@ -178,6 +178,30 @@ func (w *Watermark) DeliverIn(e Epoch, seq string, parts int) (Ticket, error) {
 	return w.deliver(seq, parts)
 }
 
+// DeliverEachIn is DeliverIn(e, seq(i), 1) for i from 0 to n-1, in order,
+// under one hold of the lock: a runner registering a batch of plain records
+// takes the lock once instead of once per record. ticket(i, t) receives the
+// ticket of delivery i. DeliverEachIn stops at the first delivery refused
+// and returns the number registered before it with DeliverIn's error for
+// it; the callbacks must not call the Watermark. It is safe for concurrent
+// use.
+func (w *Watermark) DeliverEachIn(e Epoch, n int, seq func(i int) string, ticket func(i int, t Ticket)) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range n {
+		s := seq(i)
+		if e != w.epoch {
+			return i, fmt.Errorf("%w: shard %s, sequence number %q read in epoch %d, now %d", ErrStale, w.shardID, clip(s), e, w.epoch)
+		}
+		t, err := w.deliver(s, 1)
+		if err != nil {
+			return i, err
+		}
+		ticket(i, t)
+	}
+	return n, nil
+}
+
 func (w *Watermark) deliver(seq string, parts int) (Ticket, error) {
 	switch {
 	case w.ended:

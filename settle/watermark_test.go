@@ -2,6 +2,7 @@ package settle
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -766,5 +767,58 @@ func TestSettleAtPrefixGrows(t *testing.T) {
 	pos, moved, err := w.SettleAt(tk.Part(129))
 	if err != nil || !moved || pos != (Position{Seq: "5"}) {
 		t.Fatalf("last part: %+v, %v, %v", pos, moved, err)
+	}
+}
+
+// TestDeliverEachInMatchesDeliverIn registers the same sequences one at a
+// time and as a batch: the same tickets (by position), errors, count and
+// state, including a refusal in the middle and a stale epoch.
+func TestDeliverEachInMatchesDeliverIn(t *testing.T) {
+	cases := [][]string{
+		{},
+		{"1", "2", "3"},
+		{"5", "7", "7", "9"},       // out of order at 2
+		{"10", "x", "12"},          // invalid at 1
+		{"0", "01", "2"},           // leading zero at 1
+		{"99", "100", "1000", "3"}, // numeric order, refused at 3
+	}
+	for _, seqs := range cases {
+		one, batch := NewWatermark("s"), NewWatermark("s")
+		var want []Ticket
+		var wantErr error
+		for _, s := range seqs {
+			tk, err := one.DeliverIn(one.Epoch(), s, 1)
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, tk)
+		}
+		got := make([]Ticket, len(seqs))
+		n, err := batch.DeliverEachIn(batch.Epoch(), len(seqs), func(i int) string { return seqs[i] }, func(i int, tk Ticket) { got[i] = tk })
+		if n != len(want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Errorf("%q: registered %d, %v; one at a time %d, %v", seqs, n, err, len(want), wantErr)
+			continue
+		}
+		for i := range want {
+			// Tickets belong to their watermark; compare what they say.
+			if got[i].index != want[i].index || got[i].epoch != want[i].epoch || got[i].w != batch {
+				t.Errorf("%q: ticket %d = %+v, want %+v", seqs, i, got[i], want[i])
+			}
+		}
+		if one.Pending() != batch.Pending() || one.Span() != batch.Span() {
+			t.Errorf("%q: pending/span %d/%d, one at a time %d/%d", seqs, batch.Pending(), batch.Span(), one.Pending(), one.Span())
+		}
+		for i := range n {
+			if _, _, err := batch.Settle(got[i]); err != nil {
+				t.Errorf("%q: settling ticket %d: %v", seqs, i, err)
+			}
+		}
+	}
+	w := NewWatermark("s")
+	old := w.Epoch()
+	w.Reset("")
+	if n, err := w.DeliverEachIn(old, 1, func(int) string { return "1" }, func(int, Ticket) { t.Error("ticket for a stale delivery") }); n != 0 || !errors.Is(err, ErrStale) || w.Pending() != 0 {
+		t.Errorf("stale epoch: %d, %v, pending %d", n, err, w.Pending())
 	}
 }

@@ -163,6 +163,26 @@ func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
 	return nil
 }
 
+// DeliverEachInto is DeliverInto for each of ds in order, taking the
+// watermark's lock once. It stops at the first delivery refused and returns
+// the number registered before it with DeliverInto's error for it.
+func (s *Shard) DeliverEachInto(e settle.Epoch, ds []Delivery) (int, error) {
+	n, err := s.wm.DeliverEachIn(e, len(ds),
+		func(i int) string { return ds[i].Msg.SequenceNumber },
+		func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t })
+	if n == 0 {
+		return 0, err
+	}
+	ord := s.next.Add(int64(n)) - int64(n)
+	for i := range ds[:n] {
+		ord++
+		ds[i].ord = ord
+		s.noteArrival(ds[i].Msg.SequenceNumber, ds[i].Msg.ArrivalTime)
+	}
+	s.track(n)
+	return n, err
+}
+
 // DeliverGroup registers ds, the user records of one Kinesis record (a KPL
 // aggregate, all with its sequence number), as the next delivery of the
 // shard in epoch e: one watermark entry of skip+len(ds) parts, which

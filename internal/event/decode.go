@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/shardsettle/lambdaadapter/internal/ascii"
 )
 
 // span is a byte range [off, end) of the payload, of decoder.esc or (for
@@ -945,7 +947,7 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber missing", nil))
 		return
 	}
-	if !allDigits(seq) {
+	if !ascii.Digits(seq) {
 		d.fail(recordError(idx, "kinesis.sequenceNumber", "kinesis.sequenceNumber "+strconv.Quote(clip(seq))+" is not a decimal number", nil))
 		return
 	}

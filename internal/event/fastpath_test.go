@@ -63,42 +63,6 @@ func checkScanRepeated(t *testing.T, in []byte, offs []int, key int) {
 	}
 }
 
-// checkAllDigits checks allDigits against a byte-by-byte loop.
-func checkAllDigits(t *testing.T, in []byte) {
-	t.Helper()
-	want := true
-	for _, c := range in {
-		want = want && '0' <= c && c <= '9'
-	}
-	if got := allDigits(in); got != want {
-		t.Fatalf("allDigits(%q) = %v, want %v", in, got, want)
-	}
-}
-
-// TestAllDigitsMatchesLoop runs checkAllDigits on every single-byte change
-// of digit strings of every length up to 24, and on random strings.
-func TestAllDigitsMatchesLoop(t *testing.T) {
-	for n := range 25 {
-		in := []byte(strings.Repeat("0123456789", 3)[:n])
-		checkAllDigits(t, in)
-		for i := range n {
-			for c := range 256 {
-				b := append([]byte(nil), in...)
-				b[i] = byte(c)
-				checkAllDigits(t, b)
-			}
-		}
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		b := make([]byte, rng.IntN(40))
-		for i := range b {
-			b[i] = byte('0' + rng.IntN(12) - 1)
-		}
-		checkAllDigits(t, b)
-	}
-}
-
 // keyVariants are spellings around the known keys: exact, with
 // whitespace, another letter case, escapes, truncated, extended.
 func keyVariants() []string {
@@ -167,8 +131,8 @@ func TestScanRepeatedMatchesScanString(t *testing.T) {
 }
 
 // FuzzFastPaths checks the decoder's fast paths against the slow paths
-// they replace on arbitrary input: the key fast paths on in as a key,
-// allDigits on in, and scanRepeated on in split at its quotes into a run of strings.
+// they replace on arbitrary input: the key fast paths on in as a key
+// and scanRepeated on in split at its quotes into a run of strings.
 func FuzzFastPaths(f *testing.F) {
 	for _, v := range keyVariants() {
 		f.Add([]byte(v))
@@ -177,7 +141,6 @@ func FuzzFastPaths(f *testing.F) {
 	f.Add([]byte(`"a\"b","a\"b","a\"b`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		checkExactKeys(t, in)
-		checkAllDigits(t, in)
 		var offs []int
 		for i, c := range in {
 			if c == '"' {

@@ -168,25 +168,6 @@ func isHex(c byte) bool {
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-// allDigits reports whether every byte of s is an ASCII digit, eight bytes
-// at a time: with x = w ^ "00000000", a byte is a digit exactly when its x
-// is below 10, that is when neither x nor x + 0x76 has its high bit set (no
-// carry crosses bytes unless a byte is already ≥ 0x80, which fails anyway).
-func allDigits(s []byte) bool {
-	for ; len(s) >= 8; s = s[8:] {
-		x := binary.LittleEndian.Uint64(s) ^ (swarOnes * '0')
-		if (x|(x+swarOnes*0x76))&swarHigh != 0 {
-			return false
-		}
-	}
-	for _, c := range s {
-		if !isDigit(c) {
-			return false
-		}
-	}
-	return true
-}
-
 // scanNumber validates the JSON number starting at i and returns the index
 // just past it.
 func (d *decoder) scanNumber(i int) (int, error) {
