@@ -169,15 +169,49 @@ func decode(payload []byte, split int, halves bool) (*Kinesis, error) {
 	if split > 0 && split < len(payload) {
 		d.startAhead(split)
 	} else {
-		d.recs = make([]wrec, 0, estimateRecords(payload))
+		d.recs = getRecs(estimateRecords(payload))
 	}
 	err := d.parse()
 	d.abandon() // when the parse never reached the helper's start
-	if err != nil {
-		return nil, err
+	var k *Kinesis
+	if err == nil {
+		k, err = d.finish(halves)
 	}
-	return d.finish(halves)
+	putRecs(d.recs)
+	return k, err
 }
+
+// recsPool holds working-record slices (*[]wrec) for reuse. A wrec holds
+// no pointers, so a pooled slice keeps nothing else alive.
+var recsPool sync.Pool
+
+// getRecs returns an empty slice with room for at least n working records.
+func getRecs(n int) []wrec {
+	if p, _ := recsPool.Get().(*[]wrec); p != nil && cap(*p) >= n {
+		recs := (*p)[:0]
+		*p = nil
+		ptrPool.Put(p)
+		return recs
+	}
+	return make([]wrec, 0, n)
+}
+
+// putRecs gives recs back for reuse.
+func putRecs(recs []wrec) {
+	if cap(recs) == 0 {
+		return
+	}
+	p, _ := ptrPool.Get().(*[]wrec)
+	if p == nil {
+		p = new([]wrec)
+	}
+	*p = recs[:0]
+	recsPool.Put(p)
+}
+
+// ptrPool holds the boxes recsPool's slices travel in, so that putting a
+// slice back allocates nothing either.
+var ptrPool sync.Pool
 
 // minRecordLen is the length of the shortest record DecodeKinesis accepts:
 // {"kinesis":{"sequenceNumber":"1"}}.

@@ -63,8 +63,8 @@ func (d *decoder) startAhead(split int) {
 	rest := int(int64(first) * int64(len(p)-split) / int64(split))
 	total := min(first+rest+rest/16+16, len(p)/minRecordLen)
 	first = min(first, total)
-	h := &ahead{at: split, whole: make([]wrec, 0, total), first: first}
-	h.d = decoder{buf: p, recs: h.whole[first:first:total], stop: &h.stop}
+	h := &ahead{at: split, whole: getRecs(total), first: first}
+	h.d = decoder{buf: p, recs: h.whole[first:first], stop: &h.stop}
 	d.recs = h.whole[:0:first]
 	d.ahead = h
 	h.wg.Add(1)
