@@ -5,9 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
@@ -120,5 +126,126 @@ func TestInvokeLargeUntrustworthyBatch(t *testing.T) {
 				t.Errorf("error %q does not name record %d", err, tc.at)
 			}
 		})
+	}
+}
+
+// copyMessage is a deep copy of m's exported fields.
+func copyMessage(m *lambdaadapter.Message) lambdaadapter.Message {
+	c := *m
+	c.Payload = append([]byte(nil), m.Payload...)
+	c.Headers = m.Headers.Clone()
+	return c
+}
+
+// collect returns a handler that keeps a copy of every message it gets.
+func collect() (lambdaadapter.Handler, func() map[string]lambdaadapter.Message) {
+	var mu sync.Mutex
+	got := map[string]lambdaadapter.Message{}
+	h := lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		mu.Lock()
+		got[m.ShardID+"/"+m.SequenceNumber] = copyMessage(m)
+		mu.Unlock()
+		return lambdaadapter.Ack()
+	})
+	return h, func() map[string]lambdaadapter.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(got)
+	}
+}
+
+// TestInvokeReusedStorageIsClean: an adapter reuses the storage of an
+// invocation's messages in the next one; the messages of that next one
+// are exactly what a fresh adapter gives, whatever the one before held
+// (headers, attempts, more records).
+func TestInvokeReusedStorageIsClean(t *testing.T) {
+	first := lambdaadaptertest.NewBatch("s")
+	for i := range 700 {
+		first.Add(fmt.Sprintf("k%d", i%20), []byte(fmt.Sprintf("first-%d", i)), "x-a", "1", "x-ruststream-retry-count", "4")
+	}
+	second := lambdaadaptertest.NewBatch("t").OnShard("shardId-000000000009")
+	for i := range 300 {
+		second.AddRaw(fmt.Sprintf("j%d", i%7), []byte(fmt.Sprintf("second-%d", i)))
+	}
+	h, got := collect()
+	a, err := lambdaadapter.New(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := a.Invoke(t.Context(), first.JSON()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := got()
+	if _, err := a.Invoke(t.Context(), second.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	reused := got()
+	for s := range before {
+		delete(reused, s)
+	}
+	fh, fresh := collect()
+	b, err := lambdaadapter.New(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Invoke(t.Context(), second.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	if len(reused) != 300 {
+		t.Fatalf("%d messages from the second batch, want 300", len(reused))
+	}
+	if diff := cmp.Diff(fresh(), reused, cmpopts.IgnoreUnexported(lambdaadapter.Message{})); diff != "" {
+		t.Errorf("messages after reuse differ from a fresh adapter's (-fresh +reused):\n%s", diff)
+	}
+}
+
+// TestInvokeCutOffKeepsStorage: an invocation cut off at its deadline
+// leaves a handler running; the next invocation must not reuse the storage
+// of that handler's message (run with -race too).
+func TestInvokeCutOffKeepsStorage(t *testing.T) {
+	first := lambdaadaptertest.NewBatch("s")
+	var stuck string
+	for i := range 300 {
+		seq := first.Add(fmt.Sprintf("k%d", i%20), []byte(fmt.Sprintf("first-%d", i)), "x-a", "1")
+		if i == 5 {
+			stuck = seq
+		}
+	}
+	second := lambdaadaptertest.NewBatch("t").OnShard("shardId-000000000003") // other sequence numbers
+	for i := range 600 {
+		second.Add(fmt.Sprintf("j%d", i%7), []byte(fmt.Sprintf("second-%d", i)), "x-b", "2")
+	}
+	release := make(chan struct{})
+	started := make(chan lambdaadapter.Message, 1)
+	checked := make(chan string, 1)
+	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		if m.SequenceNumber == stuck && m.ShardID == "shardId-000000000000" {
+			started <- copyMessage(m)
+			<-release // ignores its context, as a hung handler does
+			checked <- cmp.Diff(<-started, copyMessage(m), cmpopts.IgnoreUnexported(lambdaadapter.Message{}))
+		}
+		return lambdaadapter.Ack()
+	}), lambdaadapter.WithDeadlineMargin(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	out, err := a.Invoke(ctx, first.JSON())
+	if err != nil || !strings.Contains(string(out), stuck) {
+		t.Fatalf("cut-off invocation = %s, %v; want %s reported", out, err, stuck)
+	}
+	m := <-started
+	started <- m
+	for range 3 {
+		if _, err := a.Invoke(t.Context(), second.JSON()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if diff := <-checked; diff != "" {
+		t.Errorf("the running handler's message changed under it (-before +after):\n%s", diff)
 	}
 }

@@ -116,7 +116,11 @@ func (b *batch) len() int {
 // open makes the deliveries of recs[lo:hi], with what registering them
 // needs (sequence number and shard); buildInto sets the rest.
 func (b *batch) open(lo, hi int) []engine.Delivery {
-	ds := make([]engine.Delivery, hi-lo)
+	return b.openInto(make([]engine.Delivery, hi-lo), lo)
+}
+
+// openInto is open into ds, zero deliveries for recs[lo:lo+len(ds)].
+func (b *batch) openInto(ds []engine.Delivery, lo int) []engine.Delivery {
 	for i := range ds {
 		rec := &b.recs[lo+i]
 		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = rec.SequenceNumber, rec.ShardID
@@ -124,11 +128,47 @@ func (b *batch) open(lo, hi int) []engine.Delivery {
 	return ds
 }
 
-// buildInto builds the messages of ds, the deliveries of recs[lo:].
-func (b *batch) buildInto(ds []engine.Delivery, lo int) {
-	backing := make(envelope.Headers, 0, len(ds)*(deliveryHeaders+1))
+// buildInto builds the messages of ds, the deliveries of recs[lo:], their
+// headers appended to backing (from its length on; nil makes one). It
+// returns backing.
+func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers) envelope.Headers {
+	if backing == nil {
+		backing = make(envelope.Headers, 0, len(ds)*(deliveryHeaders+1))
+	}
 	for i := range ds {
 		ds[i].Msg, backing = plain(&b.recs[lo+i], backing, &b.streams)
+	}
+	return backing
+}
+
+// chunk is the storage of buildChunk deliveries and their headers, which
+// a Runner reuses from one invocation to the next: a Message is the
+// runner's, and its handler must not keep it, its Payload or its Headers
+// after it returned (see message.Message). A chunk is only reused once
+// every handler given one of its messages has returned.
+type chunk struct {
+	ds      [buildChunk]engine.Delivery
+	headers envelope.Headers
+}
+
+// getChunk returns a chunk whose deliveries are zero.
+func (r *Runner) getChunk() *chunk {
+	if c, _ := r.chunks.Get().(*chunk); c != nil {
+		return c
+	}
+	return &chunk{headers: make(envelope.Headers, 0, buildChunk*(deliveryHeaders+1))}
+}
+
+// putChunks clears the first n deliveries of each chunk (n = all but the
+// last's) and the headers the messages held, and keeps the chunks for the
+// next invocation.
+func (r *Runner) putChunks(cs []*chunk, total int) {
+	for i, c := range cs {
+		n := min(buildChunk, total-i*buildChunk)
+		clear(c.ds[:n])
+		clear(c.headers)
+		c.headers = c.headers[:0]
+		r.chunks.Put(c)
 	}
 }
 

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
@@ -97,6 +98,7 @@ type Runner struct {
 	conc   int
 	margin time.Duration
 	log    *slog.Logger
+	chunks sync.Pool // of *chunk
 }
 
 // NewRunner returns a Runner, or an error for an invalid Config.
@@ -177,7 +179,7 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	var endInvocation func(observe.Invocation)
 	if tracer != nil {
 		if b.recs != nil {
-			b.buildInto(b.ds, 0) // the invocation's span links every record
+			b.buildInto(b.ds, 0, nil) // the invocation's span links every record
 			b.recs = nil
 		}
 		msgs := make([]*message.Message, n)
@@ -190,17 +192,21 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	var (
 		regErr error
 		parts  [][]engine.Delivery // every delivery, for the report
+		chunks []*chunk            // parts' storage, when reused
 	)
 	switch {
 	case pipelined:
 		parts = make([][]engine.Delivery, 0, (n+buildChunk-1)/buildChunk)
+		chunks = make([]*chunk, 0, cap(parts))
 		for lo := 0; lo < n; lo += buildChunk {
 			hi := min(lo+buildChunk, n)
-			ds := b.open(lo, hi)
+			c := r.getChunk()
+			chunks = append(chunks, c)
+			ds := b.openInto(c.ds[:hi-lo], lo)
 			if regErr = shards.registerEach(ds, lo, n); regErr != nil {
 				break
 			}
-			b.buildInto(ds, lo)
+			c.headers = b.buildInto(ds, lo, c.headers)
 			_ = s.SubmitAll(ds) // cannot fail before Close
 			parts = append(parts, ds)
 		}
@@ -209,7 +215,7 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		// is built.
 		for lo := 0; lo < n; lo += buildChunk {
 			hi := min(lo+buildChunk, n)
-			b.buildInto(b.ds[lo:hi], lo)
+			b.buildInto(b.ds[lo:hi], lo, nil)
 			_ = s.SubmitAll(b.ds[lo:hi])
 		}
 		parts = [][]engine.Delivery{b.ds}
@@ -239,6 +245,12 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		return nil, regErr
 	}
 	r.report(ctx, &hooks, parts, n, ids, began, cut, cfg.WriteDeadline, endInvocation)
+	if !cut {
+		// Every handler returned and every write ended: the next
+		// invocation may reuse the storage. (A cut-off run leaves it to
+		// the handlers still running.)
+		r.putChunks(chunks, n)
+	}
 	return ids, nil
 }
 
