@@ -543,13 +543,7 @@ func (s *Session) take(lb *laneSettles) *keyQueue {
 		if s.ctx.Err() != nil {
 			return nil
 		}
-		if len(s.ready) > 0 {
-			ks := s.ready[0]
-			s.ready[0] = nil
-			s.ready = s.ready[1:]
-			ks.inReady = false
-			ks.active = true
-			s.running++
+		if ks := s.takeReadyLocked(); ks != nil {
 			return ks
 		}
 		if s.closed && s.emptyLocked() {
@@ -575,33 +569,51 @@ func (s *Session) take(lb *laneSettles) *keyQueue {
 	}
 }
 
+// takeReadyLocked holds the first ready key and returns it, or nil when
+// none is ready or the session's context ended.
+func (s *Session) takeReadyLocked() *keyQueue {
+	if len(s.ready) == 0 || s.ctx.Err() != nil {
+		return nil
+	}
+	ks := s.ready[0]
+	s.ready[0] = nil
+	s.ready = s.ready[1:]
+	ks.inReady = false
+	ks.active = true
+	s.running++
+	return ks
+}
+
 // lane handles keys until take says to end. lb, in Lambda mode, collects
 // the lane's settlements.
 func (s *Session) lane(lb *laneSettles) {
+	var ks *keyQueue
 	for {
-		ks := s.take(lb)
 		if ks == nil {
-			s.flushSettles(lb)
-			return
+			if ks = s.take(lb); ks == nil {
+				s.flushSettles(lb)
+				return
+			}
 		}
-		s.runKey(ks, lb)
+		ks = s.runKey(ks, lb)
 	}
 }
 
 // runKey handles the records of ks one after another, until its queue is
 // empty, its head waits for a retry, the lane has had its turn, or the
-// session's context ended.
-func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
+// session's context ended. It returns the key the lane takes next, when it
+// could take one while it held the lock to let ks go (Lambda mode), else
+// nil.
+func (s *Session) runKey(ks *keyQueue, lb *laneSettles) *keyQueue {
 	if s.cfg.Mode == ModeLambda {
-		s.runKeyLambda(ks, lb)
-		return
+		return s.runKeyLambda(ks, lb)
 	}
 	for turn := 0; ; turn++ {
 		s.mu.Lock()
 		if ks.head == nil || !ks.parkedUntil.IsZero() || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
 			s.releaseLocked(ks)
 			s.mu.Unlock()
-			return
+			return nil
 		}
 		d := s.popLocked(ks)
 		s.mu.Unlock()
@@ -615,14 +627,17 @@ func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
 // under one lock, and handles them one after another. The records of a run
 // not started when the session's context ends go back to the head of the
 // queue, where they were. The lane's settlements go to the watermark
-// together (see laneSettles).
-func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) {
+// together (see laneSettles). When it lets ks go, it takes the next ready
+// key under the same lock and returns it (nil when none is ready: the lane
+// then waits in take).
+func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) *keyQueue {
 	for turn := 0; ; {
 		s.mu.Lock()
 		if ks.head == nil || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
 			s.releaseLocked(ks)
+			next := s.takeReadyLocked()
 			s.mu.Unlock()
-			return
+			return next
 		}
 		run := s.popRunLocked(ks, max(turnLimit-turn, 1))
 		s.mu.Unlock()
