@@ -25,14 +25,21 @@ import (
 // within a shard. Handler failures never make Invoke fail: they are reported
 // per record in the response.
 func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	ev, err := event.DecodeKinesis(payload)
+	buf, _ := r.buffers.Get().(*event.Buffers)
+	if buf == nil {
+		buf = new(event.Buffers)
+	}
+	ev, err := event.DecodeKinesisWith(payload, buf)
 	if err != nil {
+		r.buffers.Put(buf)
 		if errors.Is(err, event.ErrNotKinesis) && isSQSEvent(payload) {
 			return r.InvokeSQS(ctx, payload)
 		}
 		return nil, err
 	}
-	ids, err := r.run(ctx, deliveries(ev.Records))
+	b := deliveries(ev.Records)
+	b.buffers = buf
+	ids, err := r.run(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -103,6 +110,11 @@ type batch struct {
 	groups  []int
 	recs    []event.KinesisRecord
 	streams streamCache // buildInto's
+
+	// buffers, when not nil, holds the memory of the decoded records and
+	// their data (payloads alias it), which the Runner reuses once every
+	// handler returned.
+	buffers *event.Buffers
 }
 
 // len is the number of deliveries.

@@ -94,11 +94,12 @@ func (c Config) Validate() error {
 // Runner runs the engine's handler over Kinesis invocations. A Runner is
 // safe for concurrent use, although Lambda sends one invocation at a time.
 type Runner struct {
-	e      *engine.Engine
-	conc   int
-	margin time.Duration
-	log    *slog.Logger
-	chunks sync.Pool // of *chunk
+	e       *engine.Engine
+	conc    int
+	margin  time.Duration
+	log     *slog.Logger
+	chunks  sync.Pool // of *chunk
+	buffers sync.Pool // of *event.Buffers
 }
 
 // NewRunner returns a Runner, or an error for an invalid Config.
@@ -247,9 +248,12 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	r.report(ctx, &hooks, parts, n, ids, began, cut, cfg.WriteDeadline, endInvocation)
 	if !cut {
 		// Every handler returned and every write ended: the next
-		// invocation may reuse the storage. (A cut-off run leaves it to
-		// the handlers still running.)
+		// invocation may reuse the storage of the messages and payloads.
+		// (A cut-off run leaves it to the handlers still running.)
 		r.putChunks(chunks, n)
+		if b.buffers != nil {
+			r.buffers.Put(b.buffers)
+		}
 	}
 	return ids, nil
 }

@@ -92,6 +92,7 @@ type decoder struct {
 	// ahead, when not nil, is a helper parsing the records from a later
 	// element on (see parallel.go); stop, in a helper, is set when its
 	// owner abandons it.
+	out    *Buffers // where the result's memory may come from, or nil
 	ahead  *ahead
 	stop   *atomic.Bool
 	joined bool // the helper's records were taken over

@@ -151,6 +151,24 @@ const maxPayload = math.MaxInt32
 // DecodeKinesis is safe for concurrent use. Payloads larger than 2 GiB are
 // rejected.
 func DecodeKinesis(payload []byte) (*Kinesis, error) {
+	return DecodeKinesisWith(payload, nil)
+}
+
+// Buffers is memory DecodeKinesisWith reuses from one call to the next: the
+// Records slice and the data arena of the last result decoded with it. Its
+// zero value is ready to use. A Buffers is not safe for concurrent use.
+type Buffers struct {
+	recs  []KinesisRecord
+	arena []byte
+}
+
+// DecodeKinesisWith is DecodeKinesis, except that the result's Records
+// slice and the memory of its Data come from buf when they fit there, and
+// are kept in buf for the next call (nil buf: fresh memory, as
+// DecodeKinesis). Once it is called again with buf, the Records and Data of
+// the result of the call before must no longer be used: they are
+// overwritten. Strings are never reused.
+func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
@@ -158,14 +176,14 @@ func DecodeKinesis(payload []byte) (*Kinesis, error) {
 	if len(payload) >= parallelMin && runtime.GOMAXPROCS(0) > 1 {
 		split = splitPoint(payload)
 	}
-	return decode(payload, split, split >= 0)
+	return decode(payload, split, split >= 0, buf)
 }
 
-// decode is DecodeKinesis with a helper parsing from offset split (none
-// when split is not inside payload) and, when halves is set, the result
-// built in two halves (see parallel.go).
-func decode(payload []byte, split int, halves bool) (*Kinesis, error) {
-	d := decoder{buf: payload}
+// decode is DecodeKinesisWith with a helper parsing from offset split
+// (none when split is not inside payload) and, when halves is set, the
+// result built in two halves (see parallel.go).
+func decode(payload []byte, split int, halves bool, buf *Buffers) (*Kinesis, error) {
+	d := decoder{buf: payload, out: buf}
 	if split > 0 && split < len(payload) {
 		d.startAhead(split)
 	} else {
@@ -244,8 +262,32 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 		return nil, fmt.Errorf("%w: Records is null", ErrNotKinesis)
 	}
 	recs := d.recs
-	out := make([]KinesisRecord, len(recs))
-	arena := make([]byte, d.dataTotal)
+	var out []KinesisRecord
+	var arena []byte
+	if b := d.out; b != nil {
+		// fill sets every field of a record; the arena's bytes are all
+		// written before they are read.
+		if cap(b.recs) >= len(recs) {
+			out = b.recs[:len(recs)]
+		}
+		if cap(b.arena) >= d.dataTotal {
+			arena = b.arena[:d.dataTotal]
+		}
+	}
+	if out == nil {
+		out = make([]KinesisRecord, len(recs))
+	}
+	if arena == nil {
+		arena = make([]byte, d.dataTotal)
+	}
+	if b := d.out; b != nil {
+		if cap(out) > cap(b.recs) {
+			b.recs = out[:0]
+		}
+		if cap(arena) > cap(b.arena) {
+			b.arena = arena[:0]
+		}
+	}
 	if !halves || len(recs) < 2 {
 		var sb strings.Builder
 		sb.Grow(d.strTotal)
@@ -304,7 +346,7 @@ func (d *decoder) dupBytes(r *wrec) int {
 	return n
 }
 
-// fill builds out[i] from recs[i], the records from index base on: their
+// fill sets every field of out[i] from recs[i], the records from index base on: their
 // data into arena, which holds at least their dataBound, their strings into
 // sb, grown to hold them. The first record takes its strings from its own
 // fields even where it repeats the previous record's (built elsewhere).
@@ -325,9 +367,13 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 			n := copy(arena[off:], d.bin[sp.off:sp.end])
 			o.Data = arena[off : off+n : off+n]
 			off += n
+		default:
+			o.Data = nil
 		}
 		if r.hasTS {
 			o.ArrivalTime = epochTime(r.ts)
+		} else {
+			o.ArrivalTime = time.Time{}
 		}
 		dup := r.dup
 		var p *KinesisRecord
