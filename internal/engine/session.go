@@ -661,7 +661,8 @@ func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) *keyQueue {
 // at least one, and returns the first; they stay linked through next.
 func (s *Session) popRunLocked(ks *keyQueue, n int) *Delivery {
 	first, last := ks.head, ks.head
-	for k := 1; k < n && last.next != nil; k++ {
+	k := 1
+	for ; k < n && last.next != nil; k++ {
 		last = last.next
 	}
 	ks.head = last.next
@@ -669,9 +670,7 @@ func (s *Session) popRunLocked(ks *keyQueue, n int) *Delivery {
 		ks.tail = nil
 	}
 	last.next = nil
-	for d := first; d != nil; d = d.next {
-		s.queued--
-	}
+	s.queued -= k
 	if s.cfg.MaxQueued > 0 {
 		s.broadcastLocked() // a Submit may go on
 	}
