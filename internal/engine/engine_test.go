@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,6 +153,56 @@ func runLambda(t *testing.T, e *engine.Engine, lanes int, ds []*engine.Delivery)
 func firstUnsettled(sh *engine.Shard) string {
 	seq, _ := sh.Watermark().FirstUnsettled()
 	return seq
+}
+
+// TestReplyRacingReturn: a reply made from another goroutine just as the
+// handler returns is either refused (ErrReplyAfterReturn) or counted: when
+// it was accepted and failed, its record stays unsettled; when refused,
+// the record settles. Run with -race too.
+func TestReplyRacingReturn(t *testing.T) {
+	const n = 300
+	var accepted, refused atomic.Int32
+	failed := make([]atomic.Bool, n)
+	var wg sync.WaitGroup
+	h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+		i, _ := strconv.Atoi(m.SequenceNumber)
+		i -= 1000
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := m.Reply(context.Background(), message.Reply{Payload: []byte("x"), PartitionKey: "k"})
+			switch {
+			case errors.Is(err, message.ErrReplyAfterReturn):
+				refused.Add(1)
+			case err != nil:
+				accepted.Add(1)
+				failed[i].Store(true)
+			default:
+				t.Error("a reply to a stream that refuses everything succeeded")
+			}
+		}()
+		runtime.Gosched()
+		return message.Ack()
+	})
+	w := newWorld(t, h)
+	w.cfg.ReplyStream = "replies"
+	w.k.Fail = func(string, string, []byte) string { return "InvalidArgumentException" }
+	e := w.engine(t)
+	for i := range n {
+		sh := engine.NewShard("s", engine.Hooks{})
+		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte("r"), PartitionKey: "a",
+			SequenceNumber: strconv.Itoa(1000 + i), ShardID: "s", Attempt: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runLambda(t, e, 1, []*engine.Delivery{d})
+		wg.Wait()
+		unsettled := firstUnsettled(sh) != ""
+		if unsettled != failed[i].Load() {
+			t.Fatalf("record %d: unsettled %v, its reply accepted and failed %v", i, unsettled, failed[i].Load())
+		}
+	}
+	t.Logf("replies accepted %d, refused %d", accepted.Load(), refused.Load())
 }
 
 // TestLambdaNoCopyAfterAFailedWrite (fault 7): when A's copy cannot be

@@ -258,27 +258,43 @@ func (s *Session) submitWrite(wr *write) bool {
 }
 
 // openReplies opens d for Message.Reply.
+//
+// A record whose handler makes no reply (the common case) takes no lock:
+// replying and replied are atomic, and only a call that saw a Reply
+// (replied) takes rmu, to reset or read replyErr. A Reply marks replied
+// before it takes rmu and then looks at replying, and closeReplies clears
+// replying before it looks at replied: so either the Reply sees that its
+// handler returned (ErrReplyAfterReturn), or closeReplies waits for it under
+// rmu and returns its error.
 func (d *Delivery) openReplies() {
-	d.rmu.Lock()
-	d.replying, d.replyErr = true, nil
-	d.rmu.Unlock()
+	if d.replied.Load() {
+		d.rmu.Lock()
+		d.replyErr = nil
+		d.replied.Store(false)
+		d.rmu.Unlock()
+	}
+	d.replying.Store(true)
 	message.Bind(&d.Msg, d)
 }
 
 // closeReplies closes d for replies and returns the first one that failed.
 func (d *Delivery) closeReplies() error {
+	d.replying.Store(false)
+	if !d.replied.Load() {
+		return nil
+	}
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
-	d.replying = false
 	return d.replyErr
 }
 
 // Reply implements message.Replier: it writes r with one PutRecord while
 // d's handler runs. Replies to one record are written one at a time.
 func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Reply) error {
+	d.replied.Store(true)
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
-	if !d.replying || m != &d.Msg {
+	if !d.replying.Load() || m != &d.Msg {
 		return message.ErrReplyAfterReturn
 	}
 	if t := d.sess.e.cfg.Hooks.Tracer(); t != nil {

@@ -348,9 +348,10 @@ type Delivery struct {
 	next         *Delivery // the next delivery of its key, in its key queue
 	firstAttempt int       // Msg.Attempt when submitted
 
-	rmu      sync.Mutex
-	replying bool  // the handler runs: replies are accepted
-	replyErr error // the first failed reply of this call
+	rmu      sync.Mutex  // serialises replies; guards replyErr
+	replying atomic.Bool // the handler runs: replies are accepted
+	replied  atomic.Bool // a Reply came since openReplies (see there)
+	replyErr error       // the first failed reply of this call
 
 	w *write // the write the record waits for, if any
 
