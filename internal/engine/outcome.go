@@ -380,13 +380,11 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 			}
 			return nil, nil
 		}
-		for len(batch) < size && len(s.ready) > 0 {
-			ks := s.ready[0]
-			s.ready[0] = nil
-			s.ready = s.ready[1:]
-			ks.inReady = false
-			ks.active = true
-			s.running++
+		for len(batch) < size {
+			ks := s.takeReadyLocked()
+			if ks == nil {
+				break
+			}
 			keys = append(keys, ks)
 			for ks.head != nil && len(batch) < size {
 				batch = append(batch, s.popLocked(ks))
