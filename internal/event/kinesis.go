@@ -191,9 +191,6 @@ func decode(payload []byte, split int, halves bool, buf *Buffers) (*Kinesis, err
 	}
 	err := d.parse()
 	d.abandon() // when the parse never reached the helper's start
-	if d.joined && err == nil {
-		noteDensity(len(payload), len(d.recs))
-	}
 	var k *Kinesis
 	if err == nil {
 		k, err = d.finish(halves)

@@ -3,7 +3,6 @@ package event
 import (
 	"bytes"
 	"errors"
-	"math"
 	"sync"
 	"sync/atomic"
 )
@@ -58,22 +57,11 @@ type ahead struct {
 // count, so that, when the estimate holds, joining them copies nothing.
 func (d *decoder) startAhead(split int) {
 	p := d.buf
-	var first, total int
-	if bpr := int64(density.Load()); bpr > 0 {
-		// Sized from the last payload's bytes per record, with some
-		// slack, instead of a pass over the first part: Lambda sends
-		// records of a stream alike from one invocation to the next, and
-		// a wrong guess only costs a copy when joining.
-		first = int(int64(split)/bpr) + int(int64(split)/bpr/16) + 16
-		total = int(int64(len(p))/bpr) + int(int64(len(p))/bpr/16) + 32
-	} else {
-		first = bytes.Count(p[:split], []byte{'{'}) / 2
-		// The rest is estimated from the first part's density (counting
-		// it would cost the caller another pass), with some slack.
-		rest := int(int64(first) * int64(len(p)-split) / int64(split))
-		total = first + rest + rest/16 + 16
-	}
-	total = min(total, len(p)/minRecordLen)
+	first := bytes.Count(p[:split], []byte{'{'}) / 2
+	// The rest is estimated from the first part's density (counting it
+	// would cost the caller another pass), with some slack.
+	rest := int(int64(first) * int64(len(p)-split) / int64(split))
+	total := min(first+rest+rest/16+16, len(p)/minRecordLen)
 	first = min(first, total)
 	h := &ahead{at: split, whole: getRecs(total), first: first}
 	h.d = decoder{buf: p, recs: h.whole[first:first], stop: &h.stop}
@@ -147,12 +135,6 @@ func (d *decoder) join(h *ahead, idx int) (int, error) {
 		d.recs = hd.recs
 	case len(d.recs) == h.first && startsAt(d.recs, h.whole, 0) && startsAt(hd.recs, h.whole, h.first):
 		d.recs = h.whole[:h.first+len(hd.recs)]
-	case startsAt(d.recs, h.whole, 0) && startsAt(hd.recs, h.whole, h.first):
-		// The owner's part was guessed too large: move the helper's
-		// records down behind the owner's.
-		n := len(d.recs)
-		copy(h.whole[n:n+len(hd.recs)], hd.recs)
-		d.recs = h.whole[:n+len(hd.recs)]
 	default:
 		d.recs = append(d.recs, hd.recs...)
 	}
@@ -160,18 +142,6 @@ func (d *decoder) join(h *ahead, idx int) (int, error) {
 	d.dataTotal += hd.dataTotal
 	d.strTotal += hd.strTotal
 	return h.end, nil
-}
-
-// density is the number of payload bytes per record of the last payload
-// decoded in halves, 0 before the first.
-var density atomic.Int32
-
-// noteDensity records the density of a payload of n bytes holding recs
-// records.
-func noteDensity(n, recs int) {
-	if recs > 0 {
-		density.Store(int32(min(n/recs, math.MaxInt32)))
-	}
 }
 
 // startsAt reports whether s starts at element k of whole's array.
