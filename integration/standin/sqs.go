@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
@@ -51,6 +52,17 @@ func (e *Env) NewQueue(t testing.TB, attrs map[string]string) (url string) {
 		}
 	})
 	return url
+}
+
+// receiveVisibility is the visibility timeout of ReceiveAll's receives:
+// half the quiet window, at least 5 s (so a message is deleted long before
+// it could come again) and at most 30 s. A receive whose answer is lost on
+// the way (the SDK then retries the call, on a loaded machine) leaves its
+// messages in flight for that long; with the queue's default of 30 s they
+// stayed hidden past a 20 s window and a dead-letter read came up 10
+// messages short.
+func receiveVisibility(quiet time.Duration) int32 {
+	return int32(min(max(quiet/2, 5*time.Second), 30*time.Second) / time.Second)
 }
 
 // ReceiveAll receives messages from the queue, deletes every message it
@@ -111,11 +123,16 @@ func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int
 			QueueUrl:                    aws.String(url),
 			MaxNumberOfMessages:         int32(min(want-len(out), maxReceive)),
 			WaitTimeSeconds:             wait,
+			VisibilityTimeout:           receiveVisibility(quiet),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
 		})
 		if err != nil {
 			return stop(err)
+		}
+		if ar, ok := retry.GetAttemptResults(res.ResultMetadata); ok && len(ar.Results) > 1 {
+			t.Logf("standin: a receive from %s took %d attempts: messages of a lost answer come again after %ds",
+				url, len(ar.Results), receiveVisibility(quiet))
 		}
 		if len(res.Messages) > 0 {
 			out = append(out, res.Messages...)
