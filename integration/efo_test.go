@@ -186,11 +186,20 @@ func (l *efoLog) warnings() []string {
 	defer l.mu.Unlock()
 	var out []string
 	for _, s := range l.lines {
-		if strings.HasPrefix(s, "WARN") || strings.HasPrefix(s, "ERROR") {
+		if (strings.HasPrefix(s, "WARN") || strings.HasPrefix(s, "ERROR")) && !transportRace(s) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// transportRace reports whether s is the warning of a subscription that
+// net/http's closed-connection race broke (see internal/getrecords'
+// client_test.go and aws-sdk-go-v2#2949): on a loaded machine it hits a
+// few subscriptions over loopback, and the consumer subscribes again from
+// its position, which the tests check by what was handled.
+func transportRace(s string) bool {
+	return strings.HasPrefix(s, "WARN consumer: subscription failed; will retry") && strings.Contains(s, "use of closed network connection")
 }
 
 // efoHandled records what the handler handled: each record's id and shard,
