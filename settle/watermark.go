@@ -173,7 +173,7 @@ func (w *Watermark) DeliverIn(e Epoch, seq string, parts int) (Ticket, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e != w.epoch {
-		return Ticket{}, fmt.Errorf("%w: shard %s, sequence number %q read in epoch %d, now %d", ErrStale, w.shardID, clip(seq), e, w.epoch)
+		return Ticket{}, w.staleLocked(seq, e)
 	}
 	return w.deliver(seq, parts)
 }
@@ -188,18 +188,23 @@ func (w *Watermark) DeliverIn(e Epoch, seq string, parts int) (Ticket, error) {
 func (w *Watermark) DeliverEachIn(e Epoch, n int, seq func(i int) string, ticket func(i int, t Ticket)) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if n > 0 && e != w.epoch {
+		return 0, w.staleLocked(seq(0), e)
+	}
 	for i := range n {
-		s := seq(i)
-		if e != w.epoch {
-			return i, fmt.Errorf("%w: shard %s, sequence number %q read in epoch %d, now %d", ErrStale, w.shardID, clip(s), e, w.epoch)
-		}
-		t, err := w.deliver(s, 1)
+		t, err := w.deliver(seq(i), 1)
 		if err != nil {
 			return i, err
 		}
 		ticket(i, t)
 	}
 	return n, nil
+}
+
+// staleLocked is the error for seq, read in epoch e, which is no longer
+// the Watermark's.
+func (w *Watermark) staleLocked(seq string, e Epoch) error {
+	return fmt.Errorf("%w: shard %s, sequence number %q read in epoch %d, now %d", ErrStale, w.shardID, clip(seq), e, w.epoch)
 }
 
 func (w *Watermark) deliver(seq string, parts int) (Ticket, error) {
