@@ -38,8 +38,8 @@ var ErrStreamNotFound = errors.New("stream not found")
 type Consumer struct {
 	cfg  Config
 	log  *slog.Logger
-	obs  observe.Set // the engine's hooks
-	ch   chan *engine.Delivery
+	obs  observe.Set            // the engine's hooks
+	ch   chan []engine.Delivery // runs of one shard's registered deliveries, at most chunkSize each
 	sess *engine.Session
 	arn  string  // the stream's ARN learnt at start, when not configured; set before any reader starts
 	fan  *fanOut // enhanced fan-out (efo.go); nil: GetRecords
@@ -79,7 +79,7 @@ func New(cfg Config) (*Consumer, error) {
 		cfg:       cfg,
 		obs:       cfg.Engine.Config().Hooks,
 		log:       cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
-		ch:        make(chan *engine.Delivery, ChannelSize),
+		ch:        make(chan []engine.Delivery, ChannelSize/chunkSize),
 		shards:    map[string]*shard{},
 		tracker:   lease.NewTracker(cfg.LeaseDuration),
 		requested: map[string]bool{},
@@ -323,13 +323,12 @@ func (c *Consumer) abort(stopReaders context.CancelFunc, dispatched <-chan struc
 // channel is closed. A record of a shard sought or lost since it was read is
 // dropped on its way out of the channel.
 func (c *Consumer) dispatch(ctx context.Context) {
-	for d := range c.ch {
-		if d.Stale() {
-			d.Drop()
-			continue
-		}
-		if err := c.sess.Submit(ctx, d); err != nil {
-			d.Drop() // shutting down past the timeout: it comes again
+	for ds := range c.ch {
+		// A stale delivery is dropped by SubmitEach.
+		if n, err := c.sess.SubmitEach(ctx, ds); err != nil {
+			for i := range ds[n:] {
+				ds[n+i].Drop() // shutting down past the timeout: it comes again
+			}
 		}
 	}
 }

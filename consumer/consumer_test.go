@@ -611,14 +611,14 @@ func TestReadAheadOneBatch(t *testing.T) {
 		synctest.Wait()
 		read := int(f.read.Load())
 		handedOff := c.shards[shardID(0)].es.Inflight()
-		if len(c.ch) != ChannelSize {
-			t.Fatalf("channel holds %d deliveries, want it full (%d)", len(c.ch), ChannelSize)
+		if len(c.ch) != cap(c.ch) || cap(c.ch)*chunkSize != ChannelSize {
+			t.Fatalf("channel holds %d runs of up to %d deliveries, want it full (%d runs, %d deliveries)", len(c.ch), chunkSize, cap(c.ch), ChannelSize)
 		}
-		// Handed off: the channel, the lane's queue and the handler; held
-		// by the shard: the rest of the batch being handed off plus the
-		// batch read ahead.
-		if held := read - handedOff; held <= limit || held > 2*limit {
-			t.Errorf("read %d records, %d handed off: the shard holds %d, want one batch read ahead (%d < held ≤ %d)", read, handedOff, held, limit, 2*limit)
+		// Registered (in flight): the batch being handed off, whole (the
+		// channel, the lane's queue, the handler and the rest of it); held
+		// by the fetcher: exactly the batch read ahead.
+		if handedOff != limit || read != 2*limit {
+			t.Errorf("read %d records, %d registered: want one batch registered (%d) and one read ahead", read, handedOff, limit)
 		}
 		close(release)
 		waitFor(t, "1,000 records", func() bool { return h.count() == 1000 })

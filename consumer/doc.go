@@ -76,9 +76,10 @@
 //     trimmed shard is gone, else the stream consumer was deregistered and
 //     is registered again. Every event stream is closed when its reader
 //     stops.
-//   - Pace: all readers feed one channel of 64 deliveries; a reader waits
-//     while it is full, and while Config.MaxWaiting records wait for a
-//     lane. Lanes keep order per partition key, Config.Concurrency keys at
+//   - Pace: all readers feed one channel of 64 deliveries, passed in runs
+//     of up to 16 of one shard (a batch's records are registered on the
+//     watermark in one piece, then passed on); a reader waits while it is
+//     full, and while Config.MaxWaiting records wait for a lane. Lanes keep order per partition key, Config.Concurrency keys at
 //     a time. A BatchHandler gets up to Config.BatchSize records, closed 50
 //     ms after the first; every element settles on its own.
 //   - Checkpoints: each shard has a settle.Watermark. Its checkpoint is

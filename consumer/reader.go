@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,33 +94,12 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 				return
 			}
 		}
-		for i := range b.records {
-			r := &b.records[i]
-			skip := 0
-			if resume.seq != "" {
-				if aws.ToString(r.SequenceNumber) == resume.seq {
-					skip = resume.skip
-				}
-				resume = Position{}
-			}
-			ds, err := s.deliveries(e, r, skip)
-			if errors.Is(err, settle.ErrStale) {
-				return // sought or lost since this reader started
-			}
-			if err != nil {
-				c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
-				continue
-			}
-			for j, d := range ds {
-				select {
-				case c.ch <- d:
-				case <-ctx.Done():
-					for _, d := range ds[j:] {
-						d.Drop()
-					}
-					return
-				}
-			}
+		ds, spans, ok := s.register(ctx, e, b.records, &resume)
+		if !ok {
+			return // sought or lost since this reader started
+		}
+		if !c.pass(ctx, ds, spans) {
+			return
 		}
 		switch {
 		case b.gone:
@@ -141,62 +119,161 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 // batches.
 func (c *Consumer) maxSpan() int { return c.cfg.MaxWaiting + 2*c.cfg.Limit }
 
-// deliveries registers a Kinesis record of the shard in epoch e and returns
-// its deliveries: one for an ordinary record, one per user record of a KPL
-// aggregate (from index skip on: the ones before settled before a
+// chunkSize is the most deliveries that pass the channel as one element: a
+// run of one shard's records, submitted to the engine under one lock.
+const chunkSize = 16
+
+// span is a run ds[from:to] of registered deliveries.
+type span struct{ from, to int }
+
+// register turns the records of one answer into deliveries, registered in
+// epoch e of the shard's watermark in one piece: one per ordinary record,
+// one per user record of a KPL aggregate (from index resume.skip on for the
+// aggregate the lease stopped inside: the ones before settled before a
 // restart), or one poison delivery with the raw data for an aggregate whose
-// MD5 matches but whose body is malformed. Errors are Shard.Deliver's.
-func (s *shard) deliveries(e settle.Epoch, r *kinesistypes.Record, skip int) (ds []*engine.Delivery, err error) {
-	m := s.message(r)
-	if !message.MaybeAggregate(r.Data) {
-		d, err := s.es.Deliver(e, m)
-		if err != nil {
-			return nil, err
+// MD5 matches but whose body is malformed. The deliveries and their headers
+// share one allocation each. It returns the deliveries and the spans of
+// them that were registered, in order; a record the watermark refuses (an
+// invalid or repeated sequence number) is logged and left out. ok is false
+// when the shard's epoch is no longer e: nothing is registered then.
+func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, resume *Position) (ds []engine.Delivery, spans []span, ok bool) {
+	c := s.c
+	ds = make([]engine.Delivery, 0, len(recs))
+	backing := make(envelope.Headers, 0, len(recs)*message.DeliveryHeaders)
+	// groups are the aggregates among recs: ds[from:to] are the user
+	// records of one, skip the ones settled before.
+	type group struct {
+		span
+		skip int
+	}
+	var groups []group
+	for i := range recs {
+		r := &recs[i]
+		skip := 0
+		if resume.seq != "" {
+			if aws.ToString(r.SequenceNumber) == resume.seq {
+				skip = resume.skip
+			}
+			*resume = Position{}
 		}
-		return []*engine.Delivery{d}, nil
-	}
-	base := m
-	base.Payload, base.Headers = nil, nil
-	users, n, ok, perr := message.UserRecords(&base, r.Data, skip)
-	switch {
-	case !ok:
-		d, err := s.es.Deliver(e, m)
-		if err != nil {
-			return nil, err
+		var m message.Message
+		m, backing = s.message(r, backing)
+		if !message.MaybeAggregate(r.Data) {
+			ds = append(ds, engine.Delivery{Msg: m})
+			continue
 		}
-		return []*engine.Delivery{d}, nil
-	case perr != nil:
-		m.Payload = r.Data // the raw aggregate, dead-lettered as it came
-		d, err := s.es.Deliver(e, m)
-		if err != nil {
-			return nil, err
+		base := m
+		base.Payload, base.Headers = nil, nil
+		users, n, isAgg, perr := message.UserRecords(&base, r.Data, skip)
+		switch {
+		case !isAgg:
+			ds = append(ds, engine.Delivery{Msg: m})
+		case perr != nil:
+			m.Payload = r.Data // the raw aggregate, dead-lettered as it came
+			ds = append(ds, engine.Delivery{Msg: m, Poison: perr})
+		case len(users) == 0:
+			// every user record settled before the restart
+		default:
+			g := group{span{len(ds), len(ds) + len(users)}, n - len(users)}
+			for _, u := range users {
+				ds = append(ds, engine.Delivery{Msg: u})
+			}
+			groups = append(groups, g)
 		}
-		d.Poison = perr
-		return []*engine.Delivery{d}, nil
-	case len(users) == 0:
-		return nil, nil // every user record settled before the restart
 	}
-	ds = make([]*engine.Delivery, len(users))
-	for i := range users {
-		ds[i] = &engine.Delivery{Msg: users[i]}
+	refused := func(at int, err error) {
+		c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 	}
-	if err := s.es.DeliverGroup(e, ds, n-len(users)); err != nil {
-		return nil, err
+	// Ordinary records between the aggregates register as runs, under one
+	// lock of the watermark each.
+	registered := 0
+	add := func(from, to int) {
+		if from < to {
+			registered += to - from
+			if n := len(spans); n > 0 && spans[n-1].to == from {
+				spans[n-1].to = to
+			} else {
+				spans = append(spans, span{from, to})
+			}
+		}
 	}
-	return ds, nil
+	stale := func() ([]engine.Delivery, []span, bool) {
+		for _, sp := range spans {
+			for i := sp.from; i < sp.to; i++ {
+				ds[i].Drop()
+			}
+		}
+		return nil, nil, false
+	}
+	run := func(from, to int) bool {
+		for from < to {
+			n, err := s.es.DeliverEachInto(e, ds[from:to])
+			add(from, from+n)
+			if err == nil {
+				return true
+			}
+			if errors.Is(err, settle.ErrStale) {
+				return false
+			}
+			refused(from+n, err)
+			from += n + 1
+		}
+		return true
+	}
+	next := 0
+	for _, g := range groups {
+		if !run(next, g.from) {
+			return stale()
+		}
+		ptrs := make([]*engine.Delivery, g.to-g.from)
+		for i := range ptrs {
+			ptrs[i] = &ds[g.from+i]
+		}
+		switch err := s.es.DeliverGroup(e, ptrs, g.skip); {
+		case err == nil:
+			add(g.from, g.to)
+		case errors.Is(err, settle.ErrStale):
+			return stale()
+		default:
+			refused(g.from, err)
+		}
+		next = g.to
+	}
+	if !run(next, len(ds)) {
+		return stale()
+	}
+	return ds, spans, true
+}
+
+// pass passes the registered deliveries ds[sp.from:sp.to] of each span
+// to the channel, chunkSize at a time, in order. When ctx ends first, the
+// ones not passed are dropped (they come again from the checkpoint) and it
+// returns false.
+func (c *Consumer) pass(ctx context.Context, ds []engine.Delivery, spans []span) bool {
+	for k, sp := range spans {
+		for i := sp.from; i < sp.to; i += chunkSize {
+			select {
+			case c.ch <- ds[i:min(i+chunkSize, sp.to)]:
+			case <-ctx.Done():
+				for _, rest := range append([]span{{i, sp.to}}, spans[k+1:]...) {
+					for j := rest.from; j < rest.to; j++ {
+						ds[j].Drop()
+					}
+				}
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // message turns a Kinesis record of the shard into a message: the RSK1
 // envelope opened, the delivery headers set, Attempt from the retry count.
-func (s *shard) message(r *kinesistypes.Record) message.Message {
+// Its headers are appended to backing, which it returns extended.
+func (s *shard) message(r *kinesistypes.Record, backing envelope.Headers) (message.Message, envelope.Headers) {
 	seq := aws.ToString(r.SequenceNumber)
-	h, payload := envelope.Decode(r.Data)
-	h = slices.Grow(h, 3) // the delivery headers, without growing three times
 	key := aws.ToString(r.PartitionKey)
-	attempt := message.AttemptOf(h)
-	h.Set(envelope.PartitionKeyHeader, key)
-	h.Set(envelope.SequenceNumberHeader, seq)
-	h.Set(envelope.ShardIDHeader, s.id)
+	payload, h, attempt, backing := message.Open(backing, r.Data, key, seq, s.id)
 	m := message.Message{
 		Payload: payload, Headers: h, PartitionKey: key, SequenceNumber: seq, ShardID: s.id,
 		StreamARN: s.c.streamRef(), Attempt: attempt,
@@ -204,7 +281,7 @@ func (s *shard) message(r *kinesistypes.Record) message.Message {
 	if r.ApproximateArrivalTimestamp != nil {
 		m.ArrivalTime = r.ApproximateArrivalTimestamp.UTC()
 	}
-	return m
+	return m, backing
 }
 
 // callTimeout bounds one GetShardIterator or GetRecords call.

@@ -86,7 +86,7 @@ func roundMillis(t time.Time) time.Time {
 
 // deliveryHeaders is the number of headers every message gets from its
 // record (partition-key, kinesis-sequence-number, kinesis-shard-id).
-const deliveryHeaders = 3
+const deliveryHeaders = message.DeliveryHeaders
 
 // deliveries turns decoded Kinesis records into a batch: the records
 // themselves when they are all ordinary (the runner makes their deliveries
@@ -202,16 +202,10 @@ func (c *streamCache) of(src string) string {
 // plain returns the message of an ordinary record, its headers appended to
 // backing; streams gives its stream ARN.
 func plain(rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) (message.Message, envelope.Headers) {
-	start := len(backing)
-	var payload []byte
-	backing, payload = envelope.DecodeInto(backing, rec.Data)
-	attempt := message.AttemptOf(backing[start:])
-	backing = setIn(backing, start, envelope.PartitionKeyHeader, rec.PartitionKey)
-	backing = setIn(backing, start, envelope.SequenceNumberHeader, rec.SequenceNumber)
-	backing = setIn(backing, start, envelope.ShardIDHeader, rec.ShardID)
+	payload, h, attempt, backing := message.Open(backing, rec.Data, rec.PartitionKey, rec.SequenceNumber, rec.ShardID)
 	return message.Message{
 		Payload:        payload,
-		Headers:        backing[start:len(backing):len(backing)],
+		Headers:        h,
 		PartitionKey:   rec.PartitionKey,
 		SequenceNumber: rec.SequenceNumber,
 		ShardID:        rec.ShardID,
@@ -260,16 +254,4 @@ func aggregated(recs []event.KinesisRecord) batch {
 		}
 	}
 	return b
-}
-
-// setIn sets name to value within backing[start:], replacing a header of the
-// same name in place or appending one.
-func setIn(backing envelope.Headers, start int, name, value string) envelope.Headers {
-	for i := start; i < len(backing); i++ {
-		if backing[i].Name == name {
-			backing[i].Value = value
-			return backing
-		}
-	}
-	return append(backing, envelope.Header{Name: name, Value: value})
 }

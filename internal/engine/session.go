@@ -126,6 +126,13 @@ type Session struct {
 	stopping bool        // long-running stop: unsettled records are given up on
 	waiters  int
 	changed  chan struct{} // closed and replaced when waiters should look again
+	// idle are the lanes waiting in take for a ready key, each on its own
+	// channel, so that a key made ready wakes one lane, not all of them;
+	// waking counts the lanes woken that have not taken the lock since.
+	// While a woken lane is on its way, no other is woken: the lane that
+	// takes a key wakes the next one if more are ready (takeReadyLocked).
+	idle   []*laneWake
+	waking int
 	// deadKeys (Lambda mode) are the partition keys of records given up
 	// on: their later records wait for Lambda's redelivery, which keeps
 	// per-key order across attempts.
@@ -150,6 +157,42 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 
 // defaultBackoff is ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax).
 var defaultBackoff = ExponentialBackoff(DefaultBackoffBase, DefaultBackoffMax)
+
+// laneWake is how a waiting lane is woken: a token on ch. woken (under the
+// session's lock) says a token was sent and the lane is counted in waking.
+type laneWake struct {
+	ch    chan struct{} // capacity 1
+	woken bool
+}
+
+// wakeLaneLocked wakes one waiting lane, unless one is already on its way.
+func (s *Session) wakeLaneLocked() {
+	if s.waking > 0 || len(s.idle) == 0 {
+		return
+	}
+	w := s.idle[len(s.idle)-1]
+	s.idle[len(s.idle)-1] = nil
+	s.idle = s.idle[:len(s.idle)-1]
+	s.signalLocked(w)
+}
+
+// wakeAllLanesLocked wakes every waiting lane (the session may be over).
+func (s *Session) wakeAllLanesLocked() {
+	for i, w := range s.idle {
+		s.signalLocked(w)
+		s.idle[i] = nil
+	}
+	s.idle = s.idle[:0]
+}
+
+func (s *Session) signalLocked(w *laneWake) {
+	w.woken = true
+	s.waking++
+	select {
+	case w.ch <- struct{}{}:
+	default: // a token from an earlier wake-up is still there
+	}
+}
 
 // errClosed is Submit's error once the session is closed.
 var errClosed = errors.New("lambdaadapter: session closed")
@@ -260,9 +303,34 @@ func (s *Session) startLanesLocked() {
 // ctx's error and d is not submitted). It returns an error, submitting
 // nothing, once the session is closed.
 func (s *Session) Submit(ctx context.Context, d *Delivery) error {
-	d.sess = s
-	d.firstAttempt = d.Msg.Attempt
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.submitLocked(ctx, d)
+}
+
+// SubmitEach is Submit for each of ds in order, taking the lock once for as
+// many as fit: a reader hands over a run of one shard's records at once. A
+// delivery whose shard started a new epoch since it was registered is
+// dropped (Drop) instead. It returns how many of ds it took, submitted or
+// dropped, with Submit's error for the first one it did not take.
+func (s *Session) SubmitEach(ctx context.Context, ds []Delivery) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range ds {
+		d := &ds[i]
+		if d.Stale() {
+			d.Drop()
+			continue
+		}
+		if err := s.submitLocked(ctx, d); err != nil {
+			return i, err
+		}
+	}
+	return len(ds), nil
+}
+
+// submitLocked is Submit under s.mu, which it lets go while it waits.
+func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
 	for s.cfg.MaxQueued > 0 && s.queued >= s.cfg.MaxQueued && !s.closed {
 		ch := s.waitLocked()
 		s.mu.Unlock()
@@ -271,18 +339,17 @@ func (s *Session) Submit(ctx context.Context, d *Delivery) error {
 		case <-ctx.Done():
 			s.mu.Lock()
 			s.leaveLocked(ch)
-			s.mu.Unlock()
 			return ctx.Err()
 		}
 		s.mu.Lock()
 	}
 	if s.closed {
-		s.mu.Unlock()
 		return errClosed
 	}
+	d.sess = s
+	d.firstAttempt = d.Msg.Attempt
 	s.enqueueLocked(d, false)
 	s.startLanesLocked()
-	s.mu.Unlock()
 	return nil
 }
 
@@ -462,7 +529,11 @@ func (s *Session) readyLocked(ks *keyQueue) {
 	}
 	ks.inReady = true
 	s.ready = append(s.ready, ks)
-	s.broadcastLocked()
+	if s.e.Batch() {
+		s.broadcastLocked() // the batch lane waits as the others do
+	} else {
+		s.wakeLaneLocked()
+	}
 }
 
 // popLocked takes the first record of ks.
@@ -509,6 +580,9 @@ func (s *Session) waitLocked() <-chan struct{} {
 // the next broadcasts (a SubmitAll readies many keys under one lock) cost
 // nothing until someone waits again.
 func (s *Session) broadcastLocked() {
+	if s.closed {
+		s.wakeAllLanesLocked() // they end once the session is empty
+	}
 	if s.waiters == 0 {
 		return
 	}
@@ -531,11 +605,12 @@ func (s *Session) emptyLocked() bool {
 }
 
 // take waits for a ready key and holds it. It returns nil when the lane
-// should end: the session is closed and empty, or its context ended.
+// should end: the session is closed and empty, or its context ended. The
+// lane waits on w, its own (see Session.idle).
 //
 // lb, the Lambda-mode lane's settlements, is handed to the watermarks before
 // the lane waits.
-func (s *Session) take(lb *laneSettles) *keyQueue {
+func (s *Session) take(lb *laneSettles, w *laneWake) *keyQueue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	flushed := false
@@ -557,14 +632,22 @@ func (s *Session) take(lb *laneSettles) *keyQueue {
 			flushed = true
 			continue // look again: the lock was let go
 		}
-		ch := s.waitLocked()
+		s.idle = append(s.idle, w)
 		s.mu.Unlock()
 		select {
-		case <-ch: // a cancellation broadcasts too (long-running mode)
-			s.mu.Lock()
-		case <-s.ctx.Done(): // the cut-off (Lambda mode)
-			s.mu.Lock()
-			s.leaveLocked(ch)
+		case <-w.ch:
+		case <-s.ctx.Done(): // the cut-off (Lambda mode), or a cancellation
+		}
+		s.mu.Lock()
+		if w.woken {
+			w.woken = false
+			s.waking--
+			select {
+			case <-w.ch: // woken, but the context's end came first
+			default:
+			}
+		} else if i := slices.Index(s.idle, w); i >= 0 {
+			s.idle = slices.Delete(s.idle, i, i+1)
 		}
 	}
 }
@@ -581,16 +664,20 @@ func (s *Session) takeReadyLocked() *keyQueue {
 	ks.inReady = false
 	ks.active = true
 	s.running++
+	if len(s.ready) > 0 {
+		s.wakeLaneLocked() // one more lane may help
+	}
 	return ks
 }
 
 // lane handles keys until take says to end. lb, in Lambda mode, collects
 // the lane's settlements.
 func (s *Session) lane(lb *laneSettles) {
+	w := &laneWake{ch: make(chan struct{}, 1)}
 	var ks *keyQueue
 	for {
 		if ks == nil {
-			if ks = s.take(lb); ks == nil {
+			if ks = s.take(lb, w); ks == nil {
 				s.flushSettles(lb)
 				return
 			}
@@ -603,21 +690,28 @@ func (s *Session) lane(lb *laneSettles) {
 // empty, its head waits for a retry, the lane has had its turn, or the
 // session's context ended. It returns the key the lane takes next, when it
 // could take one while it held the lock to let ks go (Lambda mode), else
-// nil.
+// nil. In long-running mode it goes on with the next ready key itself, and
+// returns nil once none is ready.
 func (s *Session) runKey(ks *keyQueue, lb *laneSettles) *keyQueue {
 	if s.cfg.Mode == ModeLambda {
 		return s.runKeyLambda(ks, lb)
 	}
+	// One lock per record: the lane lets a key go, takes the next ready
+	// one and pops its first record under the same lock.
+	s.mu.Lock()
 	for turn := 0; ; turn++ {
-		s.mu.Lock()
 		if ks.head == nil || !ks.parkedUntil.IsZero() || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
 			s.releaseLocked(ks)
-			s.mu.Unlock()
-			return nil
+			if ks = s.takeReadyLocked(); ks == nil {
+				s.mu.Unlock()
+				return nil
+			}
+			turn = 0
 		}
 		d := s.popLocked(ks)
 		s.mu.Unlock()
 		s.handle(d, nil)
+		s.mu.Lock()
 	}
 }
 
