@@ -342,6 +342,7 @@ func TestSummarizePeers(t *testing.T) {
 	}
 	got := s.Targets
 	got.DynamoVsMemory, got.ConsumerVsPlain, got.WritesPerRecord = "", "", ""
+	got.CPUVsPlainDynamo, got.CPUVsPlainMemory = "", ""
 	got.ConcDynamoVsMemory, got.ConcConsumerVsPlain, got.EstDynamoVsMemory, got.EstConsumerVsPlain = "", "", "", ""
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("targets against harlow (-want +got):\n%s", diff)

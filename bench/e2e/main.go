@@ -195,8 +195,11 @@ const (
 	targetDynamoVsMemory  = 0.95
 	targetConsumerVsPlain = 0.95
 	targetWritesPerRecord = 0.01
-	rustDynamoVsMemory    = 0.24
-	rustWritesPerRecord   = 1.0
+	// targetCPUVsPlain is issue 10's bound on the consumer's CPU per record
+	// over the plain loop's, same run.
+	targetCPUVsPlain    = 0.5
+	rustDynamoVsMemory  = 0.24
+	rustWritesPerRecord = 1.0
 )
 
 // idWidth is the number of decimal digits of the record id at the start of
@@ -229,6 +232,7 @@ type options struct {
 	dynamoDBPID        int
 	freshStreams       bool
 	peers              bool
+	floor              bool
 
 	// Worker mode (internal: the parent starts its children with these).
 	worker     string
@@ -265,7 +269,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"write a fresh stream for every phase instead of writing one stream once that every phase reads (kinesis-local writes only a few hundred records/s)")
 	fs.BoolVar(&o.peers, "peers", true,
 		"also run github.com/harlow/kinesis-consumer v0.5.0 as a peer, with its in-memory and its DynamoDB checkpoint store, in every sequential and concurrent round and in a kill -9 test of its own")
-	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, memory, dynamodb, kill, harlow-memory, harlow-dynamodb, harlow-kill)")
+	fs.BoolVar(&o.floor, "floor", false,
+		"also run the plain loop with the consumer's GetRecords decoder (internal/getrecords.Fast) as a read phase: the floor of the consumer's CPU per record, reading and decoding without anything else")
+	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, plain-fast, memory, dynamodb, kill, harlow-memory, harlow-dynamodb, harlow-kill)")
 	fs.StringVar(&o.stream, "stream", "", "internal: the worker's stream")
 	fs.StringVar(&o.table, "table", "", "internal: the worker's lease table")
 	fs.BoolVar(&o.printIDs, "print-ids", false, "internal: the worker prints the id of every handled record")
@@ -329,10 +335,12 @@ func (o *options) check() error {
 
 // phase names, as the worker's -worker flag takes them.
 const (
-	phasePlain  = "plain"
-	phaseMemory = "memory"
-	phaseDynamo = "dynamodb"
-	phaseKill   = "kill"
+	phasePlain = "plain"
+	// phasePlainFast is the plain loop with getrecords.Fast (-floor).
+	phasePlainFast = "plain-fast"
+	phaseMemory    = "memory"
+	phaseDynamo    = "dynamodb"
+	phaseKill      = "kill"
 )
 
 // readPhases returns the read phases of every sequential and concurrent
@@ -457,6 +465,9 @@ func runBench(o options, progress io.Writer) (*report, error) {
 	}
 
 	phases := readPhases(o.peers)
+	if o.floor {
+		phases = append(phases, phasePlainFast)
+	}
 	for r := range o.rounds {
 		for _, ph := range rotate(phases, r) {
 			stream, delStream, err := streamFor(ph)

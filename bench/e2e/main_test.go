@@ -97,6 +97,12 @@ func result(ph string, r, n int, elapsed, slack time.Duration, writes int) worke
 	return w
 }
 
+// withCPU gives w ms milliseconds of user CPU time.
+func withCPU(w workerResult, ms int) workerResult {
+	w.UserCPU = time.Duration(ms) * time.Millisecond
+	return w
+}
+
 func TestSummarize(t *testing.T) {
 	o := options{records: 1000, rounds: 2}
 	tests := []struct {
@@ -112,14 +118,15 @@ func TestSummarize(t *testing.T) {
 		{
 			name: "all met",
 			results: []workerResult{
-				result(phasePlain, 1, 1000, time.Second, 0, 0),
-				result(phaseMemory, 1, 1000, time.Second, 0, 0),
-				result(phaseDynamo, 1, 1000, time.Second, 0, 10),
-				result(phasePlain, 2, 1000, 2*time.Second, 0, 0),
-				result(phaseMemory, 2, 1000, 2*time.Second, 0, 0),
-				result(phaseDynamo, 2, 1000, 2*time.Second, 0, 10),
+				withCPU(result(phasePlain, 1, 1000, time.Second, 0, 0), 10),
+				withCPU(result(phaseMemory, 1, 1000, time.Second, 0, 0), 4),
+				withCPU(result(phaseDynamo, 1, 1000, time.Second, 0, 10), 5),
+				withCPU(result(phasePlain, 2, 1000, 2*time.Second, 0, 0), 10),
+				withCPU(result(phaseMemory, 2, 1000, 2*time.Second, 0, 0), 4),
+				withCPU(result(phaseDynamo, 2, 1000, 2*time.Second, 0, 10), 5),
 			},
-			want:   targets{DynamoVsMemory: "PASS", ConsumerVsPlain: "PASS", WritesPerRecord: "PASS", EstDynamoVsMemory: "PASS", EstConsumerVsPlain: "PASS"},
+			want: targets{DynamoVsMemory: "PASS", ConsumerVsPlain: "PASS", WritesPerRecord: "PASS", EstDynamoVsMemory: "PASS", EstConsumerVsPlain: "PASS",
+				CPUVsPlainDynamo: "PASS", CPUVsPlainMemory: "PASS"},
 			dynMem: 1, dynPln: 1, writes: 0.01, estMem: 1, estPln: 1,
 		},
 		{
@@ -128,14 +135,17 @@ func TestSummarize(t *testing.T) {
 			// rates.
 			name: "DynamoDB slower",
 			results: []workerResult{
-				result(phasePlain, 1, 1000, time.Second, 0, 0),
-				result(phaseMemory, 1, 1000, time.Second, 0, 0),
-				result(phaseDynamo, 1, 1000, 1250*time.Millisecond, 250*time.Millisecond, 11),
-				result(phasePlain, 2, 1000, 4*time.Second, 0, 0),
-				result(phaseMemory, 2, 1000, 4*time.Second, 0, 0),
-				result(phaseDynamo, 2, 1000, 5*time.Second, 250*time.Millisecond, 11),
+				withCPU(result(phasePlain, 1, 1000, time.Second, 0, 0), 10),
+				withCPU(result(phaseMemory, 1, 1000, time.Second, 0, 0), 5),
+				withCPU(result(phaseDynamo, 1, 1000, 1250*time.Millisecond, 250*time.Millisecond, 11), 6),
+				withCPU(result(phasePlain, 2, 1000, 4*time.Second, 0, 0), 10),
+				withCPU(result(phaseMemory, 2, 1000, 4*time.Second, 0, 0), 5),
+				withCPU(result(phaseDynamo, 2, 1000, 5*time.Second, 250*time.Millisecond, 11), 6),
 			},
-			want: targets{DynamoVsMemory: "MISS", ConsumerVsPlain: "MISS", WritesPerRecord: "MISS", EstDynamoVsMemory: "MISS", EstConsumerVsPlain: "MISS"},
+			// CPU per record: the in-memory consumer at exactly half the
+			// plain loop's passes, the DynamoDB one at 0.6 misses.
+			want: targets{DynamoVsMemory: "MISS", ConsumerVsPlain: "MISS", WritesPerRecord: "MISS", EstDynamoVsMemory: "MISS", EstConsumerVsPlain: "MISS",
+				CPUVsPlainDynamo: "MISS", CPUVsPlainMemory: "PASS"},
 			// Estimates: the plain loop's median 2.5 s against 2.5 s plus
 			// the DynamoDB phase's 250 ms of slack.
 			dynMem: 0.8, dynPln: 0.8, writes: 0.011, estMem: 2500.0 / 2750, estPln: 2500.0 / 2750,

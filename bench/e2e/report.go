@@ -101,7 +101,14 @@ type summary struct {
 	PlainCPUPerRec      float64   `json:"plain_cpu_us_per_record"`
 	MemoryCPUPerRec     float64   `json:"memory_cpu_us_per_record"`
 	DynamoCPUPerRec     float64   `json:"dynamodb_cpu_us_per_record"`
-	WritesPerRecord     float64   `json:"dynamodb_writes_per_record"`
+	// PlainFastCPUPerRec is the plain loop's with the consumer's decoder
+	// (-floor); 0 without.
+	PlainFastCPUPerRec float64 `json:"plain_fast_cpu_us_per_record,omitempty"`
+	// MemoryCPUVsPlain and DynamoCPUVsPlain are the medians of the
+	// per-round ratios of CPU per record, consumer over plain loop.
+	MemoryCPUVsPlain float64 `json:"memory_cpu_vs_plain"`
+	DynamoCPUVsPlain float64 `json:"dynamodb_cpu_vs_plain"`
+	WritesPerRecord  float64 `json:"dynamodb_writes_per_record"`
 	// PeakRSSMB is the largest peak RSS of a consumer worker process;
 	// PlainPeakRSSMB that of the plain loop's.
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
@@ -125,6 +132,9 @@ type targets struct {
 	DynamoVsMemory  string `json:"dynamodb_vs_memory_ge_0.95"`
 	ConsumerVsPlain string `json:"consumer_vs_plain_ge_0.95"`
 	WritesPerRecord string `json:"writes_per_record_le_0.01"`
+	// CPU per record, consumer over plain loop (issue 10).
+	CPUVsPlainDynamo string `json:"cpu_consumer_vs_plain_dynamodb_le_0.5"`
+	CPUVsPlainMemory string `json:"cpu_consumer_vs_plain_memory_le_0.5"`
 	// The ratio targets judged on the concurrent rounds.
 	ConcDynamoVsMemory  string `json:"concurrent_dynamodb_vs_memory_ge_0.95,omitempty"`
 	ConcConsumerVsPlain string `json:"concurrent_consumer_vs_plain_ge_0.95,omitempty"`
@@ -268,6 +278,9 @@ func (r *report) summarize() summary {
 		PlainCPUPerRec:       median(each(plain, cpu)),
 		MemoryCPUPerRec:      median(each(mem, cpu)),
 		DynamoCPUPerRec:      median(each(dyn, cpu)),
+		PlainFastCPUPerRec:   median(each(r.byPhase(phasePlainFast), cpu)),
+		MemoryCPUVsPlain:     median(r.perRound(phaseMemory, phasePlain, cpuRatio)),
+		DynamoCPUVsPlain:     median(r.perRound(phaseDynamo, phasePlain, cpuRatio)),
 		WritesPerRecord: median(each(dyn, func(w workerResult) float64 {
 			return float64(w.DynamoDBWrites()) / float64(max(1, w.Distinct))
 		})),
@@ -312,6 +325,8 @@ func (r *report) summarize() summary {
 	}
 	s.summarizeConcurrent(r.concurrent)
 	s.Targets = targets{
+		CPUVsPlainDynamo:   passIf(s.DynamoCPUVsPlain <= targetCPUVsPlain),
+		CPUVsPlainMemory:   passIf(s.MemoryCPUVsPlain <= targetCPUVsPlain),
 		DynamoVsMemory:     passIf(s.DynamoVsMemory >= targetDynamoVsMemory),
 		ConsumerVsPlain:    passIf(s.DynamoVsPlain >= targetConsumerVsPlain),
 		WritesPerRecord:    passIf(s.WritesPerRecord <= targetWritesPerRecord),
@@ -520,6 +535,7 @@ func safeDiv(a, b float64) float64 {
 
 var phaseTitle = map[string]string{
 	phasePlain:        "plain GetRecords loop",
+	phasePlainFast:    "plain loop, fast decoder",
 	phaseMemory:       "consumer, in-memory leases",
 	phaseDynamo:       "consumer, DynamoDB leases",
 	phaseHarlowMemory: "harlow, in-memory checkpoints",
@@ -634,6 +650,11 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "GetRecords calls earlier than the rules allow\t%d\t\t(plain loop and consumer phases; 0 means every loop kept 5 calls/s/shard)\n", early)
 	fmt.Fprintf(tw, "DynamoDB writes per record\t%.5f\ttarget ≤ %.2f\t%s (Rust original %.1f)\n", s.WritesPerRecord, targetWritesPerRecord, s.Targets.WritesPerRecord, rustWritesPerRecord)
 	fmt.Fprintf(tw, "CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(user+sys of the worker process, bench bookkeeping included)\n", s.DynamoCPUPerRec, s.MemoryCPUPerRec, s.PlainCPUPerRec)
+	fmt.Fprintf(tw, "CPU µs/record, consumer ÷ plain loop: DynamoDB, in-memory\t%.3f, %.3f\ttarget ≤ %.2f\t%s, %s (medians of per-round ratios)\n",
+		s.DynamoCPUVsPlain, s.MemoryCPUVsPlain, targetCPUVsPlain, s.Targets.CPUVsPlainDynamo, s.Targets.CPUVsPlainMemory)
+	if s.PlainFastCPUPerRec > 0 {
+		fmt.Fprintf(tw, "CPU µs/record: plain loop with the consumer's decoder (the floor)\t%.1f\t\t(%.3f of the plain loop: reading and decoding only)\n", s.PlainFastCPUPerRec, s.PlainFastCPUPerRec/s.PlainCPUPerRec)
+	}
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
 	if r.kill != nil {

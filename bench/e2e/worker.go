@@ -25,6 +25,7 @@ import (
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -196,7 +197,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	runtime.ReadMemStats(&m0)
 	ru0 := rusage()
 	switch o.worker {
-	case phasePlain:
+	case phasePlain, phasePlainFast:
 		err = runPlain(o, kc, tr)
 	case phaseMemory:
 		err = runConsumer(o, kc, lease.NewMemory(), tr, false, stderr)
@@ -471,7 +472,11 @@ func readShard(ctx context.Context, k *countingKinesis, o options, shardID strin
 			return nil
 		}
 		lastCall = time.Now()
-		out, err := k.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(o.limit))})
+		var opts []func(*kinesis.Options)
+		if o.worker == phasePlainFast {
+			opts = append(opts, getrecords.Fast)
+		}
+		out, err := k.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(o.limit))}, opts...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

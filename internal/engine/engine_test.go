@@ -332,7 +332,12 @@ func TestLambdaWriteTurnDoesNotWaitForALane(t *testing.T) {
 
 // TestLambdaWritesOfShardsTogether: writes of different shards share calls.
 // The writes wait until every record was handled, so every shard has
-// copies waiting when they start, however fast the lanes run.
+// copies waiting when they start, however fast the lanes run. One lane: a
+// lane concludes a record (submits its copy) before its next handler call,
+// so when the last handler returns every other copy is waiting; with many
+// lanes, a lane descheduled between its handler's return and the
+// conclusion (a GC, a loaded machine) let its copies out one call each.
+// The calls' sharing does not depend on the lanes.
 func TestLambdaWritesOfShardsTogether(t *testing.T) {
 	var handled atomic.Int64
 	allHandled := make(chan struct{})
@@ -354,7 +359,7 @@ func TestLambdaWritesOfShardsTogether(t *testing.T) {
 		_, ds := shardOf(t, fmt.Sprint("shard-", s), 5, func(i int) string { return fmt.Sprint(s, "-", i) })
 		all = append(all, ds...)
 	}
-	runLambda(t, e, 16, all)
+	runLambda(t, e, 1, all)
 	if n := len(w.k.Written()); n != 40 {
 		t.Fatalf("%d copies, want 40", n)
 	}

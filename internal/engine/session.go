@@ -133,6 +133,9 @@ type Session struct {
 	// takes a key wakes the next one if more are ready (takeReadyLocked).
 	idle   []*laneWake
 	waking int
+	// freeKeys are key queues forgotten in long-running mode, for the next
+	// new key (keys come and go with every record when they are random).
+	freeKeys []*keyQueue
 	// deadKeys (Lambda mode) are the partition keys of records given up
 	// on: their later records wait for Lambda's redelivery, which keeps
 	// per-key order across attempts.
@@ -493,11 +496,39 @@ func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
 		if s.keys == nil {
 			s.keys = map[string]*keyQueue{}
 		}
-		ks = &keyQueue{key: k, heapIdx: -1}
-		s.keys[k] = ks
+		ks = s.newKeyLocked(k)
 	}
 	s.enqueueInLocked(ks, d, first)
 	return ks
+}
+
+// newKeyLocked adds an empty queue for key k (a forgotten one again, when
+// there is one) and returns it.
+func (s *Session) newKeyLocked(k string) *keyQueue {
+	var ks *keyQueue
+	if n := len(s.freeKeys); n > 0 {
+		ks = s.freeKeys[n-1]
+		s.freeKeys[n-1] = nil
+		s.freeKeys = s.freeKeys[:n-1]
+	} else {
+		ks = &keyQueue{}
+	}
+	*ks = keyQueue{key: k, heapIdx: -1}
+	s.keys[k] = ks
+	return ks
+}
+
+// maxFreeKeys bounds Session.freeKeys.
+const maxFreeKeys = 1024
+
+// forgetKeyLocked removes ks, which is empty, held by no lane, not ready
+// and not parked, and keeps it for a new key.
+func (s *Session) forgetKeyLocked(ks *keyQueue) {
+	delete(s.keys, ks.key)
+	if len(s.freeKeys) < maxFreeKeys {
+		*ks = keyQueue{}
+		s.freeKeys = append(s.freeKeys, ks)
+	}
 }
 
 // enqueueInLocked is enqueueLocked into ks, the queue of d's key.
@@ -561,7 +592,7 @@ func (s *Session) releaseLocked(ks *keyQueue) {
 	s.running--
 	if ks.head == nil && ks.parkedUntil.IsZero() {
 		if s.cfg.Mode != ModeLambda {
-			delete(s.keys, ks.key)
+			s.forgetKeyLocked(ks)
 		}
 	} else {
 		s.readyLocked(ks)
@@ -844,8 +875,7 @@ func (s *Session) park(d *Delivery, wait time.Duration) {
 		if s.keys == nil {
 			s.keys = map[string]*keyQueue{}
 		}
-		ks = &keyQueue{key: k, heapIdx: -1}
-		s.keys[k] = ks
+		ks = s.newKeyLocked(k)
 	}
 	if ks.inReady {
 		// Not ready any more: its new head waits for its retry.
@@ -885,7 +915,7 @@ func (s *Session) releaseParkedLocked(sh *Shard) {
 		ks.parkedUntil = time.Time{}
 		given = append(given, s.popLocked(ks))
 		if ks.head == nil && !ks.active {
-			delete(s.keys, ks.key)
+			s.forgetKeyLocked(ks)
 		} else {
 			s.readyLocked(ks)
 		}

@@ -167,12 +167,16 @@ type writer struct {
 	ready    []*write
 	later    writeHeap // ready but not due yet
 	inflight int
-	draining bool // no new write comes; end when idle
-	closed   bool // no write is accepted or started
-	started  bool // the workers run (from the first write on)
-	waiters  int
-	changed  chan struct{} // nil until someone waits (changedLocked)
-	workers  sync.WaitGroup
+	// finishing counts the rounds whose writes are being finished: their
+	// records settling makes the next writes of their shards ready, which
+	// go out together in the next round instead of one call each.
+	finishing int
+	draining  bool // no new write comes; end when idle
+	closed    bool // no write is accepted or started
+	started   bool // the workers run (from the first write on)
+	waiters   int
+	changed   chan struct{} // nil until someone waits (changedLocked)
+	workers   sync.WaitGroup
 	// npending counts the writes in pending, so that a settlement with
 	// none waiting (the common case) does not take mu. It grows under mu
 	// before the record's shard is looked at, so a settlement that the
@@ -327,7 +331,7 @@ func (w *writer) next() []*write {
 		if w.closed {
 			return nil
 		}
-		if len(w.ready) > 0 && w.ctx.Err() == nil {
+		if len(w.ready) > 0 && w.ctx.Err() == nil && w.finishing == 0 {
 			n := min(len(w.ready), publish.MaxBatchRecords)
 			round := slices.Clone(w.ready[:n])
 			clear(w.ready[:n])
@@ -433,9 +437,16 @@ func (w *writer) write(round []*write) {
 		})
 	}
 	wg.Wait()
+	w.mu.Lock()
+	w.finishing++
+	w.mu.Unlock()
 	for i, wr := range round {
 		w.finish(wr, errs[i])
 	}
+	w.mu.Lock()
+	w.finishing--
+	w.broadcastLocked()
+	w.mu.Unlock()
 }
 
 // errStale marks a write dropped because its record's shard was sought or
