@@ -50,6 +50,7 @@ test: unit integration
 bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/ ./internal/getrecords/
+	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime=4x -count=1 ./consumer/
 	$(MAKE) bench-lanes
 
 # Long-running mode end to end against its own stand-ins (about 3–6 minutes);
