@@ -637,11 +637,11 @@ func (s *Session) emptyLocked() bool {
 
 // take waits for a ready key and holds it. It returns nil when the lane
 // should end: the session is closed and empty, or its context ended. The
-// lane waits on w, its own (see Session.idle).
+// lane waits on *wp, its own (see Session.idle), made when first needed.
 //
 // lb, the Lambda-mode lane's settlements, is handed to the watermarks before
 // the lane waits.
-func (s *Session) take(lb *laneSettles, w *laneWake) *keyQueue {
+func (s *Session) take(lb *laneSettles, wp **laneWake) *keyQueue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	flushed := false
@@ -663,6 +663,10 @@ func (s *Session) take(lb *laneSettles, w *laneWake) *keyQueue {
 			flushed = true
 			continue // look again: the lock was let go
 		}
+		if *wp == nil {
+			*wp = &laneWake{ch: make(chan struct{}, 1)}
+		}
+		w := *wp
 		s.idle = append(s.idle, w)
 		s.mu.Unlock()
 		select {
@@ -704,11 +708,11 @@ func (s *Session) takeReadyLocked() *keyQueue {
 // lane handles keys until take says to end. lb, in Lambda mode, collects
 // the lane's settlements.
 func (s *Session) lane(lb *laneSettles) {
-	w := &laneWake{ch: make(chan struct{}, 1)}
+	var w *laneWake // made the first time the lane waits
 	var ks *keyQueue
 	for {
 		if ks == nil {
-			if ks = s.take(lb, w); ks == nil {
+			if ks = s.take(lb, &w); ks == nil {
 				s.flushSettles(lb)
 				return
 			}
