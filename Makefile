@@ -77,6 +77,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPaths$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s ./internal/event/
+	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 30s ./internal/message/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeaggregate$$' -fuzztime 30s ./internal/kpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzGetRecordsDecode$$' -fuzztime 30s ./internal/getrecords/
