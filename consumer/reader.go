@@ -158,19 +158,10 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		}
 		var m message.Message
 		m, backing = s.message(r, backing)
-		if !message.MaybeAggregate(r.Data) {
-			ds = append(ds, engine.Delivery{Msg: m})
-			continue
-		}
-		base := m
-		base.Payload, base.Headers = nil, nil
-		users, n, isAgg, perr := message.UserRecords(&base, r.Data, skip)
+		users, n, agg, poison := message.Unpack(&m, r.Data, skip)
 		switch {
-		case !isAgg:
-			ds = append(ds, engine.Delivery{Msg: m})
-		case perr != nil:
-			m.Payload = r.Data // the raw aggregate, dead-lettered as it came
-			ds = append(ds, engine.Delivery{Msg: m, Poison: perr})
+		case !agg || poison != nil:
+			ds = append(ds, engine.Delivery{Msg: m, Poison: poison})
 		case len(users) == 0:
 			// every user record settled before the restart
 		default:
@@ -186,10 +177,8 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 	}
 	// Ordinary records between the aggregates register as runs, under one
 	// lock of the watermark each.
-	registered := 0
 	add := func(from, to int) {
 		if from < to {
-			registered += to - from
 			if n := len(spans); n > 0 && spans[n-1].to == from {
 				spans[n-1].to = to
 			} else {
@@ -198,11 +187,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		}
 	}
 	stale := func() ([]engine.Delivery, []span, bool) {
-		for _, sp := range spans {
-			for i := sp.from; i < sp.to; i++ {
-				ds[i].Drop()
-			}
-		}
+		drop(ds, spans)
 		return nil, nil, false
 	}
 	run := func(from, to int) bool {
@@ -255,16 +240,22 @@ func (c *Consumer) pass(ctx context.Context, ds []engine.Delivery, spans []span)
 			select {
 			case c.ch <- ds[i:min(i+chunkSize, sp.to)]:
 			case <-ctx.Done():
-				for _, rest := range append([]span{{i, sp.to}}, spans[k+1:]...) {
-					for j := rest.from; j < rest.to; j++ {
-						ds[j].Drop()
-					}
-				}
+				drop(ds, append([]span{{i, sp.to}}, spans[k+1:]...))
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// drop drops the registered deliveries of spans, which were not passed on:
+// they come again from the checkpoint.
+func drop(ds []engine.Delivery, spans []span) {
+	for _, sp := range spans {
+		for i := sp.from; i < sp.to; i++ {
+			ds[i].Drop()
+		}
+	}
 }
 
 // message turns a Kinesis record of the shard into a message: the RSK1

@@ -84,10 +84,6 @@ func roundMillis(t time.Time) time.Time {
 	return t.Round(time.Millisecond).UTC()
 }
 
-// deliveryHeaders is the number of headers every message gets from its
-// record (partition-key, kinesis-sequence-number, kinesis-shard-id).
-const deliveryHeaders = message.DeliveryHeaders
-
 // deliveries turns decoded Kinesis records into a batch: the records
 // themselves when they are all ordinary (the runner makes their deliveries
 // as it submits them), else one delivery per user record (see aggregated).
@@ -145,7 +141,7 @@ func (b *batch) openInto(ds []engine.Delivery, lo int) []engine.Delivery {
 // returns backing.
 func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers) envelope.Headers {
 	if backing == nil {
-		backing = make(envelope.Headers, 0, len(ds)*(deliveryHeaders+1))
+		backing = make(envelope.Headers, 0, len(ds)*(message.DeliveryHeaders+1))
 	}
 	for i := range ds {
 		ds[i].Msg, backing = plain(&b.recs[lo+i], backing, &b.streams)
@@ -168,7 +164,7 @@ func (r *Runner) getChunk() *chunk {
 	if c, _ := r.chunks.Get().(*chunk); c != nil {
 		return c
 	}
-	return &chunk{headers: make(envelope.Headers, 0, buildChunk*(deliveryHeaders+1))}
+	return &chunk{headers: make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))}
 }
 
 // putChunks clears the first n deliveries of each chunk (n = all but the
@@ -230,21 +226,10 @@ func aggregated(recs []event.KinesisRecord) batch {
 		rec := &recs[i]
 		var m message.Message
 		m, backing = plain(rec, backing, &streams)
-		if !message.MaybeAggregate(rec.Data) {
-			b.ds = append(b.ds, engine.Delivery{Msg: m})
-			b.groups[i] = 1
-			continue
-		}
-		base := m
-		base.Payload, base.Headers = nil, nil
-		users, _, ok, err := message.UserRecords(&base, rec.Data, 0)
+		users, _, agg, poison := message.Unpack(&m, rec.Data, 0)
 		switch {
-		case !ok:
-			b.ds = append(b.ds, engine.Delivery{Msg: m})
-			b.groups[i] = 1
-		case err != nil:
-			m.Payload = rec.Data // the raw aggregate, dead-lettered as it came
-			b.ds = append(b.ds, engine.Delivery{Msg: m, Poison: err})
+		case !agg || poison != nil:
+			b.ds = append(b.ds, engine.Delivery{Msg: m, Poison: poison})
 			b.groups[i] = 1
 		default:
 			for _, u := range users {

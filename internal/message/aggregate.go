@@ -10,6 +10,28 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
+// Unpack is what the Kinesis record whose message is m (opened from data
+// with Open) delivers, from user record skip on. agg is false for an
+// ordinary record: m itself is delivered. For a KPL aggregate, users are
+// its user records from skip on (UserRecords, with m's fields but not its
+// payload and headers) and n the number in the aggregate: none are left
+// when every one settled before a restart. An aggregate whose MD5 matches
+// but whose body is malformed is poison: poison says what is wrong, and m's
+// payload becomes the raw aggregate, to be dead-lettered as it came. Both
+// runners turn records into deliveries with it.
+func Unpack(m *Message, data []byte, skip int) (users []Message, n int, agg bool, poison error) {
+	if !MaybeAggregate(data) {
+		return nil, 0, false, nil
+	}
+	base := *m
+	base.Payload, base.Headers = nil, nil
+	users, n, agg, poison = UserRecords(&base, data, skip)
+	if poison != nil {
+		m.Payload = data
+	}
+	return users, n, agg, poison
+}
+
 // MaybeAggregate reports whether data starts with the KPL magic bytes: only
 // such a record needs UserRecords, which checks its MD5.
 func MaybeAggregate(data []byte) bool {
