@@ -28,6 +28,10 @@ func kinesisRecord(seq, key string, data []byte) kinesistypes.Record {
 func TestRegisterAnswer(t *testing.T) {
 	c := newConsumer(t, Config{Kinesis: newStream(1)}, handler(newRecorder()))
 	s := c.newShard(lease.Lease{Key: lease.Key{Stream: testStream, ShardID: shardID(0)}})
+	// The shard's checkpointer runs from newShard on; nothing may outlive
+	// the test (the leak checks of later tests would see it).
+	defer c.tasks.Wait()
+	defer s.ck.abandon()
 	e := s.es.Reset("")
 	enveloped, err := envelope.Encode(envelope.Headers{{Name: "x-a", Value: "1"}}, []byte("r4"))
 	if err != nil {

@@ -116,8 +116,14 @@ type Session struct {
 	ctx        context.Context // the handlers' context
 	cancel     context.CancelFunc
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// keys is the queue of each partition key, guarded by mu, and in
+	// Lambda mode by keysMu instead: there a key queue lives until the
+	// session ends, so SubmitAll finds (or makes) the queues of its
+	// records holding keysMu only, and holds mu just to queue them, which
+	// keeps the lanes' waits for mu short.
 	keys     map[string]*keyQueue
+	keysMu   sync.Mutex
 	ready    []*keyQueue // keys ready for a lane, in the order they became ready
 	parked   parkHeap    // keys waiting for a record's retry, by time
 	queued   int         // records in key queues
@@ -358,38 +364,68 @@ func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
 
 // SubmitAll hands every delivery of ds to the session at once, in order
 // (Lambda mode hands over a whole invocation), with the key queues'
-// bookkeeping allocated in one piece. It returns an error, submitting
-// nothing, once the session is closed.
+// bookkeeping allocated in one piece, taking the lock once per
+// submitPiece deliveries. Once the session is closed it submits nothing
+// more and returns an error (a Close while it runs may leave the rest of
+// ds unsubmitted; the Lambda runner closes after its last SubmitAll).
 func (s *Session) SubmitAll(ds []Delivery) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errClosed
-	}
-	if len(s.keys) == 0 {
-		s.keys = make(map[string]*keyQueue, min(len(ds), 1024))
-	}
-	s.ready = slices.Grow(s.ready, min(len(ds), 1024))
+	var kss [submitPiece]*keyQueue
 	var slab []keyQueue
+	for len(ds) > 0 {
+		piece := ds[:min(len(ds), submitPiece)]
+		ds = ds[len(piece):]
+		if s.cfg.Mode == ModeLambda {
+			s.keysMu.Lock()
+			slab = s.keyQueuesOf(piece, kss[:len(piece)], slab, len(ds))
+			s.keysMu.Unlock()
+			s.mu.Lock()
+		} else {
+			s.mu.Lock()
+			slab = s.keyQueuesOf(piece, kss[:len(piece)], slab, len(ds))
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return errClosed
+		}
+		s.ready = slices.Grow(s.ready, len(piece))
+		for i := range piece {
+			d := &piece[i]
+			d.sess = s
+			d.firstAttempt = d.Msg.Attempt
+			s.enqueueInLocked(kss[i], d, false)
+		}
+		s.startLanesLocked()
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// submitPiece is the most deliveries SubmitAll queues under one lock.
+const submitPiece = 256
+
+// keyQueuesOf sets kss[i] to the key queue of ds[i], making the new ones
+// from slab (allocated as needed, with room for the more deliveries to
+// come); it returns what is left of slab. The caller holds the lock that
+// guards keys (see Session).
+func (s *Session) keyQueuesOf(ds []Delivery, kss []*keyQueue, slab []keyQueue, more int) []keyQueue {
+	if s.keys == nil {
+		s.keys = make(map[string]*keyQueue, min(len(ds)+more, 1024))
+	}
 	for i := range ds {
-		d := &ds[i]
-		d.sess = s
-		d.firstAttempt = d.Msg.Attempt
-		k := d.Msg.PartitionKey
+		k := ds[i].Msg.PartitionKey
 		ks := s.keys[k]
 		if ks == nil {
 			if len(slab) == 0 {
-				slab = make([]keyQueue, min(len(ds)-i, 256))
+				slab = make([]keyQueue, min(len(ds)-i+more, 256))
 			}
 			ks = &slab[0]
 			slab = slab[1:]
 			ks.key, ks.heapIdx = k, -1
 			s.keys[k] = ks
 		}
-		s.enqueueInLocked(ks, d, false)
+		kss[i] = ks
 	}
-	s.startLanesLocked()
-	return nil
+	return slab
 }
 
 // Close refuses further Submits; the lanes end once every record submitted
@@ -490,6 +526,10 @@ func (s *Session) Stop(ctx context.Context, grace time.Duration) bool {
 // enqueueLocked puts d into its key queue: last, or first when it waits for
 // a retry (it keeps its place before the later records of its key).
 func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
+	if s.cfg.Mode == ModeLambda {
+		s.keysMu.Lock() // see Session.keys
+		defer s.keysMu.Unlock()
+	}
 	k := d.Msg.PartitionKey
 	ks := s.keys[k]
 	if ks == nil {
@@ -709,27 +749,25 @@ func (s *Session) takeReadyLocked() *keyQueue {
 // the lane's settlements.
 func (s *Session) lane(lb *laneSettles) {
 	var w *laneWake // made the first time the lane waits
-	var ks *keyQueue
 	for {
+		ks := s.take(lb, &w)
 		if ks == nil {
-			if ks = s.take(lb, &w); ks == nil {
-				s.flushSettles(lb)
-				return
-			}
+			s.flushSettles(lb)
+			return
 		}
-		ks = s.runKey(ks, lb)
+		s.runKey(ks, lb)
 	}
 }
 
 // runKey handles the records of ks one after another, until its queue is
 // empty, its head waits for a retry, the lane has had its turn, or the
-// session's context ended. It returns the key the lane takes next, when it
-// could take one while it held the lock to let ks go (Lambda mode), else
-// nil. In long-running mode it goes on with the next ready key itself, and
-// returns nil once none is ready.
-func (s *Session) runKey(ks *keyQueue, lb *laneSettles) *keyQueue {
+// session's context ended; then it lets ks go and goes on with the next
+// ready key, under the same lock, and returns once none is ready (the lane
+// then waits in take).
+func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
 	if s.cfg.Mode == ModeLambda {
-		return s.runKeyLambda(ks, lb)
+		s.runKeyLambda(ks, lb)
+		return
 	}
 	// One lock per record: the lane lets a key go, takes the next ready
 	// one and pops its first record under the same lock.
@@ -739,7 +777,7 @@ func (s *Session) runKey(ks *keyQueue, lb *laneSettles) *keyQueue {
 			s.releaseLocked(ks)
 			if ks = s.takeReadyLocked(); ks == nil {
 				s.mu.Unlock()
-				return nil
+				return
 			}
 			turn = 0
 		}
@@ -756,17 +794,18 @@ func (s *Session) runKey(ks *keyQueue, lb *laneSettles) *keyQueue {
 // under one lock, and handles them one after another. The records of a run
 // not started when the session's context ends go back to the head of the
 // queue, where they were. The lane's settlements go to the watermark
-// together (see laneSettles). When it lets ks go, it takes the next ready
-// key under the same lock and returns it (nil when none is ready: the lane
-// then waits in take).
-func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) *keyQueue {
+// together (see laneSettles). One lock per run: the lane lets a key go,
+// takes the next ready one and pops its first run under the same lock.
+func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) {
+	s.mu.Lock()
 	for turn := 0; ; {
-		s.mu.Lock()
 		if ks.head == nil || s.ctx.Err() != nil || (turn >= turnLimit && len(s.ready) > 0) {
 			s.releaseLocked(ks)
-			next := s.takeReadyLocked()
-			s.mu.Unlock()
-			return next
+			if ks = s.takeReadyLocked(); ks == nil {
+				s.mu.Unlock()
+				return
+			}
+			turn = 0
 		}
 		run := s.popRunLocked(ks, max(turnLimit-turn, 1))
 		s.mu.Unlock()
@@ -783,6 +822,7 @@ func (s *Session) runKeyLambda(ks *keyQueue, lb *laneSettles) *keyQueue {
 			d = next
 			turn++
 		}
+		s.mu.Lock()
 	}
 }
 
