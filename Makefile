@@ -48,7 +48,7 @@ test: unit integration
 
 # Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench 'BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
+	$(GO) test -run '^$$' -bench 'BenchmarkCoreToCore|BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/ ./internal/getrecords/
 	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime=4x -count=1 ./consumer/
 	$(MAKE) bench-lanes

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,6 +119,42 @@ func BenchmarkInvokeFloor(b *testing.B) {
 			off += n
 		}
 	}
+}
+
+// BenchmarkCoreToCore is what the machine charges for passing a cache line
+// from one OS thread to another and back: two goroutines, each locked to
+// its thread, take turns writing one atomic counter (ns/op is a round
+// trip). The adapter passes records from the invoking goroutine to its lanes
+// and their settlements back, so its figures on two vCPUs move with this
+// one, which changes with where the hypervisor places the vCPUs (110 and
+// 450 ns on the same machine within an hour; see BENCHMARKS.md). It needs
+// GOMAXPROCS ≥ 2.
+func BenchmarkCoreToCore(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two threads running at once (GOMAXPROCS ≥ 2)")
+	}
+	var turn atomic.Int64
+	n := int64(b.N)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for i := int64(1); i <= n; i++ {
+			for turn.Load() != 2*i-1 {
+			}
+			turn.Store(2 * i)
+		}
+		close(done)
+	}()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	for i := int64(1); i <= n; i++ {
+		turn.Store(2*i - 1)
+		for turn.Load() != 2*i {
+		}
+	}
+	<-done
 }
 
 // BenchmarkLanes runs 10,000 records over 1,000 partition keys through a

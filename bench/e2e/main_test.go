@@ -506,3 +506,95 @@ func TestCommonWindow(t *testing.T) {
 		}
 	}
 }
+
+// withSteady gives w ms milliseconds of CPU time over 800 steady records.
+func withSteady(w workerResult, ms int) workerResult {
+	w.SteadyCPU, w.SteadyRecords = time.Duration(ms)*time.Millisecond, 800
+	return w
+}
+
+func TestSummarizeSteadyCPU(t *testing.T) {
+	o := options{records: 1000, rounds: 2}
+	steady := []workerResult{
+		withSteady(result(phasePlain, 1, 1000, time.Second, 0, 0), 8),
+		withSteady(result(phaseMemory, 1, 1000, time.Second, 0, 0), 4),
+		withSteady(result(phaseDynamo, 1, 1000, time.Second, 0, 10), 6),
+		withSteady(result(phasePlain, 2, 1000, time.Second, 0, 0), 16),
+		withSteady(result(phaseMemory, 2, 1000, time.Second, 0, 0), 4),
+		withSteady(result(phaseDynamo, 2, 1000, time.Second, 0, 10), 4),
+		withSteady(result(phasePlainFast, 1, 1000, time.Second, 0, 0), 2),
+	}
+	r := &report{opts: o, results: steady, started: time.Unix(0, 0), finished: time.Unix(10, 0)}
+	s := r.summarize()
+	approx := func(name string, got, want float64) {
+		t.Helper()
+		if d := got - want; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// µs per record: 8 ms / 800 = 10, 16 ms / 800 = 20; medians.
+	approx("PlainSteadyCPUPerRec", s.PlainSteadyCPUPerRec, 15)
+	approx("MemorySteadyCPUPerRec", s.MemorySteadyCPUPerRec, 5)
+	approx("DynamoSteadyCPUPerRec", s.DynamoSteadyCPUPerRec, 6.25)
+	approx("PlainFastSteadyCPUPerRec", s.PlainFastSteadyCPUPerRec, 2.5)
+	// Paired by round: memory 0.5 and 0.25, DynamoDB 0.75 and 0.25.
+	approx("MemorySteadyCPUVsPlain", s.MemorySteadyCPUVsPlain, 0.375)
+	approx("DynamoSteadyCPUVsPlain", s.DynamoSteadyCPUVsPlain, 0.5)
+	var out bytes.Buffer
+	r.print(&out)
+	for _, want := range []string{"steady-state CPU µs/record: consumer DynamoDB / in-memory / plain loop", "6.2 / 5.0 / 15.0", "the floor 2.5",
+		"steady-state CPU, consumer ÷ plain loop: DynamoDB, in-memory", "0.500, 0.375"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	// Without steady-state figures (a worker of an older build, or one
+	// that stopped early) the lines are left out.
+	r = &report{opts: o, results: []workerResult{result(phasePlain, 1, 1000, time.Second, 0, 0), result(phaseMemory, 1, 1000, time.Second, 0, 0)},
+		started: time.Unix(0, 0), finished: time.Unix(10, 0)}
+	out.Reset()
+	r.print(&out)
+	if strings.Contains(out.String(), "steady-state") {
+		t.Errorf("report has steady-state lines without steady-state figures:\n%s", out.String())
+	}
+}
+
+func TestTrackerSteadyCPU(t *testing.T) {
+	tr := newTracker(100)
+	tr.begin()
+	busy := func() { // spin until the process's CPU time moved
+		u0 := rusage()
+		for u := u0; u.user+u.sys == u0.user+u0.sys; u = rusage() {
+		}
+	}
+	for id := range 100 {
+		if id == 50 {
+			busy()
+		}
+		if err := tr.mark([]byte(formatID(id))); err != nil {
+			t.Fatal(err)
+		}
+		if id+1 == 10 && tr.steadyFrom == 0 {
+			t.Fatalf("no CPU time noted at the 10th record")
+		}
+		if id+1 < 90 && tr.steadyTo != 0 {
+			t.Fatalf("CPU time noted as the end of the steady state at record %d", id+1)
+		}
+	}
+	if tr.steadyTo <= tr.steadyFrom {
+		t.Errorf("steady state from %v to %v of CPU time, want an end after the start", tr.steadyFrom, tr.steadyTo)
+	}
+
+	// Too few records for a tenth: no steady state.
+	tr = newTracker(5)
+	tr.begin()
+	for id := range 5 {
+		if err := tr.mark([]byte(formatID(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tr.steadyFrom != 0 || tr.steadyTo != 0 {
+		t.Errorf("steady state %v..%v for 5 records, want none", tr.steadyFrom, tr.steadyTo)
+	}
+}

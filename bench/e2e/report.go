@@ -108,7 +108,15 @@ type summary struct {
 	// per-round ratios of CPU per record, consumer over plain loop.
 	MemoryCPUVsPlain float64 `json:"memory_cpu_vs_plain"`
 	DynamoCPUVsPlain float64 `json:"dynamodb_cpu_vs_plain"`
-	WritesPerRecord  float64 `json:"dynamodb_writes_per_record"`
+	// The same in the steady state (workerResult.SteadyCPU): the middle
+	// 80 % of the records, without start-up and stop.
+	PlainSteadyCPUPerRec     float64 `json:"plain_steady_cpu_us_per_record"`
+	MemorySteadyCPUPerRec    float64 `json:"memory_steady_cpu_us_per_record"`
+	DynamoSteadyCPUPerRec    float64 `json:"dynamodb_steady_cpu_us_per_record"`
+	PlainFastSteadyCPUPerRec float64 `json:"plain_fast_steady_cpu_us_per_record,omitempty"`
+	MemorySteadyCPUVsPlain   float64 `json:"memory_steady_cpu_vs_plain"`
+	DynamoSteadyCPUVsPlain   float64 `json:"dynamodb_steady_cpu_vs_plain"`
+	WritesPerRecord          float64 `json:"dynamodb_writes_per_record"`
 	// PeakRSSMB is the largest peak RSS of a consumer worker process;
 	// PlainPeakRSSMB that of the plain loop's.
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
@@ -240,47 +248,54 @@ func (r *report) summarize() summary {
 	plain, mem, dyn := r.byPhase(phasePlain), r.byPhase(phaseMemory), r.byPhase(phaseDynamo)
 	rps := func(w workerResult) float64 { return w.RecordsPerSecond() }
 	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
+	steadyCPU := func(w workerResult) float64 { return w.SteadyCPUPerRecord() }
 	startup := func(w workerResult) float64 { return float64(w.Kinesis.FirstCall) / 1e6 }
 	slack := func(w workerResult) float64 { return float64(w.Kinesis.Slack) / 1e6 }
 	tail := func(w workerResult) float64 { return float64(w.Kinesis.Tail) / 1e6 }
 	s := summary{
-		Bench:                "lambdaadapter long-running mode end to end",
-		GoVersion:            runtime.Version(),
-		GOOS:                 runtime.GOOS,
-		GOARCH:               runtime.GOARCH,
-		NumCPU:               runtime.NumCPU(),
-		Records:              o.records,
-		Size:                 o.size,
-		Shards:               o.shards,
-		Limit:                o.limit,
-		CheckpointInterval:   o.checkpointInterval.String(),
-		Rounds:               o.rounds,
-		PlainRecordsPerSec:   median(each(plain, rps)),
-		MemoryRecordsPerSec:  median(each(mem, rps)),
-		DynamoRecordsPerSec:  median(each(dyn, rps)),
-		DynamoVsMemory:       median(r.perRound(phaseDynamo, phaseMemory, ratio)),
-		DynamoVsPlain:        median(r.perRound(phaseDynamo, phasePlain, ratio)),
-		MemoryVsPlain:        median(r.perRound(phaseMemory, phasePlain, ratio)),
-		SteadyDynamoVsMemory: median(r.perRound(phaseDynamo, phaseMemory, steadyRatio)),
-		SteadyDynamoVsPlain:  median(r.perRound(phaseDynamo, phasePlain, steadyRatio)),
-		SteadyMemoryVsPlain:  median(r.perRound(phaseMemory, phasePlain, steadyRatio)),
-		PlainStartupMS:       median(each(plain, startup)),
-		MemoryStartupMS:      median(each(mem, startup)),
-		DynamoStartupMS:      median(each(dyn, startup)),
-		PlainTailMS:          median(each(plain, tail)),
-		MemoryTailMS:         median(each(mem, tail)),
-		DynamoTailMS:         median(each(dyn, tail)),
-		PlainSlackMS:         median(each(plain, slack)),
-		MemorySlackMS:        median(each(mem, slack)),
-		DynamoSlackMS:        median(each(dyn, slack)),
-		RoundDynamoVsMemory:  r.perRound(phaseDynamo, phaseMemory, ratio),
-		RoundDynamoVsPlain:   r.perRound(phaseDynamo, phasePlain, ratio),
-		PlainCPUPerRec:       median(each(plain, cpu)),
-		MemoryCPUPerRec:      median(each(mem, cpu)),
-		DynamoCPUPerRec:      median(each(dyn, cpu)),
-		PlainFastCPUPerRec:   median(each(r.byPhase(phasePlainFast), cpu)),
-		MemoryCPUVsPlain:     median(r.perRound(phaseMemory, phasePlain, cpuRatio)),
-		DynamoCPUVsPlain:     median(r.perRound(phaseDynamo, phasePlain, cpuRatio)),
+		Bench:                    "lambdaadapter long-running mode end to end",
+		GoVersion:                runtime.Version(),
+		GOOS:                     runtime.GOOS,
+		GOARCH:                   runtime.GOARCH,
+		NumCPU:                   runtime.NumCPU(),
+		Records:                  o.records,
+		Size:                     o.size,
+		Shards:                   o.shards,
+		Limit:                    o.limit,
+		CheckpointInterval:       o.checkpointInterval.String(),
+		Rounds:                   o.rounds,
+		PlainRecordsPerSec:       median(each(plain, rps)),
+		MemoryRecordsPerSec:      median(each(mem, rps)),
+		DynamoRecordsPerSec:      median(each(dyn, rps)),
+		DynamoVsMemory:           median(r.perRound(phaseDynamo, phaseMemory, ratio)),
+		DynamoVsPlain:            median(r.perRound(phaseDynamo, phasePlain, ratio)),
+		MemoryVsPlain:            median(r.perRound(phaseMemory, phasePlain, ratio)),
+		SteadyDynamoVsMemory:     median(r.perRound(phaseDynamo, phaseMemory, steadyRatio)),
+		SteadyDynamoVsPlain:      median(r.perRound(phaseDynamo, phasePlain, steadyRatio)),
+		SteadyMemoryVsPlain:      median(r.perRound(phaseMemory, phasePlain, steadyRatio)),
+		PlainStartupMS:           median(each(plain, startup)),
+		MemoryStartupMS:          median(each(mem, startup)),
+		DynamoStartupMS:          median(each(dyn, startup)),
+		PlainTailMS:              median(each(plain, tail)),
+		MemoryTailMS:             median(each(mem, tail)),
+		DynamoTailMS:             median(each(dyn, tail)),
+		PlainSlackMS:             median(each(plain, slack)),
+		MemorySlackMS:            median(each(mem, slack)),
+		DynamoSlackMS:            median(each(dyn, slack)),
+		RoundDynamoVsMemory:      r.perRound(phaseDynamo, phaseMemory, ratio),
+		RoundDynamoVsPlain:       r.perRound(phaseDynamo, phasePlain, ratio),
+		PlainCPUPerRec:           median(each(plain, cpu)),
+		MemoryCPUPerRec:          median(each(mem, cpu)),
+		DynamoCPUPerRec:          median(each(dyn, cpu)),
+		PlainFastCPUPerRec:       median(each(r.byPhase(phasePlainFast), cpu)),
+		MemoryCPUVsPlain:         median(r.perRound(phaseMemory, phasePlain, cpuRatio)),
+		DynamoCPUVsPlain:         median(r.perRound(phaseDynamo, phasePlain, cpuRatio)),
+		PlainSteadyCPUPerRec:     median(each(plain, steadyCPU)),
+		MemorySteadyCPUPerRec:    median(each(mem, steadyCPU)),
+		DynamoSteadyCPUPerRec:    median(each(dyn, steadyCPU)),
+		PlainFastSteadyCPUPerRec: median(each(r.byPhase(phasePlainFast), steadyCPU)),
+		MemorySteadyCPUVsPlain:   median(r.perRound(phaseMemory, phasePlain, steadyCPURatio)),
+		DynamoSteadyCPUVsPlain:   median(r.perRound(phaseDynamo, phasePlain, steadyCPURatio)),
 		WritesPerRecord: median(each(dyn, func(w workerResult) float64 {
 			return float64(w.DynamoDBWrites()) / float64(max(1, w.Distinct))
 		})),
@@ -654,6 +669,16 @@ func (r *report) print(w io.Writer) {
 		s.DynamoCPUVsPlain, s.MemoryCPUVsPlain, targetCPUVsPlain, s.Targets.CPUVsPlainDynamo, s.Targets.CPUVsPlainMemory)
 	if s.PlainFastCPUPerRec > 0 {
 		fmt.Fprintf(tw, "CPU µs/record: plain loop with the consumer's decoder (the floor)\t%.1f\t\t(%.3f of the plain loop: reading and decoding only)\n", s.PlainFastCPUPerRec, s.PlainFastCPUPerRec/s.PlainCPUPerRec)
+	}
+	if s.PlainSteadyCPUPerRec > 0 {
+		floor := ""
+		if s.PlainFastSteadyCPUPerRec > 0 {
+			floor = fmt.Sprintf("; the floor %.1f", s.PlainFastSteadyCPUPerRec)
+		}
+		fmt.Fprintf(tw, "steady-state CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(records 10 %%–90 %%: no start-up, first or last answers, stop%s)\n",
+			s.DynamoSteadyCPUPerRec, s.MemorySteadyCPUPerRec, s.PlainSteadyCPUPerRec, floor)
+		fmt.Fprintf(tw, "steady-state CPU, consumer ÷ plain loop: DynamoDB, in-memory\t%.3f, %.3f\t\t(medians of per-round ratios; for information: the target is on the whole phase)\n",
+			s.DynamoSteadyCPUVsPlain, s.MemorySteadyCPUVsPlain)
 	}
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)

@@ -67,6 +67,11 @@ type peerSummary struct {
 	Kill        *killResult `json:"kill,omitempty"`
 }
 
+// steadyCPURatio is x's steady-state CPU time per record over y's.
+func steadyCPURatio(x, y workerResult) float64 {
+	return safeDiv(x.SteadyCPUPerRecord(), y.SteadyCPUPerRecord())
+}
+
 // cpuRatio is x's CPU time per record over y's.
 func cpuRatio(x, y workerResult) float64 {
 	return safeDiv(x.CPUPerRecord(), y.CPUPerRecord())
@@ -217,6 +222,7 @@ func (r *report) printPeers(w io.Writer, s summary) {
 		})
 	}
 	row("CPU µs/record, sequential", seq(func(w workerResult) float64 { return w.CPUPerRecord() }, "%.1f"))
+	row("CPU µs/record, sequential, steady state", seq(func(w workerResult) float64 { return w.SteadyCPUPerRecord() }, "%.1f"))
 	if len(r.concurrent) > 0 {
 		row("CPU µs/record, concurrent", func(ph string) string {
 			if v, ok := p.ConcCPUPerRec[ph]; ok {

@@ -75,6 +75,13 @@ type workerResult struct {
 	// UserCPU and SysCPU are getrusage(RUSAGE_SELF) deltas over Total.
 	UserCPU time.Duration `json:"user_cpu_ns"`
 	SysCPU  time.Duration `json:"sys_cpu_ns"`
+	// SteadyCPU is the user + system CPU time the worker used while it
+	// handled the middle of the records (SteadyRecords of them): from the
+	// handling of the (n/10)th distinct record to that of the
+	// (n-n/10)th, leaving out start-up, the first answers, the last ones
+	// and the stop. Zero when the worker did not get that far.
+	SteadyCPU     time.Duration `json:"steady_cpu_ns,omitempty"`
+	SteadyRecords int           `json:"steady_records,omitempty"`
 	// MaxRSSKB is the peak RSS of the worker process at its end, in KiB:
 	// VmHWM of /proc/self/status, else getrusage's ru_maxrss (which on
 	// Linux carries the parent's peak over fork and exec, so it would
@@ -128,6 +135,15 @@ func (r workerResult) CPUPerRecord() float64 {
 		return 0
 	}
 	return float64((r.UserCPU + r.SysCPU).Microseconds()) / float64(r.Distinct)
+}
+
+// SteadyCPUPerRecord is SteadyCPU per record of the middle, in
+// microseconds (0 without it).
+func (r workerResult) SteadyCPUPerRecord() float64 {
+	if r.SteadyRecords == 0 {
+		return 0
+	}
+	return float64(r.SteadyCPU.Microseconds()) / float64(r.SteadyRecords)
 }
 
 // DynamoDBWrites is the number of PutItem, UpdateItem and DeleteItem calls.
@@ -224,6 +240,9 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	res.Distinct, res.Handled, res.Duplicates, res.Bad = tr.distinct, tr.handled, tr.handled-tr.distinct-tr.bad, tr.bad
 	res.Elapsed, res.FirstRecord, res.Total = tr.lastAt.Sub(tr.start), tr.firstAt.Sub(tr.start), tr.end.Sub(tr.start)
 	res.Marks, res.MarkStep = tr.marks, tr.markStep()
+	if tr.steadyTo > 0 {
+		res.SteadyCPU, res.SteadyRecords = tr.steadyTo-tr.steadyFrom, tr.n-2*(tr.n/10)
+	}
 	res.StartupTrace = trace.list()
 	tr.mu.Unlock()
 	if tr.lastAt.IsZero() {
@@ -269,6 +288,9 @@ type tracker struct {
 	lastAt   time.Time
 	end      time.Time
 	marks    []time.Duration // when distinct reached each markStep
+	// steadyFrom and steadyTo are the process's CPU time (user + system)
+	// when distinct reached n/10 and n-n/10 (see workerResult.SteadyCPU).
+	steadyFrom, steadyTo time.Duration
 }
 
 // marksPerRun is the number of progress marks of a run: the time at which
@@ -331,6 +353,16 @@ func (t *tracker) mark(payload []byte) error {
 	t.distinct++
 	if t.distinct%t.markStep() == 0 {
 		t.marks = append(t.marks, now.Sub(t.start))
+	}
+	if lo := t.n / 10; lo > 0 {
+		switch t.distinct {
+		case lo:
+			u := rusage()
+			t.steadyFrom = u.user + u.sys
+		case t.n - lo:
+			u := rusage()
+			t.steadyTo = u.user + u.sys
+		}
 	}
 	if t.distinct == t.n {
 		t.lastAt = now
