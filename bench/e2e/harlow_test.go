@@ -308,29 +308,23 @@ func TestSummarizePeers(t *testing.T) {
 	if p == nil {
 		t.Fatal("no peer summary with -peers")
 	}
-	approx := func(name string, got, want float64) {
-		t.Helper()
-		if math.Abs(got-want) > 1e-6 {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
-	approx("VsMemory", p.VsMemory, 1.25)
-	approx("VsDynamo", p.VsDynamo, 0.8)
-	approx("CPUVsMemory", p.CPUVsMemory, 0.5)
-	approx("CPUVsDynamo", p.CPUVsDynamo, 1.2)
-	approx("ConcVsMemory", p.ConcVsMemory, 2)
-	approx("ConcVsDynamo", p.ConcVsDynamo, 0.75)
-	approx("ConcCPUVsMemory", p.ConcCPUVsMemory, 0.5)
-	approx("ConcCPUVsDynamo", p.ConcCPUVsDynamo, 1.5)
-	approx("MemoryRecordsPerSec", p.MemoryRecordsPerSec, 800)
-	approx("DynamoRecordsPerSec", p.DynamoRecordsPerSec, 1250)
-	approx("ConcMemoryRecordsPerSec", p.ConcMemoryRecordsPerSec, 500)
-	approx("ConcDynamoRecordsPerSec", p.ConcDynamoRecordsPerSec, 4000.0/3)
-	approx("WritesPerRecord", p.WritesPerRecord, 0.004)
-	approx("concurrent CPU/record of harlow in-memory", p.ConcCPUPerRec[phaseHarlowMemory], 20)
+	approx(t, "VsMemory", p.VsMemory, 1.25)
+	approx(t, "VsDynamo", p.VsDynamo, 0.8)
+	approx(t, "CPUVsMemory", p.CPUVsMemory, 0.5)
+	approx(t, "CPUVsDynamo", p.CPUVsDynamo, 1.2)
+	approx(t, "ConcVsMemory", p.ConcVsMemory, 2)
+	approx(t, "ConcVsDynamo", p.ConcVsDynamo, 0.75)
+	approx(t, "ConcCPUVsMemory", p.ConcCPUVsMemory, 0.5)
+	approx(t, "ConcCPUVsDynamo", p.ConcCPUVsDynamo, 1.5)
+	approx(t, "MemoryRecordsPerSec", p.MemoryRecordsPerSec, 800)
+	approx(t, "DynamoRecordsPerSec", p.DynamoRecordsPerSec, 1250)
+	approx(t, "ConcMemoryRecordsPerSec", p.ConcMemoryRecordsPerSec, 500)
+	approx(t, "ConcDynamoRecordsPerSec", p.ConcDynamoRecordsPerSec, 4000.0/3)
+	approx(t, "WritesPerRecord", p.WritesPerRecord, 0.004)
+	approx(t, "concurrent CPU/record of harlow in-memory", p.ConcCPUPerRec[phaseHarlowMemory], 20)
 	// The consumer's own concurrent figures still come from its phases.
-	approx("ConcDynamoVsMemory", s.ConcDynamoVsMemory, 1)
-	approx("ConcDynamoVsPlain", s.ConcDynamoVsPlain, 1)
+	approx(t, "ConcDynamoVsMemory", s.ConcDynamoVsMemory, 1)
+	approx(t, "ConcDynamoVsPlain", s.ConcDynamoVsPlain, 1)
 	if p.Redelivered != 123 || p.KilledAt != 500 {
 		t.Errorf("Redelivered, KilledAt = %d, %d; want 123, 500", p.Redelivered, p.KilledAt)
 	}

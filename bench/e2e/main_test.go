@@ -158,17 +158,11 @@ func TestSummarize(t *testing.T) {
 			if diff := cmp.Diff(tt.want, s.Targets); diff != "" {
 				t.Errorf("targets (-want +got):\n%s", diff)
 			}
-			approx := func(name string, got, want float64) {
-				t.Helper()
-				if d := got - want; d > 1e-9 || d < -1e-9 {
-					t.Errorf("%s = %v, want %v", name, got, want)
-				}
-			}
-			approx("DynamoVsMemory", s.DynamoVsMemory, tt.dynMem)
-			approx("DynamoVsPlain", s.DynamoVsPlain, tt.dynPln)
-			approx("WritesPerRecord", s.WritesPerRecord, tt.writes)
-			approx("EstDynamoVsMemory", s.EstDynamoVsMemory, tt.estMem)
-			approx("EstDynamoVsPlain", s.EstDynamoVsPlain, tt.estPln)
+			approx(t, "DynamoVsMemory", s.DynamoVsMemory, tt.dynMem)
+			approx(t, "DynamoVsPlain", s.DynamoVsPlain, tt.dynPln)
+			approx(t, "WritesPerRecord", s.WritesPerRecord, tt.writes)
+			approx(t, "EstDynamoVsMemory", s.EstDynamoVsMemory, tt.estMem)
+			approx(t, "EstDynamoVsPlain", s.EstDynamoVsPlain, tt.estPln)
 			if s.Redelivered != -1 {
 				t.Errorf("Redelivered = %d without a kill test, want -1", s.Redelivered)
 			}
@@ -507,6 +501,14 @@ func TestCommonWindow(t *testing.T) {
 	}
 }
 
+// approx reports an error unless got is want, up to rounding.
+func approx(t *testing.T, name string, got, want float64) {
+	t.Helper()
+	if d := got - want; d > 1e-9 || d < -1e-9 {
+		t.Errorf("%s = %v, want %v", name, got, want)
+	}
+}
+
 // withSteady gives w ms milliseconds of CPU time over 800 steady records.
 func withSteady(w workerResult, ms int) workerResult {
 	w.SteadyCPU, w.SteadyRecords = time.Duration(ms)*time.Millisecond, 800
@@ -526,20 +528,14 @@ func TestSummarizeSteadyCPU(t *testing.T) {
 	}
 	r := &report{opts: o, results: steady, started: time.Unix(0, 0), finished: time.Unix(10, 0)}
 	s := r.summarize()
-	approx := func(name string, got, want float64) {
-		t.Helper()
-		if d := got - want; d > 1e-9 || d < -1e-9 {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
 	// µs per record: 8 ms / 800 = 10, 16 ms / 800 = 20; medians.
-	approx("PlainSteadyCPUPerRec", s.PlainSteadyCPUPerRec, 15)
-	approx("MemorySteadyCPUPerRec", s.MemorySteadyCPUPerRec, 5)
-	approx("DynamoSteadyCPUPerRec", s.DynamoSteadyCPUPerRec, 6.25)
-	approx("PlainFastSteadyCPUPerRec", s.PlainFastSteadyCPUPerRec, 2.5)
+	approx(t, "PlainSteadyCPUPerRec", s.PlainSteadyCPUPerRec, 15)
+	approx(t, "MemorySteadyCPUPerRec", s.MemorySteadyCPUPerRec, 5)
+	approx(t, "DynamoSteadyCPUPerRec", s.DynamoSteadyCPUPerRec, 6.25)
+	approx(t, "PlainFastSteadyCPUPerRec", s.PlainFastSteadyCPUPerRec, 2.5)
 	// Paired by round: memory 0.5 and 0.25, DynamoDB 0.75 and 0.25.
-	approx("MemorySteadyCPUVsPlain", s.MemorySteadyCPUVsPlain, 0.375)
-	approx("DynamoSteadyCPUVsPlain", s.DynamoSteadyCPUVsPlain, 0.5)
+	approx(t, "MemorySteadyCPUVsPlain", s.MemorySteadyCPUVsPlain, 0.375)
+	approx(t, "DynamoSteadyCPUVsPlain", s.DynamoSteadyCPUVsPlain, 0.5)
 	var out bytes.Buffer
 	r.print(&out)
 	for _, want := range []string{"steady-state CPU µs/record: consumer DynamoDB / in-memory / plain loop", "6.2 / 5.0 / 15.0", "the floor 2.5",
