@@ -37,7 +37,12 @@ func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 		}
 		return nil, err
 	}
-	b := deliveries(ev.Records)
+	var b batch
+	if ev.MaybeAggregates {
+		b = deliveries(ev.Records)
+	} else {
+		b = batch{recs: ev.Records} // the decoder saw no KPL magic
+	}
 	b.buffers = buf
 	ids, err := r.run(ctx, b)
 	if err != nil {

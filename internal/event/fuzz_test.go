@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
 // FuzzDecodeKinesis checks DecodeKinesis against encoding/json into
@@ -97,6 +99,19 @@ func checkOracle(t *testing.T, in []byte) {
 	if diff := cmp.Diff(fromReference(ref), got.Records); diff != "" {
 		t.Fatalf("DecodeKinesis differs from encoding/json on %q (-want +got):\n%s", in, diff)
 	}
+	if want := anyMagic(got.Records); got.MaybeAggregates != want {
+		t.Fatalf("DecodeKinesis(%q): MaybeAggregates %v, want %v", in, got.MaybeAggregates, want)
+	}
+}
+
+// anyMagic reports whether the data of a record starts with the KPL magic.
+func anyMagic(recs []KinesisRecord) bool {
+	for _, r := range recs {
+		if bytes.HasPrefix(r.Data, kpl.Magic[:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // breaksRules reports which of DecodeKinesis's own rules an input that

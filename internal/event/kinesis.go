@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
 // KinesisRecord is one record of a Kinesis invocation: the fields the
@@ -55,6 +57,11 @@ type Kinesis struct {
 	// Records holds the records in the order of the Records array. It is
 	// never nil for a successfully decoded event, but may be empty.
 	Records []KinesisRecord
+	// MaybeAggregates reports whether the data of some record starts with
+	// the KPL aggregate magic (kpl.Magic), noted while the data was decoded:
+	// when it is false no record is a KPL aggregate, and a caller need not
+	// look at each record's data again to know.
+	MaybeAggregates bool
 }
 
 // ErrNotKinesis reports a payload that is valid JSON but not a Kinesis
@@ -291,10 +298,11 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 	if !halves || len(recs) < 2 {
 		var sb strings.Builder
 		sb.Grow(d.strTotal)
-		if err := d.fill(out, recs, 0, arena, &sb); err != nil {
+		agg, err := d.fill(out, recs, 0, arena, &sb)
+		if err != nil {
 			return nil, err
 		}
-		return &Kinesis{Records: out}, nil
+		return &Kinesis{Records: out, MaybeAggregates: agg}, nil
 	}
 	// A helper builds the second half, into the rest of the arena and a
 	// string buffer of its own.
@@ -306,6 +314,7 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 	}
 	var (
 		wg    sync.WaitGroup
+		agg2  bool
 		err2  error
 		later = recs[k:]
 	)
@@ -318,11 +327,11 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 		hd := decoder{buf: buf, esc: esc, bin: bin}
 		var sb strings.Builder
 		sb.Grow(strLater)
-		err2 = hd.fill(out[k:], later, k, arena[dataK:], &sb)
+		agg2, err2 = hd.fill(out[k:], later, k, arena[dataK:], &sb)
 	}()
 	var sb strings.Builder
 	sb.Grow(strK)
-	err := d.fill(out[:k], recs[:k], 0, arena[:dataK], &sb)
+	agg, err := d.fill(out[:k], recs[:k], 0, arena[:dataK], &sb)
 	wg.Wait()
 	if err == nil {
 		err = err2
@@ -330,7 +339,7 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Kinesis{Records: out}, nil
+	return &Kinesis{Records: out, MaybeAggregates: agg || agg2}, nil
 }
 
 // dupBytes is the number of bytes of r's strings that equal the previous
@@ -349,8 +358,9 @@ func (d *decoder) dupBytes(r *wrec) int {
 // fill sets every field of out[i] from recs[i], the records from index base on: their
 // data into arena, which holds at least their dataBound, their strings into
 // sb, grown to hold them. The first record takes its strings from its own
-// fields even where it repeats the previous record's (built elsewhere).
-func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte, sb *strings.Builder) error {
+// fields even where it repeats the previous record's (built elsewhere). It
+// reports whether the data of one of them starts with the KPL magic.
+func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte, sb *strings.Builder) (agg bool, err error) {
 	off := 0
 	for i := range recs {
 		r, o := &recs[i], &out[i]
@@ -358,15 +368,17 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 		case dataB64:
 			n, err := base64.StdEncoding.Decode(arena[off:], d.field(r, fData))
 			if err != nil {
-				return base64Error(base+i, err)
+				return false, base64Error(base+i, err)
 			}
 			o.Data = arena[off : off+n : off+n]
 			off += n
+			agg = agg || n >= len(kpl.Magic) && [len(kpl.Magic)]byte(o.Data) == kpl.Magic
 		case dataBin:
 			sp := r.span[fData]
 			n := copy(arena[off:], d.bin[sp.off:sp.end])
 			o.Data = arena[off : off+n : off+n]
 			off += n
+			agg = agg || n >= len(kpl.Magic) && [len(kpl.Magic)]byte(o.Data) == kpl.Magic
 		default:
 			o.Data = nil
 		}
@@ -416,7 +428,7 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 			o.EventSource = d.str(sb, r, fEventSource)
 		}
 	}
-	return nil
+	return agg, nil
 }
 
 // str appends string field f of r to sb and returns it as a substring of

@@ -1,11 +1,16 @@
 package event
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
 // checkSplit decodes in with a helper starting at split and the result
@@ -209,5 +214,54 @@ func TestDecodeKinesisWithReuse(t *testing.T) {
 	got, err := DecodeKinesisWith(payloads[0], &buf)
 	if msg := sameResult(want, nil, got, err); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// TestMaybeAggregates: the decoder notes a record whose data starts with
+// the KPL magic wherever it is (first record, last, either half of a split
+// decoding, data given as base64 or as an array of bytes), and only then.
+func TestMaybeAggregates(t *testing.T) {
+	magic := append(kpl.Magic[:], "rest"...)
+	withData := func(n, at int, data []byte) []byte {
+		var ev events.KinesisEvent
+		if err := json.Unmarshal(genEvent(n, 20, uint64(n)), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if at >= 0 {
+			ev.Records[at].Kinesis.Data = data
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tt := range []struct {
+		name string
+		in   []byte
+		want bool
+	}{
+		{"none", withData(2000, -1, nil), false},
+		{"first", withData(2000, 0, magic), true},
+		{"last", withData(2000, 1999, magic), true},
+		{"second half", withData(2000, 1500, magic), true},
+		{"magic alone", withData(2000, 700, kpl.Magic[:]), true},
+		{"three bytes of it", withData(2000, 700, kpl.Magic[:3]), false},
+		{"magic later in the data", withData(2000, 700, append([]byte("x"), magic...)), false},
+		{"one small record", withData(1, 0, magic), true},
+		{"data as bytes", []byte(`{"Records":[{"kinesis":{"sequenceNumber":"1","data":[243,137,154,194,1]}}]}`), true},
+		{"data as other bytes", []byte(`{"Records":[{"kinesis":{"sequenceNumber":"1","data":[243,137,154]}}]}`), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, split := range []int{-1, splitPoint(tt.in)} {
+				k, err := decode(tt.in, split, split > 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k.MaybeAggregates != tt.want || anyMagic(k.Records) != tt.want {
+					t.Errorf("split at %d: MaybeAggregates %v (records say %v), want %v", split, k.MaybeAggregates, anyMagic(k.Records), tt.want)
+				}
+			}
+		})
 	}
 }
