@@ -313,9 +313,13 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 		strK += int(recs[i].strn)
 	}
 	var (
-		wg    sync.WaitGroup
-		agg2  bool
-		err2  error
+		wg sync.WaitGroup
+		// The second half's result, one variable (the goroutine's
+		// closure captures it: one allocation).
+		second struct {
+			agg bool
+			err error
+		}
 		later = recs[k:]
 	)
 	// The helper gets a decoder of its own holding what fill reads, so
@@ -327,19 +331,19 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 		hd := decoder{buf: buf, esc: esc, bin: bin}
 		var sb strings.Builder
 		sb.Grow(strLater)
-		agg2, err2 = hd.fill(out[k:], later, k, arena[dataK:], &sb)
+		second.agg, second.err = hd.fill(out[k:], later, k, arena[dataK:], &sb)
 	}()
 	var sb strings.Builder
 	sb.Grow(strK)
 	agg, err := d.fill(out[:k], recs[:k], 0, arena[:dataK], &sb)
 	wg.Wait()
 	if err == nil {
-		err = err2
+		err = second.err
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Kinesis{Records: out, MaybeAggregates: agg || agg2}, nil
+	return &Kinesis{Records: out, MaybeAggregates: agg || second.agg}, nil
 }
 
 // dupBytes is the number of bytes of r's strings that equal the previous
