@@ -155,7 +155,7 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 		switch {
 		case l.Owner == me:
 			mine++
-			if c.shards[id] == nil {
+			if c.shards[id] == nil && !c.lettingGo[id] {
 				adopt = append(adopt, l)
 			}
 		case l.Owner == "" || c.tracker.Expired(l):
@@ -173,7 +173,7 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 		c.handOff(h.s, h.to)
 	}
 	for _, l := range adopt {
-		c.start(ctx, l, v, "handed over")
+		c.adopt(ctx, l, v)
 	}
 	c.cleanUp(ctx, cleanup, deadRows)
 	if len(eligible) == 0 {
@@ -337,6 +337,23 @@ func (c *Consumer) cleanUp(ctx context.Context, trimmed []lease.Lease, dead []le
 	})
 }
 
+// adopt starts the shard of l, a lease handed over to this worker, after
+// renewing it: the renewal is conditional on l's counter, so a snapshot
+// older than a change of the row (this worker's own hand-over of it
+// finishing meanwhile) starts nothing.
+func (c *Consumer) adopt(ctx context.Context, l lease.Lease, v view) {
+	sctx, cancel := c.storeContext(ctx)
+	held, err := c.cfg.Store.Renew(sctx, l)
+	cancel()
+	if err != nil {
+		if !lost(err) && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease handed over failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
+		return
+	}
+	c.start(ctx, held, v, "handed over")
+}
+
 // take takes the lease l (free or expired) and starts its shard.
 func (c *Consumer) take(ctx context.Context, l lease.Lease, v view) bool {
 	sctx, cancel := c.storeContext(ctx)
@@ -443,9 +460,10 @@ func (c *Consumer) handOff(s *shard, to string) {
 		ctx := context.Background()
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: handing a lease over", slog.String(attrShardID, s.id), slog.String("to", to))
 		c.stopShard(s)
-		if !c.forget(s) {
+		if !c.forgetLettingGo(s) {
 			return // lost, ended or shut down meanwhile
 		}
+		defer c.letGo(s.id)
 		s.es.Reset("")
 		l, err := s.write(ctx, func(ctx context.Context, held lease.Lease) (lease.Lease, error) {
 			return c.cfg.Store.Transfer(ctx, held, to)
@@ -466,9 +484,10 @@ func (c *Consumer) gone(s *shard) {
 	ctx := context.Background()
 	c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard no longer exists (trimmed away); releasing its lease", slog.String(attrShardID, s.id))
 	c.stopShard(s)
-	if !c.forget(s) {
+	if !c.forgetLettingGo(s) {
 		return
 	}
+	defer c.letGo(s.id)
 	s.es.Reset("")
 	s.release(ctx)
 }

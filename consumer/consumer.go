@@ -54,6 +54,10 @@ type Consumer struct {
 	listed    map[string]kinesistypes.Shard // last complete ListShards answer, by shard id
 	maxListed string                        // the highest shard id listed
 	requested map[string]bool               // shards this worker asked another to hand over
+	// lettingGo holds the shards this worker is handing over or giving up:
+	// no longer in shards, while their rows may still name this worker,
+	// which must not take them up again as handed to it (see balance).
+	lettingGo map[string]bool
 	stopped   bool
 	readCtx   context.Context // readers' parent; cancelled at shutdown
 
@@ -83,6 +87,7 @@ func New(cfg Config) (*Consumer, error) {
 		shards:    map[string]*shard{},
 		tracker:   lease.NewTracker(cfg.LeaseDuration),
 		requested: map[string]bool{},
+		lettingGo: map[string]bool{},
 		fan:       newFanOut(&cfg),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
@@ -422,6 +427,29 @@ func (c *Consumer) forget(s *shard) bool {
 	}
 	delete(c.shards, s.id)
 	return true
+}
+
+// forgetLettingGo is forget for a shard whose lease this worker goes on to
+// hand over or release: until letGo, balancing does not take the shard up
+// again although its row still names this worker (the row changes only
+// with the transfer or the release).
+func (c *Consumer) forgetLettingGo(s *shard) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[s.id] != s {
+		return false
+	}
+	delete(c.shards, s.id)
+	c.lettingGo[s.id] = true
+	return true
+}
+
+// letGo ends forgetLettingGo: the lease was handed over or released (or
+// that failed, and the row says so).
+func (c *Consumer) letGo(id string) {
+	c.mu.Lock()
+	delete(c.lettingGo, id)
+	c.mu.Unlock()
 }
 
 // Seek moves running readers: every held shard to pos, or, for an

@@ -42,7 +42,11 @@
 //     reading the shard, lets its records in flight settle (at most
 //     Config.ShutdownTimeout), writes the checkpoint and transfers the lease;
 //     the new owner reads on from that checkpoint, so a planned move
-//     re-delivers nothing that settled. At start-up lease rows are written
+//     re-delivers nothing that settled. The new owner starts a lease handed
+//     to it only after renewing it on the counter it read (a stale read
+//     starts nothing), and the old owner never takes up again a lease it is
+//     handing over, though its row names it until the transfer. At start-up
+//     lease rows are written
 //     (parents before children) and free leases taken concurrently, eight
 //     store calls at a time.
 //   - Reading: one reader per owned shard, starting after the checkpoint
