@@ -419,28 +419,24 @@ func (c *Consumer) leaseEvent(shardID string, kind observe.LeaseEventKind) {
 }
 
 // forget removes s from the held shards; it reports whether s was held.
-func (c *Consumer) forget(s *shard) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shards[s.id] != s {
-		return false
-	}
-	delete(c.shards, s.id)
-	return true
-}
+func (c *Consumer) forget(s *shard) bool { return c.forgetShard(s, false) }
 
 // forgetLettingGo is forget for a shard whose lease this worker goes on to
 // hand over or release: until letGo, balancing does not take the shard up
 // again although its row still names this worker (the row changes only
 // with the transfer or the release).
-func (c *Consumer) forgetLettingGo(s *shard) bool {
+func (c *Consumer) forgetLettingGo(s *shard) bool { return c.forgetShard(s, true) }
+
+func (c *Consumer) forgetShard(s *shard, lettingGo bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.shards[s.id] != s {
 		return false
 	}
 	delete(c.shards, s.id)
-	c.lettingGo[s.id] = true
+	if lettingGo {
+		c.lettingGo[s.id] = true
+	}
 	return true
 }
 
