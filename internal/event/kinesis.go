@@ -376,16 +376,15 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 			}
 			o.Data = arena[off : off+n : off+n]
 			off += n
-			agg = agg || n >= len(kpl.Magic) && [len(kpl.Magic)]byte(o.Data) == kpl.Magic
 		case dataBin:
 			sp := r.span[fData]
 			n := copy(arena[off:], d.bin[sp.off:sp.end])
 			o.Data = arena[off : off+n : off+n]
 			off += n
-			agg = agg || n >= len(kpl.Magic) && [len(kpl.Magic)]byte(o.Data) == kpl.Magic
 		default:
 			o.Data = nil
 		}
+		agg = agg || kpl.HasMagic(o.Data)
 		if r.hasTS {
 			o.ArrivalTime = epochTime(r.ts)
 		} else {

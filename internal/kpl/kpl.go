@@ -89,6 +89,12 @@ func digest(b []byte) (sum [digestSize]byte) {
 	return sum
 }
 
+// HasMagic reports whether data starts with Magic: it may be an aggregated
+// record (IsAggregate says whether it is one).
+func HasMagic(data []byte) bool {
+	return len(data) >= len(Magic) && [len(Magic)]byte(data) == Magic
+}
+
 // IsAggregate reports whether data is an aggregated record: it starts with
 // Magic, is longer than Magic plus an MD5 digest, and its last 16 bytes are
 // the MD5 digest of the bytes between. Data with the magic prefix whose
@@ -98,7 +104,7 @@ func digest(b []byte) (sum [digestSize]byte) {
 //
 // IsAggregate is safe for concurrent use and does not retain data.
 func IsAggregate(data []byte) bool {
-	if len(data) <= overhead || [4]byte(data[:4]) != Magic {
+	if len(data) <= overhead || !HasMagic(data) {
 		return false
 	}
 	msg := data[len(Magic) : len(data)-digestSize]

@@ -1,7 +1,6 @@
 package message
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
@@ -35,7 +34,7 @@ func Unpack(m *Message, data []byte, skip int) (users []Message, n int, agg bool
 // MaybeAggregate reports whether data starts with the KPL magic bytes: only
 // such a record needs UserRecords, which checks its MD5.
 func MaybeAggregate(data []byte) bool {
-	return len(data) >= len(kpl.Magic) && bytes.Equal(data[:len(kpl.Magic)], kpl.Magic[:])
+	return kpl.HasMagic(data)
 }
 
 // UserRecords opens the Kinesis record that base describes, whose data is
