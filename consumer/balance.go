@@ -342,32 +342,33 @@ func (c *Consumer) cleanUp(ctx context.Context, trimmed []lease.Lease, dead []le
 // older than a change of the row (this worker's own hand-over of it
 // finishing meanwhile) starts nothing.
 func (c *Consumer) adopt(ctx context.Context, l lease.Lease, v view) {
-	sctx, cancel := c.storeContext(ctx)
-	held, err := c.cfg.Store.Renew(sctx, l)
-	cancel()
-	if err != nil {
-		if !lost(err) && ctx.Err() == nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease handed over failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
-		}
-		return
-	}
-	c.start(ctx, held, v, "handed over")
+	c.claim(ctx, l, v, "renewing a lease handed over", c.cfg.Store.Renew, "handed over")
 }
 
 // take takes the lease l (free or expired) and starts its shard.
 func (c *Consumer) take(ctx context.Context, l lease.Lease, v view) bool {
-	sctx, cancel := c.storeContext(ctx)
-	held, err := c.cfg.Store.Take(sctx, l, c.cfg.Owner)
-	cancel()
-	if err != nil {
-		if !lost(err) && ctx.Err() == nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: taking a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
-		}
-		return false
-	}
 	from := "free"
 	if l.Owner != "" {
 		from = "expired lease of " + l.Owner
+	}
+	return c.claim(ctx, l, v, "taking a lease", func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+		return c.cfg.Store.Take(ctx, l, c.cfg.Owner)
+	}, from)
+}
+
+// claim writes l with write, a store call conditional on l's counter, and
+// starts its shard from the row written; what a failed write means (one
+// that lost the race is not worth a warning) is logged as doing.
+func (c *Consumer) claim(ctx context.Context, l lease.Lease, v view, doing string,
+	write func(context.Context, lease.Lease) (lease.Lease, error), from string) bool {
+	sctx, cancel := c.storeContext(ctx)
+	held, err := write(sctx, l)
+	cancel()
+	if err != nil {
+		if !lost(err) && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: "+doing+" failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
+		return false
 	}
 	return c.start(ctx, held, v, from)
 }
