@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/go-cmp v0.7.0
+	github.com/segmentio/asm v1.2.1
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -29,4 +30,5 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
 )

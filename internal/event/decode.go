@@ -2,7 +2,6 @@ package event
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/shardsettle/lambdaadapter/internal/ascii"
+	"github.com/shardsettle/lambdaadapter/internal/base64"
 )
 
 // span is a byte range [off, end) of the payload, of decoder.esc or (for
@@ -782,9 +782,9 @@ func (d *decoder) retireData(r *wrec, idx int) {
 // number of bytes appended.
 func (d *decoder) decodeToBin(src []byte) (int, error) {
 	off := len(d.bin)
-	need := base64.StdEncoding.DecodedLen(len(src))
+	need := base64.DecodedLen(len(src))
 	d.bin = grow(d.bin, need)
-	n, err := base64.StdEncoding.Decode(d.bin[off:off+need], src)
+	n, err := base64.Decode(d.bin[off:off+need], src)
 	if err != nil {
 		n = 0
 	}
@@ -986,7 +986,7 @@ func dataBound(r *wrec) int {
 	sp := r.span[fData]
 	switch r.dkind {
 	case dataB64:
-		return base64.StdEncoding.DecodedLen(int(sp.end - sp.off))
+		return base64.DecodedLen(int(sp.end - sp.off))
 	case dataBin:
 		return int(sp.end - sp.off)
 	}

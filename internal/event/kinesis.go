@@ -2,7 +2,6 @@ package event
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/base64"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
@@ -370,7 +370,7 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 		r, o := &recs[i], &out[i]
 		switch r.dkind {
 		case dataB64:
-			n, err := base64.StdEncoding.Decode(arena[off:], d.field(r, fData))
+			n, err := base64.Decode(arena[off:], d.field(r, fData))
 			if err != nil {
 				return false, base64Error(base+i, err)
 			}
@@ -456,10 +456,10 @@ func (d *decoder) checkData(recs []wrec) error {
 			continue
 		}
 		src := d.field(r, fData)
-		if n := base64.StdEncoding.DecodedLen(len(src)); cap(scratch) < n {
+		if n := base64.DecodedLen(len(src)); cap(scratch) < n {
 			scratch = make([]byte, n)
 		}
-		if _, err := base64.StdEncoding.Decode(scratch[:cap(scratch)], src); err != nil {
+		if _, err := base64.Decode(scratch[:cap(scratch)], src); err != nil {
 			return base64Error(i, err)
 		}
 	}

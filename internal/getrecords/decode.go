@@ -2,7 +2,6 @@ package getrecords
 
 import (
 	"bytes"
-	"encoding/base64"
 	"math"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/shardsettle/lambdaadapter/internal/base64"
 )
 
 // Decode decodes body, the JSON of a 200 GetRecords answer, into what the
@@ -425,7 +425,11 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 		}
 	}
 
-	data := make([]byte, dataLen)
+	// Two bytes more than the data: each record decodes into room for
+	// base64.DecodedLen bytes, which counts its padding (up to two bytes
+	// beyond the data, written over by the next record's), so that
+	// base64.Decode takes its vector path.
+	data := make([]byte, dataLen+2)
 	var sb strings.Builder
 	sb.Grow(strLen)
 	strs := make([]string, nptr)
@@ -444,11 +448,10 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 		}
 		src := d.bytes(r.data)
 		n, _ := decodedLen(src)
-		dst := data[off : off+n : off+n]
-		if m, err := base64.StdEncoding.Decode(dst, src); err != nil || m != n {
+		if m, err := base64.Decode(data[off:off+base64.DecodedLen(len(src))], src); err != nil || m != n {
 			return nil
 		}
-		recs[i].Data = dst
+		recs[i].Data = data[off : off+n : off+n]
 		off += n
 	}
 
