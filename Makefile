@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build build-AdapterFunction tools standins test unit integration bench bench-e2e bench-lanes bench-scale fuzz demo clean
+.PHONY: all build build-AdapterFunction tools standins test unit integration bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo clean
 
 all: build test
 
@@ -81,6 +81,19 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeaggregate$$' -fuzztime 30s ./internal/kpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzGetRecordsDecode$$' -fuzztime 30s ./internal/getrecords/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./internal/base64/
+
+# The decoders' tests on arm64 (the default Lambda architecture), where the base64
+# decoder takes its NEON path, under user-mode QEMU (Debian: apt-get install qemu-user).
+ARM64_PKGS = internal/base64 internal/event internal/getrecords
+test-arm64:
+	@command -v qemu-aarch64 >/dev/null || { echo "test-arm64: qemu-aarch64 not found; install it (Debian: apt-get install qemu-user)" >&2; exit 1; }
+	@mkdir -p bin
+	@set -e; for p in $(ARM64_PKGS); do \
+		GOARCH=arm64 $(GO) test -c -o bin/arm64-$$(basename $$p).test ./$$p; \
+		(cd $$p && qemu-aarch64 ../../bin/arm64-$$(basename $$p).test -test.run . -test.count 1) || exit 1; \
+		echo "ok arm64 $$p"; \
+	done
 
 # Everything end to end on local stand-ins (installs and stops them itself).
 demo:
