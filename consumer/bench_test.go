@@ -145,3 +145,27 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(runs*shards*perShard), "cpu-ns/record")
 }
+
+// BenchmarkRegister is one answer of 500 records of 512 B (a random
+// partition key each, no envelope) turned into registered deliveries: the
+// messages, their delivery headers and the watermark entries, the reader's
+// share of BenchmarkPipeline.
+func BenchmarkRegister(b *testing.B) {
+	k := newCannedStream(1, 500, 512)
+	recs := k.records[k.shards[0]]
+	c := newConsumer(b, Config{Kinesis: k}, handler(message.HandlerFunc(func(context.Context, *message.Message) message.Outcome { return message.Ack() })))
+	s := c.newShard(lease.Lease{Key: lease.Key{Stream: testStream, ShardID: k.shards[0]}})
+	defer c.tasks.Wait()
+	defer s.ck.abandon()
+	b.ReportAllocs()
+	for b.Loop() {
+		e := s.es.Reset("")
+		var resume Position
+		ds, spans, ok := s.register(context.Background(), e, recs, &resume)
+		if !ok || len(spans) != 1 || spans[0].to != len(recs) {
+			b.Fatalf("registered %v of %d records (ok %v)", spans, len(recs), ok)
+		}
+		drop(ds, spans)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}

@@ -186,7 +186,7 @@ func run(t *testing.T, cfg Config, ec engineConfig) (*Consumer, func()) {
 	}
 }
 
-func newConsumer(t *testing.T, cfg Config, ec engineConfig) *Consumer {
+func newConsumer(t testing.TB, cfg Config, ec engineConfig) *Consumer {
 	t.Helper()
 	e, err := engine.New(ec)
 	if err != nil {

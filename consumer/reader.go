@@ -156,15 +156,28 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 			}
 			*resume = Position{}
 		}
-		var m message.Message
-		m, backing = s.message(r, backing)
-		users, n, agg, poison := message.Unpack(&m, r.Data, skip)
+		// The message is built in its delivery's place, which is zero (ds
+		// has room for one per record until an aggregate grows it): a
+		// Delivery is large, and building it elsewhere and copying it in
+		// costs a copy with write barriers per record.
+		if len(ds) < cap(ds) {
+			ds = ds[:len(ds)+1]
+		} else {
+			ds = append(ds, engine.Delivery{})
+		}
+		d := &ds[len(ds)-1]
+		backing = s.message(&d.Msg, r, backing)
+		users, n, agg, poison := message.Unpack(&d.Msg, r.Data, skip)
 		switch {
 		case !agg || poison != nil:
-			ds = append(ds, engine.Delivery{Msg: m, Poison: poison})
+			d.Poison = poison
 		case len(users) == 0:
 			// every user record settled before the restart
+			*d = engine.Delivery{}
+			ds = ds[:len(ds)-1]
 		default:
+			*d = engine.Delivery{}
+			ds = ds[:len(ds)-1]
 			g := group{span{len(ds), len(ds) + len(users)}, n - len(users)}
 			for _, u := range users {
 				ds = append(ds, engine.Delivery{Msg: u})
@@ -258,21 +271,19 @@ func drop(ds []engine.Delivery, spans []span) {
 	}
 }
 
-// message turns a Kinesis record of the shard into a message: the RSK1
-// envelope opened, the delivery headers set, Attempt from the retry count.
-// Its headers are appended to backing, which it returns extended.
-func (s *shard) message(r *kinesistypes.Record, backing envelope.Headers) (message.Message, envelope.Headers) {
+// message sets m, a zero Message, from a Kinesis record of the shard: the
+// RSK1 envelope opened, the delivery headers set, Attempt from the retry
+// count. Its headers are appended to backing, which it returns extended.
+func (s *shard) message(m *message.Message, r *kinesistypes.Record, backing envelope.Headers) envelope.Headers {
 	seq := aws.ToString(r.SequenceNumber)
 	key := aws.ToString(r.PartitionKey)
-	payload, h, attempt, backing := message.Open(backing, r.Data, key, seq, s.id)
-	m := message.Message{
-		Payload: payload, Headers: h, PartitionKey: key, SequenceNumber: seq, ShardID: s.id,
-		StreamARN: s.c.streamRef(), Attempt: attempt,
-	}
+	var h envelope.Headers
+	m.Payload, h, m.Attempt, backing = message.Open(backing, r.Data, key, seq, s.id)
+	m.Headers, m.PartitionKey, m.SequenceNumber, m.ShardID, m.StreamARN = h, key, seq, s.id, s.c.streamRef()
 	if r.ApproximateArrivalTimestamp != nil {
 		m.ArrivalTime = r.ApproximateArrivalTimestamp.UTC()
 	}
-	return m, backing
+	return backing
 }
 
 // callTimeout bounds one GetShardIterator or GetRecords call.
