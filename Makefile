@@ -51,6 +51,8 @@ bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkCoreToCore|BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/ ./internal/getrecords/
 	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime=4x -count=1 ./consumer/
+	$(GO) test -run '^$$' -bench '^BenchmarkRegister$$' -benchmem -count=1 ./consumer/
+	$(GO) test -run '^$$' -bench . -count=1 ./internal/base64/
 	$(MAKE) bench-lanes
 
 # Long-running mode end to end against its own stand-ins (about 3–6 minutes);
