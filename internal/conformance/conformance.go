@@ -64,7 +64,15 @@ func (w *World) Options() []lambdaadapter.Option {
 // Settled reports whether every shard of the source stream is checkpointed
 // at its last record (checkpoint gives a shard's checkpoint) and the delay
 // queue is empty: nothing is left to handle.
+//
+// The delay queue is looked at first: a delay message leaves the queue only
+// after its record was written back to the stream, so once it is empty the
+// stream read next holds every copy. (Read the other way round, a copy
+// written and its message deleted between the two reads looked settled.)
 func (w *World) Settled(checkpoint func(shardID string) string) bool {
+	if w.SQS.Waiting(DelayQueue) != 0 {
+		return false
+	}
 	last := map[string]string{}
 	for _, r := range w.Kinesis.Records(Stream) {
 		last[r.ShardID] = r.SequenceNumber
@@ -74,7 +82,7 @@ func (w *World) Settled(checkpoint func(shardID string) string) bool {
 			return false
 		}
 	}
-	return w.SQS.Waiting(DelayQueue) == 0
+	return true
 }
 
 // Driver runs a handler in one mode until the world settled.
