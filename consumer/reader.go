@@ -168,21 +168,19 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		d := &ds[len(ds)-1]
 		backing = s.message(&d.Msg, r, backing)
 		users, n, agg, poison := message.Unpack(&d.Msg, r.Data, skip)
-		switch {
-		case !agg || poison != nil:
+		if !agg || poison != nil {
 			d.Poison = poison
-		case len(users) == 0:
-			// every user record settled before the restart
-			*d = engine.Delivery{}
-			ds = ds[:len(ds)-1]
-		default:
-			*d = engine.Delivery{}
-			ds = ds[:len(ds)-1]
-			g := group{span{len(ds), len(ds) + len(users)}, n - len(users)}
+			continue
+		}
+		// An aggregate: its user records take the place (none when every
+		// one settled before the restart), which is zero again first.
+		*d = engine.Delivery{}
+		ds = ds[:len(ds)-1]
+		if len(users) > 0 {
+			groups = append(groups, group{span{len(ds), len(ds) + len(users)}, n - len(users)})
 			for _, u := range users {
 				ds = append(ds, engine.Delivery{Msg: u})
 			}
-			groups = append(groups, g)
 		}
 	}
 	refused := func(at int, err error) {

@@ -296,13 +296,11 @@ func (r *report) summarize() summary {
 		PlainFastSteadyCPUPerRec: median(each(r.byPhase(phasePlainFast), steadyCPU)),
 		MemorySteadyCPUVsPlain:   median(r.perRound(phaseMemory, phasePlain, steadyCPURatio)),
 		DynamoSteadyCPUVsPlain:   median(r.perRound(phaseDynamo, phasePlain, steadyCPURatio)),
-		WritesPerRecord: median(each(dyn, func(w workerResult) float64 {
-			return float64(w.DynamoDBWrites()) / float64(max(1, w.Distinct))
-		})),
-		Redelivered: -1,
-		Results:     r.results,
-		Kill:        r.kill,
-		Seconds:     r.finished.Sub(r.started).Seconds(),
+		WritesPerRecord:          median(each(dyn, writesPerRecord)),
+		Redelivered:              -1,
+		Results:                  r.results,
+		Kill:                     r.kill,
+		Seconds:                  r.finished.Sub(r.started).Seconds(),
 	}
 	s.MemoryOwnDelayMS = (s.MemoryStartupMS - s.PlainStartupMS) + (s.MemorySlackMS - s.PlainSlackMS) + (s.MemoryTailMS - s.PlainTailMS)
 	s.DynamoOwnDelayMS = (s.DynamoStartupMS - s.PlainStartupMS) + (s.DynamoSlackMS - s.PlainSlackMS) + (s.DynamoTailMS - s.PlainTailMS)
