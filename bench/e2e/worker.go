@@ -52,6 +52,9 @@ const resultPrefix = "result "
 type workerResult struct {
 	Phase string `json:"phase"`
 	Round int    `json:"round,omitempty"`
+	// PID is the worker process's id (cmd/perfphases maps a perf
+	// profile's samples to phases with it).
+	PID int `json:"pid,omitempty"`
 	// Distinct is the number of distinct records handled; Handled counts
 	// every handler call (or every record of the plain loop); Duplicates
 	// is Handled minus the first handling of each record; Bad counts
@@ -207,7 +210,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 			_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		}
 	}
-	res := workerResult{Phase: o.worker}
+	res := workerResult{Phase: o.worker, PID: os.Getpid()}
 	var err error
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
