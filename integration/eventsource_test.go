@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
@@ -65,10 +67,18 @@ const (
 	esIdle = 100 * time.Millisecond
 	// esProgressEvery is how often the loop logs where it is.
 	esProgressEvery = 15 * time.Second
+	// esVisibility is the event source's visibility timeout for the delay
+	// queue's messages (SQS's default).
+	esVisibility = 30 * time.Second
 	// esIdleLimit is how long the loop may find nothing to do while records
 	// are still missing attempts before it fails: far longer than the
-	// delay, so only a record that will never come again gets there.
-	esIdleLimit = 30 * time.Second
+	// delay, and longer than the visibility timeout, after which SQS
+	// delivers again a message that was received and not deleted — so only
+	// a record that will never come again gets there. (Once, in a loaded
+	// make test, seven delay messages written together were not received
+	// within a 30 s limit while every other went through; the failure
+	// now also prints the queue's visible, in-flight and delayed counts.)
+	esIdleLimit = esVisibility + 20*time.Second
 	// esMaxRoundErrors is how many rounds in a row may fail to read the
 	// stream or the queue (each is logged) before the test fails.
 	esMaxRoundErrors = 5
@@ -311,6 +321,23 @@ func esComplete(recs []esRecord, handled map[string][]int) (bool, string) {
 	return n == 0, fmt.Sprintf("%d records not through yet, e.g. %s", n, strings.Join(missing, ", "))
 }
 
+// esQueueState describes what a queue holds, for a failure: its visible,
+// in-flight and delayed messages.
+func esQueueState(env *standin.Env, url string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := env.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{
+		sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		sqstypes.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+	}})
+	if err != nil {
+		return "cannot read its attributes: " + err.Error()
+	}
+	a := out.Attributes
+	return fmt.Sprintf("%s visible, %s in flight, %s delayed", a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"], a["ApproximateNumberOfMessagesDelayed"])
+}
+
 // esLastSequences returns the sequence number of each shard's last record.
 func esLastSequences(recs []standin.Record) map[string]string {
 	last := map[string]string{}
@@ -407,13 +434,14 @@ func esRun(t *testing.T, env *standin.Env, dlQueue bool, shards, n int) {
 		delayedBack: map[string]int{},
 	}
 	src := &lambdaadaptertest.EventSource{
-		StreamARN:      streamARN,
-		Kinesis:        env.Kinesis,
-		BatchSize:      esBatchSize,
-		Timeout:        2 * esFunctionTimeout * time.Second,
-		MaxConcurrency: 1, // one emulator takes one invocation at a time
-		QueueURL:       delayQueue,
-		SQS:            env.SQS,
+		StreamARN:         streamARN,
+		Kinesis:           env.Kinesis,
+		BatchSize:         esBatchSize,
+		Timeout:           2 * esFunctionTimeout * time.Second,
+		MaxConcurrency:    1, // one emulator takes one invocation at a time
+		QueueURL:          delayQueue,
+		SQS:               env.SQS,
+		VisibilityTimeout: esVisibility,
 	}
 
 	// The loop: rounds until every record went through all its attempts
@@ -470,14 +498,14 @@ func esRun(t *testing.T, env *standin.Env, dlQueue bool, shards, n int) {
 		if time.Since(lastLog) > esProgressEvery {
 			lastLog = time.Now()
 			_, progress := esComplete(recs, esHandled(t, e.out.String()))
-			t.Logf("after %v: %d rounds, %+v; %s", time.Since(start).Round(time.Second), rounds, stats, progress)
+			t.Logf("after %v: %d rounds, %+v; %s; delay queue: %s", time.Since(start).Round(time.Second), rounds, stats, progress, esQueueState(env, delayQueue))
 		}
 		if st.Invocations > 0 {
 			busy = time.Now()
 		} else if idle := time.Since(busy); idle > esIdleLimit && final == nil {
 			_, progress := esComplete(recs, esHandled(t, e.out.String()))
-			t.Fatalf("nothing to invoke for %v, but not every record went through all its attempts: %s (%d rounds, %+v)",
-				idle.Round(time.Second), progress, rounds, stats)
+			t.Fatalf("nothing to invoke for %v, but not every record went through all its attempts: %s (%d rounds, %+v); delay queue: %s",
+				idle.Round(time.Second), progress, rounds, stats, esQueueState(env, delayQueue))
 		}
 		if st.Invocations == 0 {
 			select {
