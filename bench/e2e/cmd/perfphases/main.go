@@ -215,9 +215,13 @@ const (
 )
 
 // isSDKDeserializer reports whether a frame is the Kinesis client's own
-// deserializer of an answer (which the consumer's decoder replaces).
+// deserializer of an answer (which the consumer's decoder replaces). The
+// SDK's generic helpers it calls (smithy-go's JSON shape deserializer,
+// schemas, time parsing) count as it; the same helpers elsewhere (the
+// request's serializer) do not.
 func isSDKDeserializer(f string) bool {
-	return strings.Contains(f, "service/kinesis.(*deserializeResponseMiddleware)") || strings.Contains(f, "service/kinesis.deserialize")
+	return strings.Contains(f, "service/kinesis.(*deserializeResponseMiddleware)") || strings.Contains(f, "service/kinesis.deserialize") ||
+		strings.Contains(f, "awsjson.(*Protocol).DeserializeResponse")
 }
 
 // owners are the known parts, matched against each frame from the
@@ -226,9 +230,9 @@ func isSDKDeserializer(f string) bool {
 var owners = []struct{ substr, cat string }{
 	{"lambdaadapter/internal/getrecords.", "GetRecords decoding (internal/getrecords, base64)"},
 	{"lambdaadapter/internal/base64.", "GetRecords decoding (internal/getrecords, base64)"},
-	{"smithy-go/transport/http/protocol/", catSDKDeserializer},
 	{"service/kinesis.deserialize", catSDKDeserializer},
 	{"service/kinesis.(*deserializeResponseMiddleware)", catSDKDeserializer},
+	{"awsjson.(*Protocol).DeserializeResponse", catSDKDeserializer},
 	{"consumer.(*shard).register", "consumer: registering records (messages, deliveries)"},
 	{"consumer.(*shard).message", "consumer: registering records (messages, deliveries)"},
 	{"lambdaadapter/internal/engine.", "engine: lanes, key queues, outcomes"},
