@@ -225,14 +225,11 @@ func isSDKDeserializer(f string) bool {
 }
 
 // owners are the known parts, matched against each frame from the
-// innermost outwards; the first match wins, so a part's allocations, page
-// faults and system calls are its own.
+// innermost outwards (after isSDKDeserializer); the first match wins, so a
+// part's allocations, page faults and system calls are its own.
 var owners = []struct{ substr, cat string }{
 	{"lambdaadapter/internal/getrecords.", "GetRecords decoding (internal/getrecords, base64)"},
 	{"lambdaadapter/internal/base64.", "GetRecords decoding (internal/getrecords, base64)"},
-	{"service/kinesis.deserialize", catSDKDeserializer},
-	{"service/kinesis.(*deserializeResponseMiddleware)", catSDKDeserializer},
-	{"awsjson.(*Protocol).DeserializeResponse", catSDKDeserializer},
 	{"consumer.(*shard).register", "consumer: registering records (messages, deliveries)"},
 	{"consumer.(*shard).message", "consumer: registering records (messages, deliveries)"},
 	{"lambdaadapter/internal/engine.", "engine: lanes, key queues, outcomes"},
@@ -270,6 +267,9 @@ func categorize(frames []string) string {
 		}
 	}
 	for i, f := range frames {
+		if isSDKDeserializer(f) {
+			return catSDKDeserializer
+		}
 		for _, o := range owners {
 			if !strings.Contains(f, o.substr) {
 				continue
@@ -323,38 +323,28 @@ func (t table) print(w io.Writer, hz float64) error {
 		}
 		return strings.Compare(a, b)
 	})
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "ms of CPU per run\t")
-	for _, ph := range cols {
-		fmt.Fprintf(tw, "%s (%d)\t", ph, t.phases.runs[ph])
-	}
-	fmt.Fprintln(tw)
-	for _, c := range order {
-		fmt.Fprintf(tw, "%s\t", c)
-		for _, ph := range cols {
-			fmt.Fprintf(tw, "%.1f\t", per(ph, t.samples[ph][c]))
-		}
-		fmt.Fprintln(tw)
-	}
-	fmt.Fprintf(tw, "total\t")
-	for _, ph := range cols {
-		fmt.Fprintf(tw, "%.1f\t", totals[ph])
-	}
-	fmt.Fprintln(tw)
 	// The benchmark's CPU figures start after the process started (its
 	// getrusage baseline is taken in the worker's main).
-	fmt.Fprintf(tw, "total without process start\t")
+	clock := map[string]float64{}
 	for _, ph := range cols {
-		fmt.Fprintf(tw, "%.1f\t", totals[ph]-per(ph, t.samples[ph][catStart]))
+		clock[ph] = totals[ph] - per(ph, t.samples[ph][catStart])
 	}
-	fmt.Fprintln(tw)
-	if len(cols) > 1 {
-		fmt.Fprintf(tw, "÷ %s, without process start\t", cols[0])
-		base := totals[cols[0]] - per(cols[0], t.samples[cols[0]][catStart])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label, format string, value func(ph string) any) {
+		fmt.Fprintf(tw, "%s\t", label)
 		for _, ph := range cols {
-			fmt.Fprintf(tw, "%.3f\t", (totals[ph]-per(ph, t.samples[ph][catStart]))/base)
+			fmt.Fprintf(tw, format+"\t", value(ph))
 		}
 		fmt.Fprintln(tw)
+	}
+	row("ms of CPU per run", "%s", func(ph string) any { return fmt.Sprintf("%s (%d)", ph, t.phases.runs[ph]) })
+	for _, c := range order {
+		row(c, "%.1f", func(ph string) any { return per(ph, t.samples[ph][c]) })
+	}
+	row("total", "%.1f", func(ph string) any { return totals[ph] })
+	row("total without process start", "%.1f", func(ph string) any { return clock[ph] })
+	if len(cols) > 1 {
+		row("÷ "+cols[0]+", without process start", "%.3f", func(ph string) any { return clock[ph] / clock[cols[0]] })
 	}
 	return tw.Flush()
 }
