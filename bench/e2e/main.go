@@ -19,7 +19,9 @@
 //     wrapper around the client of the lease store) per record;
 //   - the records delivered again after a consumer is killed with SIGKILL
 //     half-way and a second one finishes the stream;
-//   - the peak RSS of each worker process (VmHWM);
+//   - the peak RSS of each worker process (VmHWM) and its minor page
+//     faults during the phase (first touches of memory, part of its
+//     system time);
 //   - with -peers (the default), the same figures of a peer,
 //     github.com/harlow/kinesis-consumer v0.5.0, with its in-memory and
 //     with its DynamoDB checkpoint store, side by side with the plain loop

@@ -121,6 +121,12 @@ type summary struct {
 	// PlainPeakRSSMB that of the plain loop's.
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
 	PlainPeakRSSMB float64 `json:"plain_peak_rss_mb"`
+	// Minor page faults per phase (medians): the plain loop, the consumer
+	// in memory and with DynamoDB, and the floor (0 without -floor).
+	PlainFaults     float64 `json:"plain_minor_faults"`
+	MemoryFaults    float64 `json:"memory_minor_faults"`
+	DynamoFaults    float64 `json:"dynamodb_minor_faults"`
+	PlainFastFaults float64 `json:"plain_fast_minor_faults,omitempty"`
 	// Redelivered is -1 when the kill -9 test was skipped.
 	Redelivered int            `json:"redelivered_after_kill"`
 	KilledAt    int            `json:"killed_after_records"`
@@ -249,6 +255,7 @@ func (r *report) summarize() summary {
 	rps := func(w workerResult) float64 { return w.RecordsPerSecond() }
 	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
 	steadyCPU := func(w workerResult) float64 { return w.SteadyCPUPerRecord() }
+	faults := func(w workerResult) float64 { return float64(w.MinorFaults) }
 	startup := func(w workerResult) float64 { return float64(w.Kinesis.FirstCall) / 1e6 }
 	slack := func(w workerResult) float64 { return float64(w.Kinesis.Slack) / 1e6 }
 	tail := func(w workerResult) float64 { return float64(w.Kinesis.Tail) / 1e6 }
@@ -297,6 +304,10 @@ func (r *report) summarize() summary {
 		MemorySteadyCPUVsPlain:   median(r.perRound(phaseMemory, phasePlain, steadyCPURatio)),
 		DynamoSteadyCPUVsPlain:   median(r.perRound(phaseDynamo, phasePlain, steadyCPURatio)),
 		WritesPerRecord:          median(each(dyn, writesPerRecord)),
+		PlainFaults:              median(each(plain, faults)),
+		MemoryFaults:             median(each(mem, faults)),
+		DynamoFaults:             median(each(dyn, faults)),
+		PlainFastFaults:          median(each(r.byPhase(phasePlainFast), faults)),
 		Redelivered:              -1,
 		Results:                  r.results,
 		Kill:                     r.kill,
@@ -680,6 +691,12 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
+	floorFaults := ""
+	if s.PlainFastFaults > 0 {
+		floorFaults = fmt.Sprintf("; the floor %.0f", s.PlainFastFaults)
+	}
+	fmt.Fprintf(tw, "minor page faults per phase: consumer DynamoDB / in-memory / plain loop\t%.0f / %.0f / %.0f\t\t(first touches of memory, in the CPU figures as system time%s)\n",
+		s.DynamoFaults, s.MemoryFaults, s.PlainFaults, floorFaults)
 	if r.kill != nil {
 		k := r.kill
 		worth := 0.0

@@ -90,6 +90,11 @@ type workerResult struct {
 	// Linux carries the parent's peak over fork and exec, so it would
 	// report the parent's when that is larger).
 	MaxRSSKB int64 `json:"max_rss_kb"`
+	// MinorFaults is the getrusage delta of minor page faults over Total:
+	// first touches of memory the process had not used yet (its heap
+	// growing, mostly). Each costs the kernel a few µs of the worker's
+	// system CPU, more in some virtual machines.
+	MinorFaults int64 `json:"minor_faults"`
 	// KinesisLocalCPU and DynaliteCPU are the CPU time (user + system)
 	// the stand-in processes used while the worker ran, when their pids
 	// were given (-kinesis-pid, -dynamodb-pid); the parent measures them.
@@ -257,6 +262,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	res.UserCPU = ru1.user - ru0.user
 	res.SysCPU = ru1.sys - ru0.sys
 	res.MaxRSSKB = peakRSSKB(ru1.maxRSSKB)
+	res.MinorFaults = ru1.minflt - ru0.minflt
 	res.NumGC = m1.NumGC - m0.NumGC
 	res.Kinesis = kc.stats(tr.start, tr.lastAt)
 	res.Retries = int(kRetries.Load() + dRetries.Load())
@@ -554,6 +560,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 type usage struct {
 	user, sys time.Duration
 	maxRSSKB  int64
+	minflt    int64
 }
 
 func rusage() usage {
@@ -565,6 +572,7 @@ func rusage() usage {
 		user:     time.Duration(ru.Utime.Nano()),
 		sys:      time.Duration(ru.Stime.Nano()),
 		maxRSSKB: int64(ru.Maxrss),
+		minflt:   int64(ru.Minflt),
 	}
 }
 

@@ -23,7 +23,9 @@
 // Every sample goes to one category (see categorize): the Go runtime's own
 // goroutines (GC, scheduler, sysmon) by what runs, else the innermost frame
 // of the stack that belongs to a known part. It prints, per phase, the mean
-// milliseconds of CPU time per run in each category.
+// milliseconds of CPU time per run in each category, and last how much of
+// the time outside process start went to the kernel's page-fault handler
+// (first touches of memory, already counted in the categories).
 package main
 
 import (
@@ -134,13 +136,17 @@ func readPhases(r io.Reader) (phaseOf, error) {
 type table struct {
 	phases  phaseOf
 	samples map[string]map[string]int // phase → category → samples
+	// faults counts, per phase, the samples outside process start that
+	// are in the kernel's page-fault handler: first touches of memory,
+	// counted in their categories above as well.
+	faults map[string]int
 }
 
 // attribute reads perf script's output: a sample is a header line that
 // starts with the pid, then one indented line per frame, innermost first
 // ("<ip> <symbol> (<dso>)"), then an empty line.
 func attribute(r io.Reader, phases phaseOf) (table, error) {
-	t := table{phases: phases, samples: map[string]map[string]int{}}
+	t := table{phases: phases, samples: map[string]map[string]int{}, faults: map[string]int{}}
 	var (
 		phase  string
 		in     bool
@@ -153,7 +159,11 @@ func attribute(r io.Reader, phases phaseOf) (table, error) {
 				m = map[string]int{}
 				t.samples[phase] = m
 			}
-			m[categorize(frames)]++
+			c := categorize(frames)
+			m[c]++
+			if c != catStart && slices.Contains(frames, "exc_page_fault") {
+				t.faults[phase]++
+			}
 		}
 		in, phase, frames = false, "", frames[:0]
 	}
@@ -346,5 +356,6 @@ func (t table) print(w io.Writer, hz float64) error {
 	if len(cols) > 1 {
 		row("÷ "+cols[0]+", without process start", "%.3f", func(ph string) any { return clock[ph] / clock[cols[0]] })
 	}
+	row("of which page faults (kernel, first touches of memory)", "%.1f", func(ph string) any { return per(ph, t.faults[ph]) })
 	return tw.Flush()
 }
