@@ -251,7 +251,7 @@ func each(rs []workerResult, f func(workerResult) float64) []float64 {
 // summarize computes the summary.
 func (r *report) summarize() summary {
 	o := r.opts
-	plain, mem, dyn := r.byPhase(phasePlain), r.byPhase(phaseMemory), r.byPhase(phaseDynamo)
+	plain, mem, dyn, fast := r.byPhase(phasePlain), r.byPhase(phaseMemory), r.byPhase(phaseDynamo), r.byPhase(phasePlainFast)
 	rps := func(w workerResult) float64 { return w.RecordsPerSecond() }
 	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
 	steadyCPU := func(w workerResult) float64 { return w.SteadyCPUPerRecord() }
@@ -294,20 +294,20 @@ func (r *report) summarize() summary {
 		PlainCPUPerRec:           median(each(plain, cpu)),
 		MemoryCPUPerRec:          median(each(mem, cpu)),
 		DynamoCPUPerRec:          median(each(dyn, cpu)),
-		PlainFastCPUPerRec:       median(each(r.byPhase(phasePlainFast), cpu)),
+		PlainFastCPUPerRec:       median(each(fast, cpu)),
 		MemoryCPUVsPlain:         median(r.perRound(phaseMemory, phasePlain, cpuRatio)),
 		DynamoCPUVsPlain:         median(r.perRound(phaseDynamo, phasePlain, cpuRatio)),
 		PlainSteadyCPUPerRec:     median(each(plain, steadyCPU)),
 		MemorySteadyCPUPerRec:    median(each(mem, steadyCPU)),
 		DynamoSteadyCPUPerRec:    median(each(dyn, steadyCPU)),
-		PlainFastSteadyCPUPerRec: median(each(r.byPhase(phasePlainFast), steadyCPU)),
+		PlainFastSteadyCPUPerRec: median(each(fast, steadyCPU)),
 		MemorySteadyCPUVsPlain:   median(r.perRound(phaseMemory, phasePlain, steadyCPURatio)),
 		DynamoSteadyCPUVsPlain:   median(r.perRound(phaseDynamo, phasePlain, steadyCPURatio)),
 		WritesPerRecord:          median(each(dyn, writesPerRecord)),
 		PlainFaults:              median(each(plain, faults)),
 		MemoryFaults:             median(each(mem, faults)),
 		DynamoFaults:             median(each(dyn, faults)),
-		PlainFastFaults:          median(each(r.byPhase(phasePlainFast), faults)),
+		PlainFastFaults:          median(each(fast, faults)),
 		Redelivered:              -1,
 		Results:                  r.results,
 		Kill:                     r.kill,
