@@ -58,8 +58,10 @@ import (
 //
 // A Message is owned by the runner and handed to exactly one HandleRecord
 // call; the handler may read it freely during the call but must not keep
-// Payload or Headers after it returns (copy what it needs): the runner may
-// reuse their storage.
+// the Message, its Payload or its Headers after it returns (copy what it
+// needs; strings are its to keep): the runner reuses their storage — in
+// Lambda mode for a later invocation, in long-running mode for a later
+// GetRecords answer once every record of the answer was finished.
 type Message = message.Message
 
 // Headers is the ordered header list of a Message: Get(name), Lookup(name),

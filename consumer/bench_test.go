@@ -161,11 +161,12 @@ func BenchmarkRegister(b *testing.B) {
 	for b.Loop() {
 		e := s.es.Reset("")
 		var resume Position
-		ds, spans, ok := s.register(context.Background(), e, recs, &resume)
+		ds, spans, ref, ok := s.register(context.Background(), e, recs, nil, &resume)
 		if !ok || len(spans) != 1 || spans[0].to != len(recs) {
 			b.Fatalf("registered %v of %d records (ok %v)", spans, len(recs), ok)
 		}
 		drop(ds, spans)
+		ref.Release()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }

@@ -62,8 +62,12 @@
 //     checkpoint (a record that does not settle holds every later one).
 //     A GetRecords answer is decoded in one pass (internal/getrecords) into
 //     exactly what the SDK's deserializer returns; its records' data share
-//     one buffer, which a record still in flight keeps alive. Error answers,
-//     and bodies that decoder does not accept, go to the SDK's deserializer.
+//     one buffer. An answer's storage — that buffer, its deliveries (the
+//     Messages) and their headers' backing — is reused for a later answer
+//     once the engine finished with every record of it (handled, written
+//     where its outcome says, given up on or dropped): the Message contract,
+//     as in Lambda mode. Error answers, and bodies that decoder does not
+//     accept, go to the SDK's deserializer.
 //   - Enhanced fan-out (Config.EnhancedFanOut): Run looks the stream
 //     consumer up, registers it when missing (a concurrent registration by
 //     another worker is looked up again) and waits until it is ACTIVE

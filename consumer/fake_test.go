@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -35,13 +36,18 @@ func newStream(shards int) *stream {
 	return &stream{Kinesis: k, arn: k.CreateStream(testStream, shards)}
 }
 
-// GetRecords counts the records it returns.
+// GetRecords counts the records it returns. They come as the SDK with
+// getrecords.Fast gives them, sent over the wire and decoded into one
+// pooled buffer, which the consumer gives back once it finished with every
+// record (getrecords.DecodeWire): that buffer is overwritten with garbage
+// when released, so a record read after it was given back fails the test.
 func (f *stream) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
 	out, err := f.Kinesis.GetRecords(ctx, in, opts...)
-	if err == nil {
-		f.read.Add(int64(len(out.Records)))
+	if err != nil {
+		return out, err
 	}
-	return out, err
+	f.read.Add(int64(len(out.Records)))
+	return getrecords.DecodeWire(out)
 }
 
 // shardID is the id of the i-th shard.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
@@ -48,8 +50,9 @@ func (c *Consumer) startReader(s *shard, pos Position, e settle.Epoch) *reader {
 // reader.
 type batch struct {
 	records []kinesistypes.Record
-	end     bool // the shard is closed and these are its last records
-	gone    bool // the shard no longer exists (trimmed away)
+	data    *getrecords.Data // what records' data were decoded into, given back once all are finished; nil: none
+	end     bool             // the shard is closed and these are its last records
+	gone    bool             // the shard no longer exists (trimmed away)
 }
 
 // read hands the records the fetcher reads from pos to the consumer's
@@ -94,11 +97,14 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 				return
 			}
 		}
-		ds, spans, ok := s.register(ctx, e, b.records, &resume)
+		ds, spans, ref, ok := s.register(ctx, e, b.records, b.data, &resume)
 		if !ok {
+			ref.Release()
 			return // sought or lost since this reader started
 		}
-		if !c.pass(ctx, ds, spans) {
+		passed := c.pass(ctx, ds, spans)
+		ref.Release() // the reader's hold: the deliveries hold the answer's storage now
+		if !passed {
 			return
 		}
 		switch {
@@ -136,10 +142,24 @@ type span struct{ from, to int }
 // them that were registered, in order; a record the watermark refuses (an
 // invalid or repeated sequence number) is logged and left out. ok is false
 // when the shard's epoch is no longer e: nothing is registered then.
-func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, resume *Position) (ds []engine.Delivery, spans []span, ok bool) {
+//
+// data is the buffer recs' data were decoded into (nil: not known). The
+// answer's storage — data and the headers' backing, taken from a pool — is
+// reused once the engine finished with every delivery registered (the
+// Message contract: a handler keeps neither Payload nor Headers): each
+// holds ref, and so does the caller, who releases it once it passed the
+// deliveries on (or gave up), whatever ok says.
+func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, data *getrecords.Data, resume *Position) (ds []engine.Delivery, spans []span, ref *engine.Ref, ok bool) {
 	c := s.c
-	ds = make([]engine.Delivery, 0, len(recs))
-	backing := make(envelope.Headers, 0, len(recs)*message.DeliveryHeaders)
+	sp := getSlab(len(recs))
+	ds = *sp
+	bp := getBacking(len(recs) * message.DeliveryHeaders)
+	backing := *bp
+	ref = engine.NewRef(func() {
+		data.Release()
+		putBacking(bp, backing)
+		putSlab(sp)
+	})
 	// groups are the aggregates among recs: ds[from:to] are the user
 	// records of one, skip the ones settled before.
 	type group struct {
@@ -156,16 +176,17 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 			}
 			*resume = Position{}
 		}
-		// The message is built in its delivery's place, which is zero (ds
-		// has room for one per record until an aggregate grows it): a
-		// Delivery is large, and building it elsewhere and copying it in
-		// costs a copy with write barriers per record.
+		// The message is built in its delivery's place, which is zero
+		// or recycled (ds has room for one per record until an aggregate
+		// grows it): a Delivery is large, and building it elsewhere and
+		// copying it in costs a copy with write barriers per record.
 		if len(ds) < cap(ds) {
 			ds = ds[:len(ds)+1]
 		} else {
 			ds = append(ds, engine.Delivery{})
 		}
 		d := &ds[len(ds)-1]
+		d.Ref = ref
 		backing = s.message(&d.Msg, r, backing)
 		users, n, agg, poison := message.Unpack(&d.Msg, r.Data, skip)
 		if !agg || poison != nil {
@@ -179,10 +200,11 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		if len(users) > 0 {
 			groups = append(groups, group{span{len(ds), len(ds) + len(users)}, n - len(users)})
 			for _, u := range users {
-				ds = append(ds, engine.Delivery{Msg: u})
+				ds = append(ds, engine.Delivery{Msg: u, Ref: ref})
 			}
 		}
 	}
+	*sp = ds // grown by aggregates, maybe: the array the deliveries live in
 	refused := func(at int, err error) {
 		c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 	}
@@ -190,6 +212,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 	// lock of the watermark each.
 	add := func(from, to int) {
 		if from < to {
+			ref.Hold(to - from)
 			if n := len(spans); n > 0 && spans[n-1].to == from {
 				spans[n-1].to = to
 			} else {
@@ -197,9 +220,9 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 			}
 		}
 	}
-	stale := func() ([]engine.Delivery, []span, bool) {
+	stale := func() ([]engine.Delivery, []span, *engine.Ref, bool) {
 		drop(ds, spans)
-		return nil, nil, false
+		return nil, nil, ref, false
 	}
 	run := func(from, to int) bool {
 		for from < to {
@@ -238,7 +261,69 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 	if !run(next, len(ds)) {
 		return stale()
 	}
-	return ds, spans, true
+	return ds, spans, ref, true
+}
+
+// slabs are the released delivery slabs of answers (see register):
+// recycled (engine.Recycle), with room for a number of deliveries.
+var slabs = sync.Pool{New: func() any { return new([]engine.Delivery) }}
+
+// maxPooledSlab is the most deliveries a slab given back to the pool holds
+// (an answer of the most records GetRecords returns).
+const maxPooledSlab = 10_000
+
+// getSlab returns a pooled slab of recycled deliveries, empty, with room
+// for at least n (a new, zero one when the pooled one is smaller).
+func getSlab(n int) *[]engine.Delivery {
+	sp := slabs.Get().(*[]engine.Delivery)
+	if cap(*sp) < n {
+		*sp = make([]engine.Delivery, 0, n)
+	}
+	return sp
+}
+
+// putSlab gives back sp, whose deliveries the engine finished with: they
+// are recycled (zeroed: the pool keeps nothing alive, and a delivery read
+// after it was finished reads zeros; register zeroed what it used beyond
+// the slab's length).
+func putSlab(sp *[]engine.Delivery) {
+	if cap(*sp) > maxPooledSlab {
+		return
+	}
+	engine.Recycle(*sp)
+	*sp = (*sp)[:0]
+	slabs.Put(sp)
+}
+
+// backings are the released header backings of answers (see register).
+var backings = sync.Pool{New: func() any { return new(envelope.Headers) }}
+
+// maxPooledBacking is the most headers a backing given back to the pool
+// holds (an answer of 10,000 records with their delivery headers and a few
+// of their own).
+const maxPooledBacking = 64 << 10
+
+// getBacking returns a pooled backing for headers, empty, with room for at
+// least n (a new one when the pooled one is smaller).
+func getBacking(n int) *envelope.Headers {
+	bp := backings.Get().(*envelope.Headers)
+	if cap(*bp) < n {
+		*bp = make(envelope.Headers, 0, n)
+	}
+	*bp = (*bp)[:0]
+	return bp
+}
+
+// putBacking gives back bp, whose headers grew into backing (the same
+// array, or a larger one when they outgrew it). The headers it holds are
+// cleared, so the pool keeps no record's strings alive.
+func putBacking(bp *envelope.Headers, backing envelope.Headers) {
+	if cap(backing) > maxPooledBacking {
+		return
+	}
+	clear(backing)
+	*bp = backing[:0]
+	backings.Put(bp)
 }
 
 // pass passes the registered deliveries ds[sp.from:sp.to] of each span
@@ -369,7 +454,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 		}
 		backoff = minCallInterval
 		c.obs.Read(observe.Read{Stream: c.cfg.Stream, ShardID: s.id, Records: len(res.Records), MillisBehindLatest: aws.ToInt64(res.MillisBehindLatest)})
-		b := batch{records: res.Records, end: res.NextShardIterator == nil}
+		b := batch{records: res.Records, data: getrecords.DataOf(res), end: res.NextShardIterator == nil}
 		if n := len(b.records); n > 0 {
 			last = aws.ToString(b.records[n-1].SequenceNumber)
 		}

@@ -46,7 +46,7 @@ func TestRegisterAnswer(t *testing.T) {
 		kinesisRecord("400", "k6", []byte("r6")),
 	}
 	var resume Position
-	ds, spans, ok := s.register(context.Background(), e, recs, &resume)
+	ds, spans, _, ok := s.register(context.Background(), e, recs, nil, &resume)
 	if !ok {
 		t.Fatal("register refused the answer as stale")
 	}
@@ -88,7 +88,7 @@ func TestRegisterAnswer(t *testing.T) {
 	// An epoch that ended (a seek, a lost lease) registers nothing.
 	before := s.es.Inflight()
 	s.es.Reset("")
-	if _, _, ok := s.register(context.Background(), e, []kinesistypes.Record{kinesisRecord("500", "k", []byte("r"))}, &resume); ok {
+	if _, _, _, ok := s.register(context.Background(), e, []kinesistypes.Record{kinesisRecord("500", "k", []byte("r"))}, nil, &resume); ok {
 		t.Error("register accepted an answer for an ended epoch")
 	}
 	if n := s.es.Inflight(); n != before {

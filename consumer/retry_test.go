@@ -462,30 +462,42 @@ func TestReplies(t *testing.T) {
 		f.putNumbered(id, 6, true)
 		k := awsfake.NewKinesis()
 		var late atomic.Pointer[message.Message]
+		hold := make(chan struct{})
 		h := newRecorder()
 		h.outcome = func(m *message.Message) message.Outcome {
 			r := message.Reply{Payload: []byte("answer to " + string(m.Payload)), PartitionKey: "pk"}
-			if string(m.Payload) == "r1" {
+			switch string(m.Payload) {
+			case "r0":
+				late.Store(m)
+			case "r1":
 				r.Stream = "elsewhere"
+			case "r5":
+				<-hold // keeps the answer, and so r0's message, in flight
 			}
-			late.Store(m)
 			if err := m.Reply(t.Context(), r); err != nil {
 				t.Errorf("reply for %s: %v", m.Payload, err)
 			}
 			return message.Ack()
 		}
-		_, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1", Concurrency: 1},
+		_, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1", Concurrency: 2},
 			engineConfig{Handler: h, Publisher: newPublisher(t, k), ReplyStream: "replies"})
-		waitFor(t, "6 records", func() bool { return h.count() == 6 })
+		waitFor(t, "6 records started", func() bool { return h.count() == 6 })
+		synctest.Wait() // every handler but r5's returned
+		// r0's handler returned; its message is not reused while r5 of the
+		// same answer is in flight (after that it may be: a handler must
+		// not keep its Message).
 		if err := late.Load().Reply(context.Background(), message.Reply{Payload: []byte("too late")}); !errors.Is(err, message.ErrReplyAfterReturn) {
 			t.Errorf("reply after return: %v, want ErrReplyAfterReturn", err)
 		}
+		close(hold)
+		waitFor(t, "6 replies", func() bool { return len(k.Written()) == 6 })
 		stop()
 		var got []string
 		for _, w := range k.Written() {
 			got = append(got, w.Stream+" "+w.PartitionKey+" "+string(w.Payload))
 		}
-		want := []string{"replies pk answer to r0", "elsewhere pk answer to r1", "replies pk answer to r2", "replies pk answer to r3", "replies pk answer to r4", "replies pk answer to r5"}
+		slices.Sort(got) // two lanes: in any order
+		want := []string{"elsewhere pk answer to r1", "replies pk answer to r0", "replies pk answer to r2", "replies pk answer to r3", "replies pk answer to r4", "replies pk answer to r5"}
 		if !slices.Equal(got, want) {
 			t.Errorf("replies written %q, want %q", got, want)
 		}

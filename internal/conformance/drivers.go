@@ -6,8 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -59,6 +63,9 @@ func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []la
 
 // ECS drives long-running mode: the Adapter's Run with the source stream,
 // an in-memory lease store and one worker, stopped once the world settled.
+// Its GetRecords answers come as the SDK with getrecords.Fast gives them
+// (wireKinesis), so every case also checks that no record is read after the
+// consumer gave its answer's buffer back.
 type ECS struct{}
 
 // Mode returns ModeECS.
@@ -69,7 +76,7 @@ func (ECS) Mode() lambdaadapter.Mode { return lambdaadapter.ModeECS }
 func (ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
 	t.Helper()
 	store := lease.NewMemory()
-	all := append(w.Options(),
+	all := append(w.Options(), lambdaadapter.WithKinesisClient(wireKinesis{w.Kinesis}),
 		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(Stream),
 		lambdaadapter.WithLeaseStore(store), lambdaadapter.WithOwnerID("worker-1"),
 		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
@@ -104,4 +111,19 @@ func (ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaa
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("ecs: Run: %v", err)
 	}
+}
+
+// wireKinesis is the world's Kinesis whose GetRecords answers are sent over
+// the wire and decoded as the consumer's SDK client decodes them: the
+// records' data in one pooled buffer, which the consumer gives back once it
+// finished with all of them, and which is then overwritten with garbage
+// (getrecords.DecodeWire).
+type wireKinesis struct{ *awsfake.Kinesis }
+
+func (k wireKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	out, err := k.Kinesis.GetRecords(ctx, in, opts...)
+	if err != nil {
+		return out, err
+	}
+	return getrecords.DecodeWire(out)
 }

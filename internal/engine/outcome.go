@@ -191,9 +191,10 @@ type laneSettles struct {
 }
 
 // settleIn settles d, which the lane of lb handled: into lb when d's shard
-// has no hooks to keep in step (Lambda mode), else at once. lb may be nil.
+// has no hooks to keep in step and d no storage to release (Lambda mode),
+// else at once. lb may be nil.
 func (s *Session) settleIn(d *Delivery, lb *laneSettles) {
-	if lb == nil || d.shard.hooks.Moved != nil || d.shard.hooks.Settled != nil {
+	if lb == nil || d.shard.hooks.Moved != nil || d.shard.hooks.Settled != nil || d.Ref != nil {
 		s.settle(d)
 		return
 	}

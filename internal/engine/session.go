@@ -1006,9 +1006,13 @@ func (s *Session) timer() {
 	}
 }
 
-// done finishes d: the engine will not touch it again.
+// done finishes d: the engine will not touch it again. Once d.Ref is
+// released, d itself may be reused (its answer's slab, long-running mode):
+// nothing of d is read after it.
 func (s *Session) done(d *Delivery) {
-	d.shard.track(-1)
+	sh := d.shard
+	d.Ref.Release()
+	sh.track(-1)
 }
 
 // parkHeap orders parked keys by the time their retry is due.

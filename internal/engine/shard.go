@@ -356,6 +356,69 @@ type Delivery struct {
 	w *write // the write the record waits for, if any
 
 	obs *observed // what the hooks keep about the handling; nil without hooks
+
+	// Ref, when set, is the storage d, its payload and its headers share
+	// with other deliveries (a GetRecords answer's delivery slab, data and
+	// header backing): the engine releases it once when it has finished
+	// with d (settled, given up on, dropped), after the handler returned
+	// and every write of d was made, and reads nothing of d afterwards, so
+	// the storage may then be reused.
+	Ref *Ref
+}
+
+// Recycle zeroes ds, deliveries the engine finished with (their Ref
+// released), so that they can be registered again. A handler that kept the
+// Message of one (against Message's contract) gets ErrReplyAfterReturn
+// from its Reply until the delivery is used for another record.
+func Recycle(ds []Delivery) {
+	clear(ds)
+	for i := range ds {
+		message.Bind(&ds[i].Msg, returned{})
+	}
+}
+
+// returned is the replier of a recycled delivery's message.
+type returned struct{}
+
+func (returned) Reply(context.Context, *message.Message, message.Reply) error {
+	return message.ErrReplyAfterReturn
+}
+
+// Ref counts the holders of storage that deliveries share: their creator,
+// and each delivery registered with it until the engine finished with it.
+// The last Release frees the storage.
+type Ref struct {
+	n    atomic.Int64
+	free func()
+}
+
+// NewRef returns a Ref held once, by its creator, that runs free when the
+// last holder released it.
+func NewRef(free func()) *Ref {
+	r := &Ref{free: free}
+	r.n.Store(1)
+	return r
+}
+
+// Hold adds n holders; the Ref must still be held.
+func (r *Ref) Hold(n int) {
+	if r.n.Add(int64(n)) <= int64(n) {
+		panic("engine: Ref held after it was freed")
+	}
+}
+
+// Release drops one holder; the last runs free. Release of a nil Ref does
+// nothing.
+func (r *Ref) Release() {
+	if r == nil {
+		return
+	}
+	switch n := r.n.Add(-1); {
+	case n == 0:
+		r.free()
+	case n < 0:
+		panic("engine: Ref released more often than held")
+	}
 }
 
 // observed is what the record and trace hooks keep about a delivery's
@@ -385,4 +448,8 @@ func (d *Delivery) Stale() bool { return d.ticket.Epoch() != d.shard.wm.Epoch() 
 // Drop finishes d without handling it: a runner that registered d gives it
 // up before submitting it (its reader stopped with d in hand). d stays
 // unsettled and comes again from the shard's checkpoint.
-func (d *Delivery) Drop() { d.shard.track(-1) }
+func (d *Delivery) Drop() {
+	sh := d.shard
+	d.Ref.Release() // d may be reused from here on (see Session.done)
+	sh.track(-1)
+}

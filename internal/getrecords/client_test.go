@@ -152,6 +152,12 @@ func sharesOneBuffer(recs []types.Record) bool {
 	return true
 }
 
+// within reports whether b lies inside buf.
+func within(b, buf []byte) bool {
+	p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(buf))
+}
+
 // TestClientAnswers calls GetRecords through a real kinesis.Client against
 // an HTTP server returning the answers of kinesis-local and AWS, with and
 // without Fast: the outputs are the same, request ids included, and Fast
@@ -186,6 +192,25 @@ func TestClientAnswers(t *testing.T) {
 				if recs := outs[1].Records; len(recs) > 2 && !sharesOneBuffer(recs) {
 					t.Error("the fast path's records do not share one data buffer: not decoded by Decode")
 				}
+				// The answer's data buffer comes with it (ResultMetadata),
+				// where it has data at all; never with the SDK's answer.
+				if DataOf(outs[0]) != nil {
+					t.Error("DataOf gives a buffer for the SDK's own answer")
+				}
+				hasData := false
+				for _, r := range outs[1].Records {
+					hasData = hasData || len(r.Data) > 0
+				}
+				data := DataOf(outs[1])
+				if hasData != (data != nil) {
+					t.Fatalf("DataOf(fast answer) = %v for an answer with data %v", data, hasData)
+				}
+				for _, r := range outs[1].Records {
+					if len(r.Data) > 0 && !within(r.Data, data.b) {
+						t.Fatal("a record's data lies outside DataOf's buffer")
+					}
+				}
+				data.Release()
 			})
 		}
 	}

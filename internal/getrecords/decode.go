@@ -23,18 +23,32 @@ import (
 // than 256 levels). The result shares no memory with body. Decode is safe for
 // concurrent use.
 func Decode(body []byte) (*kinesis.GetRecordsOutput, bool) {
+	out, _, ok := decodeInto(body, false)
+	return out, ok
+}
+
+// decode is Decode into a pooled Data, which it also returns (nil when no
+// record has data): Fast's way, whose callers may release it (DataOf).
+func decode(body []byte) (*kinesis.GetRecordsOutput, *Data, bool) {
+	return decodeInto(body, true)
+}
+
+// decodeInto is Decode; with pooled, the records' data go into a Data from
+// the pool, which it returns, else into a buffer of their own.
+func decodeInto(body []byte, pooled bool) (*kinesis.GetRecordsOutput, *Data, bool) {
 	if len(body) == 0 || len(body) > math.MaxInt32 {
-		return nil, false
+		return nil, nil, false
 	}
 	d := decoders.Get().(*decoder)
 	d.reset(body)
 	var out *kinesis.GetRecordsOutput
+	var data *Data
 	if d.top() {
-		out = d.output()
+		out, data = d.output(pooled)
 	}
 	d.b = nil
 	decoders.Put(d)
-	return out, out != nil
+	return out, data, out != nil
 }
 
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
@@ -393,8 +407,10 @@ func (d *decoder) childShards(i int) int {
 
 // output builds the answer from what top read: one allocation each for the
 // records, the data, the strings, the string pointers and the timestamps.
-// It reports nil when a record's data is not valid base64.
-func (d *decoder) output() *kinesis.GetRecordsOutput {
+// It reports nil when a record's data is not valid base64. The data are
+// decoded into a Data from the pool when pooled (nil when no record has
+// data), else into a buffer of their own.
+func (d *decoder) output(pooled bool) (*kinesis.GetRecordsOutput, *Data) {
 	var dataLen, strLen, nptr, ntime int
 	if d.set&hasNext != 0 {
 		strLen += d.next.len()
@@ -405,7 +421,7 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 		if r.set&hasData != 0 {
 			n, ok := decodedLen(d.bytes(r.data))
 			if !ok {
-				return nil
+				return nil, nil
 			}
 			dataLen += n
 		}
@@ -429,7 +445,14 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 	// base64.DecodedLen bytes, which counts its padding (up to two bytes
 	// beyond the data, written over by the next record's), so that
 	// base64.Decode takes its vector path.
-	data := make([]byte, dataLen+2)
+	var buf *Data
+	var data []byte
+	if pooled && dataLen > 0 {
+		buf = newData(dataLen + 2)
+		data = buf.b
+	} else {
+		data = make([]byte, dataLen+2) // 2 when all data are empty: a non-nil Data, as the SDK's
+	}
 	var sb strings.Builder
 	sb.Grow(strLen)
 	strs := make([]string, nptr)
@@ -449,7 +472,8 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 		src := d.bytes(r.data)
 		n, _ := decodedLen(src)
 		if m, err := base64.Decode(data[off:off+base64.DecodedLen(len(src))], src); err != nil || m != n {
-			return nil
+			buf.Release()
+			return nil, nil
 		}
 		recs[i].Data = data[off : off+n : off+n]
 		off += n
@@ -520,7 +544,7 @@ func (d *decoder) output() *kinesis.GetRecordsOutput {
 	if d.shards {
 		out.ChildShards = d.children
 	}
-	return out
+	return out, buf
 }
 
 func (sp span) len() int { return int(sp.end - sp.off) }

@@ -25,5 +25,11 @@
 // signing are unchanged. Unknown fields are skipped (and validated as JSON).
 //
 // Memory: a record's Data keeps its answer's data buffer alive until every
-// record of that answer that shares it is unreachable; strings likewise.
+// record of that answer that shares it is unreachable; strings likewise. A
+// caller that knows when no record's Data is read any more gives the buffer
+// back (DataOf(out).Release()), and a later answer is decoded into it: the
+// consumer does, once the engine finished with every record of the answer.
+// DecodeWire is for fakes of Kinesis that want their answers decoded the
+// same way (its buffers are overwritten when released, so a late reader
+// reads garbage).
 package getrecords

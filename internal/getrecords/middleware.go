@@ -69,12 +69,15 @@ func (m *deserializer) HandleDeserialize(ctx context.Context, in middleware.Dese
 	_, span := tracing.StartSpan(ctx, sdkDeserializerID)
 	buf, rerr := readBody(resp.Body, resp.ContentLength)
 	if rerr == nil {
-		if res, ok := Decode(*buf); ok {
+		if res, data, ok := decode(*buf); ok {
 			span.End()
 			putBuffer(buf)
 			// The body is at EOF: this closes it as the SDK would.
 			smithyhttp.CloseResponseBody(ctx, resp, false, nil)
 			out.Result = res
+			if data != nil {
+				md.Set(dataKey{}, data) // the SDK makes md the answer's ResultMetadata: DataOf
+			}
 			return out, md, nil
 		}
 	}

@@ -22,8 +22,10 @@ import (
 //
 // A Message is owned by the runner and handed to exactly one HandleRecord
 // call; the handler may read it freely during the call but must not keep
-// Payload or Headers after it returns (copy what it needs), because the
-// runner may reuse their storage.
+// the Message, its Payload or its Headers after it returns (copy what it
+// needs; strings are its to keep), because the runner reuses their storage:
+// in Lambda mode for a later invocation, in long-running mode for a later
+// GetRecords answer once every record of the answer was finished.
 type Message struct {
 	// Payload is the record's data with any RSK1 envelope removed.
 	Payload []byte
@@ -101,7 +103,8 @@ func Bind(m *Message, r Replier) { m.replier = r }
 var ErrNoReplier = errors.New("lambdaadapter: replies are not available for this message")
 
 // ErrReplyAfterReturn is returned by Message.Reply after the handler
-// returned.
+// returned, as long as the runner did not reuse the Message for another
+// record (see Message: a handler must not keep its Message).
 var ErrReplyAfterReturn = errors.New("lambdaadapter: reply after the handler returned")
 
 // ErrNoReplyStream is returned by Message.Reply when neither the reply nor
