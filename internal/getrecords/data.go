@@ -3,20 +3,46 @@ package getrecords
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 )
 
-// Data is the buffer the records of one answer were decoded into: each
-// record's Data is a slice of it. A caller that knows when nothing reads
-// those slices any more gives it back with Release, and a later answer is
-// decoded into it, which spares the garbage collector a buffer the size of
-// every answer's data; a caller that does not know leaves it to the garbage
-// collector, as with any other answer.
+// Data is the storage the records of one answer were decoded into: the
+// buffer each record's Data is a slice of, and the Records slice with the
+// string pointers and timestamps its records point to. A caller that knows
+// when nothing reads the records any more gives it back with Release, and
+// a later answer is decoded into it, which spares the garbage collector
+// most of an answer; a caller that does not know leaves it to the garbage
+// collector, as with any other answer. The strings themselves, the next
+// shard iterator, MillisBehindLatest and ChildShards are not part of it.
 type Data struct {
 	b        []byte
 	live     atomic.Bool // taken from the pool and not released
 	scribble bool        // overwrite b when released (DecodeWire)
+
+	// The answer's records, string pointers and timestamps, reused with b
+	// (nil until an answer used them).
+	recs  []types.Record
+	strs  []string
+	times []time.Time
+}
+
+// slices returns zero slices of the lengths given for an answer decoded
+// into d, reusing d's when they are large enough.
+func (d *Data) slices(nstr, ntime, nrec int) ([]string, []time.Time, []types.Record) {
+	if cap(d.strs) < nstr {
+		d.strs = make([]string, nstr)
+	}
+	if cap(d.times) < ntime {
+		d.times = make([]time.Time, ntime)
+	}
+	if cap(d.recs) < nrec {
+		d.recs = make([]types.Record, nrec)
+	}
+	// Zero: Release cleared what the last answer used.
+	return d.strs[:nstr:nstr], d.times[:ntime:ntime], d.recs[:nrec:nrec]
 }
 
 // dataKey is the key of an answer's Data in its ResultMetadata.
@@ -33,9 +59,10 @@ func DataOf(out *kinesis.GetRecordsOutput) *Data {
 	return d
 }
 
-// Release gives d back: a later answer may be decoded into it, so no
-// record's Data of d's answer may be read or written afterwards. It must be
-// called at most once per answer; a second call panics. Release of a nil
+// Release gives d back: a later answer may be decoded into it, so nothing
+// of d's answer's records (their Data, their fields, the Records slice) may
+// be read or written afterwards; the records are cleared at once. It must
+// be called at most once per answer; a second call panics. Release of a nil
 // Data does nothing.
 func (d *Data) Release() {
 	if d == nil {
@@ -50,6 +77,12 @@ func (d *Data) Release() {
 			d.b[i] = 0xDB
 		}
 	}
+	// The records, their string pointers and timestamps are zeroed, so the
+	// pool keeps no answer's strings alive (and a record read after the
+	// release has none).
+	clear(d.recs[:cap(d.recs)])
+	clear(d.strs[:cap(d.strs)])
+	clear(d.times[:cap(d.times)])
 	if cap(d.b) <= maxPooled {
 		datas.Put(d)
 	}

@@ -138,3 +138,27 @@ func TestWire(t *testing.T) {
 		}
 	}
 }
+
+// TestDataReleaseKeepsNextIterator: the next shard iterator outlives the
+// release of its answer's records (a reader releases them before it makes
+// its next call with it), while the records' own fields are cleared.
+func TestDataReleaseKeepsNextIterator(t *testing.T) {
+	a := []byte(`{"NextShardIterator":"iter-a","Records":[{"SequenceNumber":"1","PartitionKey":"k","Data":"QUJD"}]}`)
+	b := []byte(`{"NextShardIterator":"iter-b","Records":[{"SequenceNumber":"2","PartitionKey":"l","Data":"REVG"}]}`)
+	out, data, ok := decode(a)
+	if !ok {
+		t.Fatal("Decode refused the body")
+	}
+	next, rec := out.NextShardIterator, &out.Records[0]
+	data.Release()
+	if rec.SequenceNumber != nil || rec.Data != nil {
+		t.Error("a released answer's record keeps its fields")
+	}
+	for range 10 {
+		_, d2, _ := decode(b)
+		d2.Release()
+	}
+	if *next != "iter-a" {
+		t.Errorf("next iterator %q after its answer was released, want iter-a", *next)
+	}
+}

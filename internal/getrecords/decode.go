@@ -455,11 +455,19 @@ func (d *decoder) output(pooled bool) (*kinesis.GetRecordsOutput, *Data) {
 	}
 	var sb strings.Builder
 	sb.Grow(strLen)
-	strs := make([]string, nptr)
-	times := make([]time.Time, ntime)
+	var strs []string
+	var times []time.Time
 	var recs []types.Record
-	if d.records {
-		recs = make([]types.Record, len(d.recs))
+	if buf != nil {
+		// The released answer's slices, when large enough.
+		// The next iterator gets a pointer of its own (see below).
+		strs, times, recs = buf.slices(nptr-int(d.set&hasNext), ntime, len(d.recs))
+	} else {
+		strs = make([]string, nptr)
+		times = make([]time.Time, ntime)
+		if d.records {
+			recs = make([]types.Record, len(d.recs))
+		}
 	}
 
 	// Data first: the only step that can still fail.
@@ -511,7 +519,15 @@ func (d *decoder) output(pooled bool) (*kinesis.GetRecordsOutput, *Data) {
 
 	out := &kinesis.GetRecordsOutput{Records: recs}
 	if d.set&hasNext != 0 {
-		out.NextShardIterator = ptr(d.next)
+		if buf != nil {
+			// Its own pointer: a caller reads the next iterator after it
+			// released the answer's records (the next call), whose string
+			// pointers a later answer reuses.
+			next := take(d.next)
+			out.NextShardIterator = &next
+		} else {
+			out.NextShardIterator = ptr(d.next)
+		}
 	}
 	t := 0
 	for i := range d.recs {
