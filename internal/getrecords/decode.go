@@ -324,19 +324,22 @@ func (d *decoder) record(i int, r *rec) int {
 	})
 }
 
-// data notes where the base64 text of the Data string at i is; output
-// decodes it. A string with an escape is not accepted (falls back), nor a
-// record with two Data members (the SDK decodes both, and fails on either).
-// The string's other checks come with the decoding: standard base64 with
-// padding admits no byte that a JSON string may not hold raw except CR and
-// LF, which it skips and output rejects by the decoded length.
+// data notes where the base64 text of the Data string at i is: up to the
+// next quote; output decodes it. A record with two Data members is not
+// accepted (the SDK decodes both, and fails on either), nor, through the
+// decoding, a string with an escape: the span then holds a backslash (up to
+// an escaped quote, if any), which base64 rejects, and the whole answer
+// falls back. The string's other checks come with the decoding too:
+// standard base64 with padding admits no byte that a JSON string may not
+// hold raw except CR and LF, which it skips and output rejects by the
+// decoded length.
 func (d *decoder) data(i int, r *rec) int {
 	b := d.b
 	if i >= len(b) || b[i] != '"' || r.set&hasData != 0 {
 		return -1
 	}
 	n := bytes.IndexByte(b[i+1:], '"')
-	if n < 0 || bytes.IndexByte(b[i+1:i+1+n], '\\') >= 0 {
+	if n < 0 {
 		return -1
 	}
 	r.data = span{off: int32(i + 1), end: int32(i + 1 + n)}
