@@ -143,12 +143,13 @@ type span struct{ from, to int }
 // invalid or repeated sequence number) is logged and left out. ok is false
 // when the shard's epoch is no longer e: nothing is registered then.
 //
-// data is the buffer recs' data were decoded into (nil: not known). The
-// answer's storage — data and the headers' backing, taken from a pool — is
-// reused once the engine finished with every delivery registered (the
-// Message contract: a handler keeps neither Payload nor Headers): each
-// holds ref, and so does the caller, who releases it once it passed the
-// deliveries on (or gave up), whatever ok says.
+// data is what recs were decoded into (nil: not known). The answer's
+// storage — data, the deliveries (their Messages) and the headers'
+// backing, the latter two taken from pools — is reused once the engine
+// finished with every delivery registered (the Message contract: a handler
+// keeps neither the Message nor its Payload or Headers): each holds ref,
+// and so does the caller, who releases it once it passed the deliveries on
+// (or gave up), whatever ok says.
 func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, data *getrecords.Data, resume *Position) (ds []engine.Delivery, spans []span, ref *engine.Ref, ok bool) {
 	c := s.c
 	sp := getSlab(len(recs))

@@ -160,7 +160,7 @@ func TestRefMisuse(t *testing.T) {
 	if !panics(r.Release) {
 		t.Error("a release more than held did not panic")
 	}
-	if !panics(func() { engine.NewRef(func() {}).Release(); (&engine.Ref{}).Hold(1) }) {
+	if !panics(func() { f := engine.NewRef(func() {}); f.Release(); f.Hold(1) }) {
 		t.Error("Hold after the Ref was freed did not panic")
 	}
 	var nilRef *engine.Ref
