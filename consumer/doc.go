@@ -66,8 +66,11 @@
 //     Messages) and their headers' backing — is reused for a later answer
 //     once the engine finished with every record of it (handled, written
 //     where its outcome says, given up on or dropped): the Message contract,
-//     as in Lambda mode. Error answers, and bodies that decoder does not
-//     accept, go to the SDK's deserializer.
+//     as in Lambda mode. A record in flight holds its answer's storage, so
+//     storage more than four times larger than an answer needs is not
+//     reused for it (after a burst, small answers take new storage and the
+//     large is left to the garbage collector). Error answers, and bodies
+//     that decoder does not accept, go to the SDK's deserializer.
 //   - Enhanced fan-out (Config.EnhancedFanOut): Run looks the stream
 //     consumer up, registers it when missing (a concurrent registration by
 //     another worker is looked up again) and waits until it is ACTIVE

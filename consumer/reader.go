@@ -277,11 +277,21 @@ const maxPooledSlab = 10_000
 // for at least n (a new, zero one when the pooled one is smaller).
 func getSlab(n int) *[]engine.Delivery {
 	sp := slabs.Get().(*[]engine.Delivery)
+	if cap(*sp) > oversized(n) {
+		// Far larger than this answer needs (a burst is over): one record
+		// of it in flight for long (a retry) would hold it all. It is left
+		// to the garbage collector; the pool takes the sizes in use.
+		sp = new([]engine.Delivery)
+	}
 	if cap(*sp) < n {
 		*sp = make([]engine.Delivery, 0, n)
 	}
 	return sp
 }
+
+// oversized is the capacity above which a pooled slab or backing is not
+// used for n deliveries or headers: four times n, and some.
+func oversized(n int) int { return 4*n + 64 }
 
 // putSlab gives back sp, whose deliveries the engine finished with: they
 // are recycled (zeroed: the pool keeps nothing alive, and a delivery read
@@ -308,6 +318,9 @@ const maxPooledBacking = 64 << 10
 // least n (a new one when the pooled one is smaller).
 func getBacking(n int) *envelope.Headers {
 	bp := backings.Get().(*envelope.Headers)
+	if cap(*bp) > oversized(n) {
+		bp = new(envelope.Headers) // see getSlab
+	}
 	if cap(*bp) < n {
 		*bp = make(envelope.Headers, 0, n)
 	}

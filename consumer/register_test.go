@@ -95,3 +95,23 @@ func TestRegisterAnswer(t *testing.T) {
 		t.Errorf("in flight %d after a stale answer, want %d", n, before)
 	}
 }
+
+// TestPooledStorageFits: a pooled slab or header backing far larger than
+// an answer needs is not used for it (one of its records held for long
+// would hold it all), one large enough is, and both come back empty.
+func TestPooledStorageFits(t *testing.T) {
+	for range 10 {
+		putSlab(getSlab(5000))
+		if sp := getSlab(10); cap(*sp) > oversized(10) || len(*sp) != 0 {
+			t.Fatalf("a slab of len %d, cap %d for 10 deliveries", len(*sp), cap(*sp))
+		}
+		bp := getBacking(5000)
+		putBacking(bp, *bp)
+		if bp := getBacking(10); cap(*bp) > oversized(10) || len(*bp) != 0 {
+			t.Fatalf("a backing of len %d, cap %d for 10 headers", len(*bp), cap(*bp))
+		}
+	}
+	if sp := getSlab(100); cap(*sp) < 100 {
+		t.Fatalf("a slab of cap %d for 100 deliveries", cap(*sp))
+	}
+}

@@ -162,3 +162,21 @@ func TestDataReleaseKeepsNextIterator(t *testing.T) {
 		t.Errorf("next iterator %q after its answer was released, want iter-a", *next)
 	}
 }
+
+// TestDataOversizedNotReused: a released buffer far larger than the next
+// answer needs is not used for it (one record of it held for long would
+// hold the whole buffer).
+func TestDataOversizedNotReused(t *testing.T) {
+	for range 10 {
+		_, big, _ := decode(genBody(2000, 1000, 4))
+		big.Release()
+		_, small, ok := decode(genBody(1, 10, 5))
+		if !ok {
+			t.Fatal("Decode refused the body")
+		}
+		if cap(small.b) > oversized(len(small.b)) {
+			t.Fatalf("a %d-byte answer decoded into a buffer of %d", len(small.b), cap(small.b))
+		}
+		small.Release()
+	}
+}
