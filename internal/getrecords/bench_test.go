@@ -49,45 +49,34 @@ func BenchmarkDeserialize(b *testing.B) {
 			}
 			perRecord(b)
 		})
-		b.Run(name+"/fast", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			r := bytes.NewReader(body)
-			for b.Loop() {
-				r.Reset(body)
-				buf, err := readBody(r, int64(len(body)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, ok := Decode(*buf); !ok {
-					b.Fatal("not accepted")
-				}
-				putBuffer(buf)
-			}
-			perRecord(b)
-		})
 		// fast-released is fast as the consumer runs it: each answer's
 		// Data is given back once its records are done with, and the next
 		// answer is decoded into it.
-		b.Run(name+"/fast-released", func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			r := bytes.NewReader(body)
-			for b.Loop() {
-				r.Reset(body)
-				buf, err := readBody(r, int64(len(body)))
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, data, ok := decode(*buf)
-				if !ok {
-					b.Fatal("not accepted")
-				}
-				putBuffer(buf)
-				data.Release()
+		for _, released := range []bool{false, true} {
+			sub := "/fast"
+			if released {
+				sub = "/fast-released"
 			}
-			perRecord(b)
-		})
+			b.Run(name+sub, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				r := bytes.NewReader(body)
+				for b.Loop() {
+					r.Reset(body)
+					buf, err := readBody(r, int64(len(body)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					_, data, ok := decodeInto(*buf, released)
+					if !ok {
+						b.Fatal("not accepted")
+					}
+					putBuffer(buf)
+					data.Release()
+				}
+				perRecord(b)
+			})
+		}
 		b.Run(name+"/floor", func(b *testing.B) {
 			spans := dataSpans(body)
 			dst := make([]byte, len(body))
