@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +14,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/pool"
 	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/settle"
 )
@@ -152,14 +152,15 @@ type span struct{ from, to int }
 // (or gave up), whatever ok says.
 func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, data *getrecords.Data, resume *Position) (ds []engine.Delivery, spans []span, ref *engine.Ref, ok bool) {
 	c := s.c
-	sp := getSlab(len(recs))
+	sp := slabs.Get(len(recs))
 	ds = *sp
-	bp := getBacking(len(recs) * message.DeliveryHeaders)
+	bp := backings.Get(len(recs) * message.DeliveryHeaders)
 	backing := *bp
 	ref = engine.NewRef(func() {
 		data.Release()
-		putBacking(bp, backing)
-		putSlab(sp)
+		*bp = backing // grown, maybe: the array the headers live in
+		backings.Put(bp)
+		slabs.Put(sp)
 	})
 	// groups are the aggregates among recs: ds[from:to] are the user
 	// records of one, skip the ones settled before.
@@ -265,80 +266,15 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 	return ds, spans, ref, true
 }
 
-// slabs are the released delivery slabs of answers (see register):
-// recycled (engine.Recycle), with room for a number of deliveries.
-var slabs = sync.Pool{New: func() any { return new([]engine.Delivery) }}
+// slabs are the released delivery slabs of answers (see register),
+// recycled (engine.Recycle); at most one answer of the most records
+// GetRecords returns.
+var slabs = pool.Slices[engine.Delivery]{Max: 10_000, Reset: engine.Recycle}
 
-// maxPooledSlab is the most deliveries a slab given back to the pool holds
-// (an answer of the most records GetRecords returns).
-const maxPooledSlab = 10_000
-
-// getSlab returns a pooled slab of recycled deliveries, empty, with room
-// for at least n (a new, zero one when the pooled one is smaller).
-func getSlab(n int) *[]engine.Delivery {
-	sp := slabs.Get().(*[]engine.Delivery)
-	if cap(*sp) > oversized(n) {
-		// Far larger than this answer needs (a burst is over): one record
-		// of it in flight for long (a retry) would hold it all. It is left
-		// to the garbage collector; the pool takes the sizes in use.
-		sp = new([]engine.Delivery)
-	}
-	if cap(*sp) < n {
-		*sp = make([]engine.Delivery, 0, n)
-	}
-	return sp
-}
-
-// oversized is the capacity above which a pooled slab or backing is not
-// used for n deliveries or headers: four times n, and some.
-func oversized(n int) int { return 4*n + 64 }
-
-// putSlab gives back sp, whose deliveries the engine finished with: they
-// are recycled (zeroed: the pool keeps nothing alive, and a delivery read
-// after it was finished reads zeros; register zeroed what it used beyond
-// the slab's length).
-func putSlab(sp *[]engine.Delivery) {
-	if cap(*sp) > maxPooledSlab {
-		return
-	}
-	engine.Recycle(*sp)
-	*sp = (*sp)[:0]
-	slabs.Put(sp)
-}
-
-// backings are the released header backings of answers (see register).
-var backings = sync.Pool{New: func() any { return new(envelope.Headers) }}
-
-// maxPooledBacking is the most headers a backing given back to the pool
-// holds (an answer of 10,000 records with their delivery headers and a few
-// of their own).
-const maxPooledBacking = 64 << 10
-
-// getBacking returns a pooled backing for headers, empty, with room for at
-// least n (a new one when the pooled one is smaller).
-func getBacking(n int) *envelope.Headers {
-	bp := backings.Get().(*envelope.Headers)
-	if cap(*bp) > oversized(n) {
-		bp = new(envelope.Headers) // see getSlab
-	}
-	if cap(*bp) < n {
-		*bp = make(envelope.Headers, 0, n)
-	}
-	*bp = (*bp)[:0]
-	return bp
-}
-
-// putBacking gives back bp, whose headers grew into backing (the same
-// array, or a larger one when they outgrew it). The headers it holds are
-// cleared, so the pool keeps no record's strings alive.
-func putBacking(bp *envelope.Headers, backing envelope.Headers) {
-	if cap(backing) > maxPooledBacking {
-		return
-	}
-	clear(backing)
-	*bp = backing[:0]
-	backings.Put(bp)
-}
+// backings are the released header backings of answers (see register);
+// at most an answer of 10,000 records with their delivery headers and a
+// few of their own.
+var backings = pool.Slices[envelope.Header]{Max: 64 << 10}
 
 // pass passes the registered deliveries ds[sp.from:sp.to] of each span
 // to the channel, chunkSize at a time, in order. When ctx ends first, the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
+	"github.com/shardsettle/lambdaadapter/internal/pool"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -101,17 +102,16 @@ func TestRegisterAnswer(t *testing.T) {
 // would hold it all), one large enough is, and both come back empty.
 func TestPooledStorageFits(t *testing.T) {
 	for range 10 {
-		putSlab(getSlab(5000))
-		if sp := getSlab(10); cap(*sp) > oversized(10) || len(*sp) != 0 {
+		slabs.Put(slabs.Get(5000))
+		if sp := slabs.Get(10); pool.Oversized(cap(*sp), 10) || len(*sp) != 0 {
 			t.Fatalf("a slab of len %d, cap %d for 10 deliveries", len(*sp), cap(*sp))
 		}
-		bp := getBacking(5000)
-		putBacking(bp, *bp)
-		if bp := getBacking(10); cap(*bp) > oversized(10) || len(*bp) != 0 {
+		backings.Put(backings.Get(5000))
+		if bp := backings.Get(10); pool.Oversized(cap(*bp), 10) || len(*bp) != 0 {
 			t.Fatalf("a backing of len %d, cap %d for 10 headers", len(*bp), cap(*bp))
 		}
 	}
-	if sp := getSlab(100); cap(*sp) < 100 {
+	if sp := slabs.Get(100); cap(*sp) < 100 {
 		t.Fatalf("a slab of cap %d for 100 deliveries", cap(*sp))
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/internal/pool"
 )
 
 // Data is the storage the records of one answer were decoded into: the
@@ -88,10 +90,6 @@ func (d *Data) Release() {
 	}
 }
 
-// oversized is the capacity above which a pooled buffer is not used for n
-// bytes (or n elements): four times n, and some.
-func oversized(n int) int { return 4*n + 4096 }
-
 // datas are the released Data buffers.
 var datas = sync.Pool{New: func() any { return new(Data) }}
 
@@ -103,11 +101,8 @@ var datas = sync.Pool{New: func() any { return new(Data) }}
 // release.
 func newData(n int) *Data {
 	d := datas.Get().(*Data)
-	if cap(d.b) > oversized(n) {
-		// Far larger than this answer needs (a burst is over): one record
-		// of it in flight for long (a retry) would hold it all. It is left
-		// to the garbage collector; the pool takes the sizes in use.
-		d = new(Data)
+	if pool.Oversized(cap(d.b), n) {
+		d = new(Data) // see pool.Oversized
 	}
 	switch {
 	case cap(d.b) >= n:

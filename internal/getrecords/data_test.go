@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+
+	"github.com/shardsettle/lambdaadapter/internal/pool"
 )
 
 // TestDataReleasedIsReused: a released buffer is where the next answer is
@@ -174,7 +176,7 @@ func TestDataOversizedNotReused(t *testing.T) {
 		if !ok {
 			t.Fatal("Decode refused the body")
 		}
-		if cap(small.b) > oversized(len(small.b)) {
+		if pool.Oversized(cap(small.b), len(small.b)) {
 			t.Fatalf("a %d-byte answer decoded into a buffer of %d", len(small.b), cap(small.b))
 		}
 		small.Release()
