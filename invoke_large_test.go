@@ -249,3 +249,27 @@ func TestInvokeCutOffKeepsStorage(t *testing.T) {
 		t.Errorf("the running handler's message changed under it (-before +after):\n%s", diff)
 	}
 }
+
+// TestInvokeKeptMessageReply: a handler that keeps its Message (against
+// its contract) and replies after the invocation ended gets
+// ErrReplyAfterReturn, as in long-running mode: the adapter recycled the
+// message's storage for the next invocation (engine.Recycle), which both
+// modes do the same way.
+func TestInvokeKeptMessageReply(t *testing.T) {
+	var kept *lambdaadapter.Message
+	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		kept = m
+		return lambdaadapter.Ack()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := lambdaadaptertest.NewBatch("s")
+	batch.Add("k", []byte("p"))
+	if _, err := a.Invoke(t.Context(), batch.JSON()); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.Reply(t.Context(), lambdaadapter.Reply{Payload: []byte("late")}); !errors.Is(err, lambdaadapter.ErrReplyAfterReturn) {
+		t.Errorf("reply after the invocation: %v, want ErrReplyAfterReturn", err)
+	}
+}

@@ -164,7 +164,7 @@ type chunk struct {
 	headers envelope.Headers
 }
 
-// getChunk returns a chunk whose deliveries are zero.
+// getChunk returns a chunk whose deliveries are zero or recycled.
 func (r *Runner) getChunk() *chunk {
 	if c, _ := r.chunks.Get().(*chunk); c != nil {
 		return c
@@ -172,13 +172,13 @@ func (r *Runner) getChunk() *chunk {
 	return &chunk{headers: make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))}
 }
 
-// putChunks clears the first n deliveries of each chunk (n = all but the
-// last's) and the headers the messages held, and keeps the chunks for the
-// next invocation.
+// putChunks recycles the first n deliveries of each chunk (n = all but the
+// last's; engine.Recycle, as long-running mode does) and clears the headers
+// the messages held, and keeps the chunks for the next invocation.
 func (r *Runner) putChunks(cs []*chunk, total int) {
 	for i, c := range cs {
 		n := min(buildChunk, total-i*buildChunk)
-		clear(c.ds[:n])
+		engine.Recycle(c.ds[:n])
 		clear(c.headers)
 		c.headers = c.headers[:0]
 		r.chunks.Put(c)
