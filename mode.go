@@ -155,7 +155,8 @@ func WithMetricsInterval(d time.Duration) Option {
 }
 
 // WithCheckpointInterval (long-running mode only) bounds checkpoint writes
-// to one per shard per interval (default 1s).
+// to one per shard per interval (default 1s), the lease's take counting as
+// the first.
 func WithCheckpointInterval(d time.Duration) Option {
 	return func(c *config) { c.only(ModeECS, "WithCheckpointInterval"); c.ecs.checkpointInterval = d }
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync/atomic"
@@ -18,17 +19,32 @@ import (
 func (c *Consumer) heartbeat(ctx context.Context) error {
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	_, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner)
+	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner)
+	c.mu.Lock()
+	c.self, c.selfKnown = w, err == nil
+	c.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: heartbeat failed; will retry", slog.String(attrError, err.Error()))
 	}
 	return err
 }
 
-// unregister removes this worker's row at the end of Run.
+// unregister removes this worker's row at the end of Run, after the last
+// heartbeat: with the row the last heartbeat returned, or, when that is
+// unknown or stale (a failed heartbeat may have been applied), as the
+// table has it now.
 func (c *Consumer) unregister() {
 	ctx, cancel := c.storeContext(context.Background())
 	defer cancel()
+	c.mu.Lock()
+	w, known := c.self, c.selfKnown
+	c.mu.Unlock()
+	if known {
+		err := c.cfg.Store.RemoveWorker(ctx, w)
+		if err == nil || !errors.Is(err, lease.ErrLeaseLost) {
+			return
+		}
+	}
 	snap, err := c.cfg.Store.Snapshot(ctx, c.cfg.Stream)
 	if err != nil {
 		return

@@ -13,9 +13,11 @@ import (
 
 // checkpointer writes a shard's checkpoint: only when the watermark moved,
 // only while the lease is held, at most one write in flight (the newest
-// value wins), at most one write per CheckpointInterval, each write with a
-// deadline, and always a last one on hand-over and shutdown. Its loop is
-// one goroutine, owned by the consumer.
+// value wins), at most one write per CheckpointInterval — the take of the
+// lease counting as the first, so a worker that just took a lease does not
+// write it again at once — each write with a deadline, and always a last
+// one on hand-over, shard end and shutdown. Its loop is one goroutine,
+// owned by the consumer.
 type checkpointer struct {
 	s *shard
 
@@ -34,7 +36,8 @@ type checkpointer struct {
 }
 
 func newCheckpointer(s *shard) *checkpointer {
-	k := &checkpointer{s: s, have: settle.Position{Seq: s.lease.Checkpoint, Parts: s.lease.SubSequence}, kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
+	k := &checkpointer{s: s, have: settle.Position{Seq: s.lease.Checkpoint, Parts: s.lease.SubSequence}, last: time.Now(),
+		kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
 	s.c.spawn(k.loop)
 	return k
 }

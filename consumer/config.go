@@ -100,7 +100,8 @@ type Config struct {
 	// once more before Run returns.
 	MetricsInterval time.Duration
 	// CheckpointInterval bounds checkpoint writes to one per shard per
-	// interval (default 1s); a kill -9 re-delivers about that much.
+	// interval (default 1s), the lease's take counting as the first; a
+	// kill -9 re-delivers about that much.
 	CheckpointInterval time.Duration
 	// ShutdownTimeout bounds how long a graceful stop, or the hand-over of
 	// one lease to another worker, waits for records in flight to settle

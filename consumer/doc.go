@@ -96,8 +96,8 @@
 //   - Checkpoints: each shard has a settle.Watermark. Its checkpoint is
 //     written only when the watermark moves, only while the lease is held,
 //     with at most one write in flight (the newest value wins) and at most one
-//     write per Config.CheckpointInterval, and always on hand-over and
-//     shutdown. A kill -9 re-delivers about one interval of records; a
+//     write per Config.CheckpointInterval (the lease's take counting as the
+//     first), and always on hand-over, shard end and shutdown. A kill -9 re-delivers about one interval of records; a
 //     graceful stop none.
 //   - Retries: a record that stays unsettled (an uncounted Retry, or a copy,
 //     dead letter, delay message or reply that could not be written) holds
