@@ -466,9 +466,9 @@ func (c *Consumer) startFor(l lease.Lease, v view) Position {
 
 // handOff hands the lease of s over to the worker to that asked for it:
 // reading stops, the records in flight settle (records waiting for a retry
-// are left to the new owner), the final checkpoint is written, and the
-// lease is transferred to to, who reads on from that checkpoint: a planned
-// move re-delivers nothing that settled. It runs in a goroutine of its own.
+// are left to the new owner), and the lease is transferred to to with the
+// final checkpoint, in one conditional write; to reads on from that
+// checkpoint: a planned move re-delivers nothing that settled. It runs in a goroutine of its own.
 func (c *Consumer) handOff(s *shard, to string) {
 	if !s.handing.CompareAndSwap(false, true) {
 		return
@@ -482,7 +482,7 @@ func (c *Consumer) handOff(s *shard, to string) {
 		}
 		defer c.letGo(s.id)
 		s.es.Reset("")
-		l, err := s.write(ctx, func(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+		l, err := s.ck.finish(ctx, func(ctx context.Context, held lease.Lease) (lease.Lease, error) {
 			return c.cfg.Store.Transfer(ctx, held, to)
 		})
 		if err != nil {
@@ -510,8 +510,9 @@ func (c *Consumer) gone(s *shard) {
 }
 
 // stopShard stops reading s, gives up its retries, waits (at most
-// ShutdownTimeout) for its records in flight, and writes its last
-// checkpoint.
+// ShutdownTimeout) for its records in flight, and stops its periodic
+// checkpoints: the last one goes with the Transfer or Release that follows
+// (checkpointer.finish).
 func (c *Consumer) stopShard(s *shard) {
 	s.stopReading()
 	c.sess.Quiesce(s.es)
@@ -521,5 +522,5 @@ func (c *Consumer) stopShard(s *shard) {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: records still in flight after the shutdown timeout; they come again from the checkpoint",
 			slog.String(attrShardID, s.id), slog.Int("in_flight", s.es.Inflight()))
 	}
-	s.ck.stop(context.Background())
+	s.ck.halt()
 }

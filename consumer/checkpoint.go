@@ -142,6 +142,48 @@ func (k *checkpointer) halt() {
 	<-k.exit
 }
 
+// finish stops the loop and performs op, a Release or a Transfer of the
+// lease, with the newest checkpoint not yet written set in the held lease:
+// the store writes it with the release or transfer, in one conditional
+// write (see lease.Store). Nothing more is written by the checkpointer
+// afterwards.
+func (k *checkpointer) finish(ctx context.Context, op func(context.Context, lease.Lease) (lease.Lease, error)) (lease.Lease, error) {
+	k.halt()
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	k.mu.Lock()
+	want := k.want
+	pending := !k.dead && want.Seq != "" && want != k.have
+	k.mu.Unlock()
+	s := k.s
+	l, err := s.write(ctx, func(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+		if pending {
+			held.Checkpoint, held.SubSequence = want.Seq, want.Parts
+		}
+		return op(ctx, held)
+	})
+	if pending {
+		s.c.obs.Checkpoint(observe.Checkpoint{Stream: s.c.cfg.Stream, ShardID: s.id, Checkpoint: want.Seq, SubSequence: want.Parts, Err: err})
+	}
+	if err != nil {
+		return l, err
+	}
+	k.mu.Lock()
+	if pending {
+		k.have = settle.Position{Seq: l.Checkpoint, Parts: l.SubSequence}
+	}
+	k.dead = true // the lease is not this worker's any more
+	k.mu.Unlock()
+	if pending && (l.Checkpoint != want.Seq || l.SubSequence != want.Parts) {
+		// A Store of the user's own that keeps the row's checkpoint, as
+		// lease.Store did not require before: nothing is lost, but what
+		// settled after that checkpoint comes again.
+		s.c.log.LogAttrs(ctx, slog.LevelError, "consumer: the lease store did not write the last checkpoint with the lease (lease.Store requires Release and Transfer to write the held lease's checkpoint); the records after the checkpoint it kept come again",
+			slog.String(attrShardID, s.id), slog.String("checkpoint", want.Seq), slog.String("kept", l.Checkpoint))
+	}
+	return l, nil
+}
+
 // stop stops the loop and writes the newest checkpoint (ctx bounds it).
 func (k *checkpointer) stop(ctx context.Context) {
 	k.halt()

@@ -392,9 +392,9 @@ func (c *Consumer) shutdown(stopReaders, stopDispatch context.CancelFunc, dispat
 	for _, s := range owned {
 		wg.Go(func() {
 			bg := context.Background()
-			s.ck.stop(bg)
+			s.ck.halt()
 			s.es.Reset("") // anything still running is stale now
-			s.release(bg)
+			s.release(bg)  // with the final checkpoint
 		})
 	}
 	wg.Wait()

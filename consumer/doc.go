@@ -40,8 +40,9 @@
 //     to its share; short of that, it asks the busiest workers for leases
 //     (lease.Store.RequestHandoff). The owner that sees the request stops
 //     reading the shard, lets its records in flight settle (at most
-//     Config.ShutdownTimeout), writes the checkpoint and transfers the lease;
-//     the new owner reads on from that checkpoint, so a planned move
+//     Config.ShutdownTimeout), and transfers the lease with its last
+//     checkpoint in one conditional write (lease.Store.Transfer); the new
+//     owner reads on from that checkpoint, so a planned move
 //     re-delivers nothing that settled. The new owner starts a lease handed
 //     to it only after renewing it on the counter it read (a stale read
 //     starts nothing), and the old owner never takes up again a lease it is
@@ -135,8 +136,8 @@
 //     the channel, and their late settlements change nothing.
 //   - Shutdown: Run stops reading, lets deliveries in flight settle (at most
 //     Config.ShutdownTimeout; records waiting for an in-process retry are
-//     left to the next owner), writes the checkpoints, releases the leases
-//     and removes its worker row. Every goroutine and timer it started has
+//     left to the next owner), releases the leases, each with its last
+//     checkpoint in the same conditional write, and removes its worker row. Every goroutine and timer it started has
 //     ended when it returns — no delayed copy is written afterwards —
 //     except a handler that ignores its cancelled context (logged).
 package consumer

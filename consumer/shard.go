@@ -106,9 +106,10 @@ func (s *shard) renew(ctx context.Context) (lease.Lease, error) {
 	return s.write(ctx, s.c.cfg.Store.Renew)
 }
 
-// release frees the lease (after the final checkpoint).
+// release frees the lease with the final checkpoint, in one conditional
+// write (checkpointer.finish).
 func (s *shard) release(ctx context.Context) {
-	if _, err := s.write(ctx, s.c.cfg.Store.Release); err != nil {
+	if _, err := s.ck.finish(ctx, s.c.cfg.Store.Release); err != nil {
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: releasing a lease failed; it expires instead", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 		return
 	}

@@ -1,7 +1,11 @@
 package consumer
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -20,7 +24,29 @@ type writeLog struct {
 	takes       []time.Time
 	checkpoints []time.Time
 	snapshots   int
+	releases    int
+	transfers   int
 	staleBeat   bool
+}
+
+func (w *writeLog) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	l, err := w.Store.Release(ctx, held)
+	if err == nil {
+		w.mu.Lock()
+		w.releases++
+		w.mu.Unlock()
+	}
+	return l, err
+}
+
+func (w *writeLog) Transfer(ctx context.Context, held lease.Lease, to string) (lease.Lease, error) {
+	l, err := w.Store.Transfer(ctx, held, to)
+	if err == nil {
+		w.mu.Lock()
+		w.transfers++
+		w.mu.Unlock()
+	}
+	return l, err
 }
 
 func (w *writeLog) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
@@ -154,4 +180,119 @@ func TestUnregisterWithoutScan(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestLastCheckpointGoesWithTheLease: a graceful stop writes each shard's
+// last checkpoint with the release of its lease, and a planned move with
+// the transfer, one conditional write each; the next owner reads on from
+// there and handles nothing twice.
+func TestLastCheckpointGoesWithTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(2)
+		last := f.fill(2, 20)
+		store := &writeLog{Store: lease.NewMemory()}
+		log := &handledLog{n: map[string]int{}}
+		// No periodic checkpoint within the test: every checkpoint goes
+		// with a release or a transfer.
+		cfg := func(owner string) Config {
+			return Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: owner, LeaseDuration: 3 * time.Second, CheckpointInterval: time.Hour}
+		}
+		a, stopA := run(t, cfg("a"), handler(log.handler("a")))
+		waitFor(t, "40 records", func() bool { return log.count() == 40 })
+		waitFor(t, "a holds both leases", func() bool { return len(a.Owned()) == 2 })
+		b, stopB := run(t, cfg("b"), handler(log.handler("b")))
+		waitFor(t, "1/1", func() bool { return len(a.Owned()) == 1 && len(b.Owned()) == 1 })
+		store.mu.Lock()
+		transfers := store.transfers
+		store.mu.Unlock()
+		if transfers != 1 {
+			t.Errorf("%d transfers, want 1", transfers)
+		}
+		// More records, on both shards: each worker handles its own.
+		more := map[string]string{}
+		for id := range last {
+			for i := range 10 {
+				more[id] = f.put(id, fmt.Sprintf("key-%d", i%7), fmt.Sprintf("more-%s-%d", id, i))
+			}
+		}
+		waitFor(t, "60 records", func() bool { return log.count() == 60 })
+		synctest.Wait()
+		stopB()
+		stopA()
+		if _, cps, _ := store.counts(); cps != 0 {
+			t.Errorf("%d Checkpoint writes, want none: the last checkpoints go with the transfer and the releases", cps)
+		}
+		store.mu.Lock()
+		releases := store.releases
+		store.mu.Unlock()
+		if releases != 2 {
+			t.Errorf("%d releases, want 2", releases)
+		}
+		for id := range last {
+			l := leaseOf(t, store, id)
+			if l.Checkpoint != more[id] || l.Owner != "" {
+				t.Errorf("%s after stop: checkpoint %s owner %q, want %s and no owner", id, l.Checkpoint, l.Owner, more[id])
+			}
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if len(log.dups) > 0 {
+			t.Errorf("records handled twice: %v", log.dups)
+		}
+	})
+}
+
+// keepingStore is a Store of a user's own written before Release and
+// Transfer had to write the held lease's checkpoint: it keeps the row's.
+type keepingStore struct{ lease.Store }
+
+func (k keepingStore) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	row, err := k.Store.Get(ctx, held.Key)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	held.Checkpoint, held.SubSequence = row.Checkpoint, row.SubSequence
+	return k.Store.Release(ctx, held)
+}
+
+// TestStoreKeepingItsCheckpointIsReported: a Store that does not write the
+// last checkpoint with the release loses nothing (the records after its
+// checkpoint come again), and the consumer says so in an error log.
+func TestStoreKeepingItsCheckpointIsReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		f.fill(1, 10)
+		mem := lease.NewMemory()
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		h := newRecorder()
+		_, stop := run(t, Config{Kinesis: f, Store: keepingStore{mem}, Start: TrimHorizon(), Owner: "w1", CheckpointInterval: time.Hour, Logger: logger}, handler(h))
+		waitFor(t, "10 records", func() bool { return h.count() == 10 })
+		synctest.Wait()
+		stop()
+		if got := checkpointOf(t, mem, shardID(0)); got != "" {
+			t.Fatalf("checkpoint %q: the store was expected to keep none", got)
+		}
+		if out := buf.String(); !strings.Contains(out, "did not write the last checkpoint") || !strings.Contains(out, "level=ERROR") {
+			t.Errorf("log %q: want an error saying the store did not write the last checkpoint", out)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

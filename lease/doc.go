@@ -28,7 +28,8 @@
 //	// while reading the shard, renew well within the lease duration:
 //	held, err = store.Renew(ctx, held)              // ErrLeaseLost: stop reading at once
 //	held, err = store.Checkpoint(ctx, held, seq, 0) // same (sub > 0: inside a KPL aggregate)
-//	held, err = store.Release(ctx, held)            // on graceful stop
+//	held.Checkpoint, held.SubSequence = last, 0     // on graceful stop: the last checkpoint...
+//	held, err = store.Release(ctx, held)            // ...goes with the release, one conditional write
 //
 // # Handoff
 //
@@ -37,9 +38,9 @@
 // RequestHandoff sets the lease's Handoff to the requester, conditional on
 // the owner alone and without touching the counter, so the owner's fenced
 // writes go on as before. The owner sees the request in the lease its next
-// Renew or Checkpoint returns, stops reading the shard, settles and
-// checkpoints what it has in flight, and hands the lease over with Transfer
-// (fenced like any write). The requester finds itself the owner in a later
+// Renew or Checkpoint returns, stops reading the shard, settles what it has
+// in flight, and hands the lease over with Transfer, its last checkpoint
+// set in the held lease (one write, fenced like any write). The requester finds itself the owner in a later
 // Snapshot and only then reads the shard, from that checkpoint: a planned
 // move need deliver no record twice. One request per lease stands at a time;
 // Take, Transfer and Release clear it. A lease whose owner died is not handed
@@ -162,8 +163,8 @@
 //	Take            UpdateItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))  (REMOVE handoff)
 //	Renew           UpdateItem  leaseCounter = :c AND leaseOwner = :o
 //	Checkpoint      UpdateItem  leaseCounter = :c AND leaseOwner = :o
-//	Transfer        UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE handoff)
-//	Release         UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE leaseOwner, handoff)
+//	Transfer        UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE handoff; SET checkpoint from the held lease)
+//	Release         UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE leaseOwner, handoff; SET checkpoint from the held lease)
 //	RequestHandoff  UpdateItem  leaseOwner = :o AND (attribute_not_exists(handoff) OR handoff = :h)  (SET handoff only)
 //	Delete          DeleteItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))
 //	Heartbeat       UpdateItem  none: SET kind, workerStream, leaseOwner, renewedAt ADD leaseCounter 1

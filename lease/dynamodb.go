@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -439,32 +440,43 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 	names["#r"] = attrRenewedAt
 	values[":next"] = number(held.Counter + 1)
 	values[":now"] = &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)}
-	update := "SET #c = :next, #r = :now"
+	set := []string{"#c = :next", "#r = :now"}
+	var remove []string
 	switch op {
 	case opTake, opTransfer:
-		update += ", #o = :owner"
+		set = append(set, "#o = :owner")
 		values[":owner"] = &types.AttributeValueMemberS{Value: owner}
 		if owner != held.Owner {
-			update += ", #sw = if_not_exists(#sw, :zero) + :one"
+			set = append(set, "#sw = if_not_exists(#sw, :zero) + :one")
 			names["#sw"] = attrSwitches
 			values[":zero"], values[":one"] = number(0), number(1)
 		}
-		update += " REMOVE #h"
+		remove = append(remove, "#h")
 		names["#h"] = attrHandoff
-	case opCheckpoint:
-		update += ", #cp = :cp"
+	case opRelease:
+		remove = append(remove, "#o", "#h")
+		names["#h"] = attrHandoff
+	}
+	// Checkpoint writes seq; Transfer and Release write held's checkpoint
+	// (see Store), unless it is empty.
+	if op == opTransfer || op == opRelease {
+		seq, sub = held.Checkpoint, held.SubSequence
+	}
+	if seq != "" && (op == opCheckpoint || op == opTransfer || op == opRelease) {
+		set = append(set, "#cp = :cp")
 		names["#cp"] = attrCheckpoint
 		values[":cp"] = &types.AttributeValueMemberS{Value: seq}
 		names["#sub"] = attrSubSequence
 		if sub > 0 {
-			update += ", #sub = :sub"
+			set = append(set, "#sub = :sub")
 			values[":sub"] = number(int64(sub))
 		} else {
-			update += " REMOVE #sub"
+			remove = append(remove, "#sub")
 		}
-	case opRelease:
-		update += " REMOVE #o, #h"
-		names["#h"] = attrHandoff
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(d.table),

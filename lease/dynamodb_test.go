@@ -162,6 +162,12 @@ func row() map[string]types.AttributeValue {
 
 var heldW1 = lease.Lease{Key: lease.Key{Stream: "orders", ShardID: "shardId-0"}, Owner: "w1", Counter: 7}
 
+// withCheckpoint returns l with checkpoint seq and sub-sequence sub.
+func withCheckpoint(l lease.Lease, seq string, sub int) lease.Lease {
+	l.Checkpoint, l.SubSequence = seq, sub
+	return l
+}
+
 // workerRow is a well-formed worker row: worker w1 of orders, counter 4.
 func workerRow() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
@@ -555,6 +561,14 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 			return d.Release(ctx, held)
 		}, "SET #c = :next, #r = :now REMOVE #o, #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1"}},
+		{"release with the last checkpoint", withCheckpoint(heldW1, "12345", 0), func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Release(ctx, held)
+		}, "SET #c = :next, #r = :now, #cp = :cp REMOVE #o, #h, #sub", "#c = :c AND #o = :o",
+			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "12345"}},
+		{"transfer with the last checkpoint inside an aggregate", withCheckpoint(heldW1, "12345", 2), func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Transfer(ctx, held, "w2")
+		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one, #cp = :cp, #sub = :sub REMOVE #h", "#c = :c AND #o = :o",
+			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1", ":cp": "12345", ":sub": "2"}},
 		{"request handoff", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.RequestHandoff(ctx, held, "w2")
 		}, "SET #h = :h", "#o = :o AND (attribute_not_exists(#h) OR #h = :h)",

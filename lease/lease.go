@@ -273,7 +273,12 @@ type Store interface {
 	Checkpoint(ctx context.Context, held Lease, seq string, sub int) (Lease, error)
 	// Release frees the lease held (Owner becomes "") and bumps the counter,
 	// on condition of owner and counter, so that any worker may take it at
-	// once. It clears Handoff and keeps the checkpoint.
+	// once. It clears Handoff. A non-empty held.Checkpoint is stored with
+	// held.SubSequence as the checkpoint, as Checkpoint stores them: for a
+	// lease as the store returned it that is the checkpoint the row has (the
+	// condition ensures the row did not change since), and a caller that
+	// sets them writes its last checkpoint and frees the lease in one
+	// conditional write. An empty held.Checkpoint keeps the row's.
 	Release(ctx context.Context, held Lease) (Lease, error)
 	// RequestHandoff asks the owner of the lease held to hand it over to
 	// requester: it sets Handoff to requester, on condition that the row
@@ -288,10 +293,11 @@ type Store interface {
 	RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error)
 	// Transfer hands the lease held over to to directly, on condition of
 	// owner and counter: Owner becomes to, Counter is bumped, OwnerSwitches
-	// too when to differs from held.Owner, and Handoff is cleared; the
-	// checkpoint is kept. The previous owner's held lease is stale from then
-	// on. held.Owner must not be empty (ErrLeaseLost without I/O) and to
-	// must not be empty.
+	// too when to differs from held.Owner, and Handoff is cleared. The
+	// checkpoint is written from held as Release writes it: a caller may set
+	// held.Checkpoint and held.SubSequence to its last checkpoint. The
+	// previous owner's held lease is stale from then on. held.Owner must not
+	// be empty (ErrLeaseLost without I/O) and to must not be empty.
 	Transfer(ctx context.Context, held Lease, to string) (Lease, error)
 	// Delete removes the lease row of held.Key, on condition that the row
 	// still has held.Owner (no owner when held.Owner is "") and held.Counter;
@@ -404,6 +410,9 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 		if owner == "" {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty new owner")}
 		}
+		if err := checkCheckpoint(op, held, held.Checkpoint, held.SubSequence); err != nil {
+			return err
+		}
 		if held.Owner == "" {
 			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
 		}
@@ -417,19 +426,40 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("requester %q is the owner", owner)}
 		}
 	case opCheckpoint:
-		switch {
-		case seq == "":
+		if seq == "" {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty checkpoint")}
-		case sub < 0:
-			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("negative sub-sequence %d", sub)}
-		case sub > 0 && (seq == ShardEnd || seq == TrimHorizon || seq == AtTimestamp):
-			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("sub-sequence %d with checkpoint %s", sub, seq)}
 		}
-		fallthrough
+		if err := checkCheckpoint(op, held, seq, sub); err != nil {
+			return err
+		}
+		return checkOwned(op, held)
+	case opRelease:
+		if err := checkCheckpoint(op, held, held.Checkpoint, held.SubSequence); err != nil {
+			return err
+		}
+		return checkOwned(op, held)
 	default:
-		if held.Owner == "" {
-			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
-		}
+		return checkOwned(op, held)
+	}
+	return nil
+}
+
+// checkOwned refuses, with ErrLeaseLost, a write of a lease without owner.
+func checkOwned(op string, held Lease) error {
+	if held.Owner == "" {
+		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
+	}
+	return nil
+}
+
+// checkCheckpoint checks a checkpoint seq with sub-sequence sub that op
+// writes (Checkpoint; Release and Transfer write the held lease's).
+func checkCheckpoint(op string, held Lease, seq string, sub int) error {
+	switch {
+	case sub < 0:
+		return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("negative sub-sequence %d", sub)}
+	case sub > 0 && (seq == "" || seq == ShardEnd || seq == TrimHorizon || seq == AtTimestamp):
+		return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("sub-sequence %d with checkpoint %s", sub, seq)}
 	}
 	return nil
 }

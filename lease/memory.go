@@ -259,6 +259,9 @@ func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq st
 		l.Owner = ""
 		l.Handoff = ""
 	}
+	if (op == opTransfer || op == opRelease) && held.Checkpoint != "" {
+		l.Checkpoint, l.SubSequence = held.Checkpoint, held.SubSequence
+	}
 	l.Counter++
 	l.RenewedAt = wallClock(m.now)
 	m.rows[held.Key] = l

@@ -59,6 +59,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"HandoffCleared", testHandoffCleared},
 		{"RequestHandoff", testRequestHandoff},
 		{"Transfer", testTransfer},
+		{"LastCheckpointWithReleaseOrTransfer", testLastCheckpoint},
 		{"Heartbeat", testHeartbeat},
 		{"Snapshot", testSnapshot},
 		{"WorkerRowsAreNotLeases", testWorkerRowsAreNotLeases},
@@ -924,6 +925,50 @@ func testTransfer(t *testing.T, s lease.Store) {
 	// A transfer nobody asked for is a transfer all the same.
 	moved = transfer(t, s, moved, "w3")
 	checkLease(t, "Transfer without a request", moved, lease.Lease{Key: k, Owner: "w3", Counter: 8, OwnerSwitches: 3, Checkpoint: "200"})
+}
+
+func testLastCheckpoint(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	k := key("orders", 0)
+	// A lease as the store returned it: Release keeps its checkpoint.
+	held := checkpoint(t, s, take(t, s, ensure(t, s, k), "w1"), "100")
+	free := release(t, s, held)
+	checkLease(t, "Release", free, lease.Lease{Key: k, Counter: 3, OwnerSwitches: 1, Checkpoint: "100"})
+	// The owner's last checkpoint, set in the held lease, is written with
+	// the release: inside a KPL aggregate...
+	held = take(t, s, free, "w1")
+	held.Checkpoint, held.SubSequence = "200", 3
+	free = release(t, s, held)
+	checkLease(t, "Release with the last checkpoint", free, lease.Lease{Key: k, Counter: 5, OwnerSwitches: 2, Checkpoint: "200", SubSequence: 3})
+	checkStored(t, s, free)
+	// ... and with a transfer, where a whole record clears the sub-sequence.
+	held = take(t, s, free, "w1")
+	held.Checkpoint, held.SubSequence = "300", 0
+	moved := transfer(t, s, held, "w2")
+	checkLease(t, "Transfer with the last checkpoint", moved, lease.Lease{Key: k, Owner: "w2", Counter: 7, OwnerSwitches: 4, Checkpoint: "300"})
+	checkStored(t, s, moved)
+	// An empty checkpoint in the held lease keeps the row's.
+	held = moved
+	held.Checkpoint = ""
+	free = release(t, s, held)
+	checkLease(t, "Release with an empty checkpoint", free, lease.Lease{Key: k, Counter: 8, OwnerSwitches: 4, Checkpoint: "300"})
+	// An invalid checkpoint is refused without I/O, with an error that is
+	// not ErrLeaseLost.
+	held = take(t, s, free, "w1")
+	for _, bad := range []lease.Lease{
+		{Checkpoint: "400", SubSequence: -1},
+		{Checkpoint: lease.ShardEnd, SubSequence: 2},
+	} {
+		h := held
+		h.Checkpoint, h.SubSequence = bad.Checkpoint, bad.SubSequence
+		if got, err := s.Release(ctx, h); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("Release with checkpoint %q sub-sequence %d = %+v, %v; want an error that is not lease.ErrLeaseLost", h.Checkpoint, h.SubSequence, got, err)
+		}
+		if got, err := s.Transfer(ctx, h, "w2"); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+			t.Errorf("Transfer with checkpoint %q sub-sequence %d = %+v, %v; want an error that is not lease.ErrLeaseLost", h.Checkpoint, h.SubSequence, got, err)
+		}
+	}
+	checkStored(t, s, held)
 }
 
 func testHeartbeat(t *testing.T, s lease.Store) {
