@@ -361,7 +361,9 @@ func (s *Session) batchLane() {
 // takeBatch waits for a ready key and collects up to BatchSize records:
 // every waiting record of each ready key, keys in the order they became
 // ready, closed BatchWindow after the first record. It holds the keys it
-// took. It returns nil when the lane should end.
+// took, so records of those keys that arrive while the batch is open join
+// it too (after the others of their key, in order). It returns nil when the
+// lane should end.
 func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 	size := max(s.cfg.BatchSize, 1)
 	var batch []*Delivery
@@ -381,15 +383,14 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 			}
 			return nil, nil
 		}
+		batch = s.topUpLocked(batch, keys, size)
 		for len(batch) < size {
 			ks := s.takeReadyLocked()
 			if ks == nil {
 				break
 			}
 			keys = append(keys, ks)
-			for ks.head != nil && len(batch) < size {
-				batch = append(batch, s.popLocked(ks))
-			}
+			batch = s.topUpLocked(batch, keys[len(keys)-1:], size)
 		}
 		if len(batch) >= size {
 			return batch, keys
@@ -412,10 +413,21 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 		case <-expired:
 			s.mu.Lock()
 			s.leaveLocked(ch)
-			return batch, keys
+			return s.topUpLocked(batch, keys, size), keys
 		}
 		s.mu.Lock()
 	}
+}
+
+// topUpLocked adds to batch, up to size, the waiting records of keys, which
+// the batch holds; s.mu must be held.
+func (s *Session) topUpLocked(batch []*Delivery, keys []*keyQueue, size int) []*Delivery {
+	for _, ks := range keys {
+		for ks.head != nil && len(batch) < size {
+			batch = append(batch, s.popLocked(ks))
+		}
+	}
+	return batch
 }
 
 // runBatch hands batch to the BatchHandler and concludes every element on
