@@ -468,7 +468,8 @@ func (c *Consumer) startFor(l lease.Lease, v view) Position {
 // reading stops, the records in flight settle (records waiting for a retry
 // are left to the new owner), and the lease is transferred to to with the
 // final checkpoint, in one conditional write; to reads on from that
-// checkpoint: a planned move re-delivers nothing that settled. It runs in a goroutine of its own.
+// checkpoint: a planned move re-delivers nothing that settled. It runs in
+// a goroutine of its own.
 func (c *Consumer) handOff(s *shard, to string) {
 	if !s.handing.CompareAndSwap(false, true) {
 		return
