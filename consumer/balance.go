@@ -20,8 +20,11 @@ func (c *Consumer) heartbeat(ctx context.Context) error {
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
 	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner)
+	if err != nil {
+		w = lease.Worker{}
+	}
 	c.mu.Lock()
-	c.self, c.selfKnown = w, err == nil
+	c.self = w
 	c.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: heartbeat failed; will retry", slog.String(attrError, err.Error()))
@@ -37,9 +40,9 @@ func (c *Consumer) unregister() {
 	ctx, cancel := c.storeContext(context.Background())
 	defer cancel()
 	c.mu.Lock()
-	w, known := c.self, c.selfKnown
+	w := c.self
 	c.mu.Unlock()
-	if known {
+	if w.Owner != "" {
 		err := c.cfg.Store.RemoveWorker(ctx, w)
 		if err == nil || !errors.Is(err, lease.ErrLeaseLost) {
 			return

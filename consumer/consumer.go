@@ -60,11 +60,10 @@ type Consumer struct {
 	lettingGo map[string]bool
 	stopped   bool
 	readCtx   context.Context // readers' parent; cancelled at shutdown
-	// self is this worker's row as the last heartbeat returned it, valid
-	// when selfKnown (false after a heartbeat failed: it may have been
-	// applied all the same), so that unregister need not read the table.
-	self      lease.Worker
-	selfKnown bool
+	// self is this worker's row as the last heartbeat returned it, so that
+	// unregister need not read the table; zero (unknown) after a heartbeat
+	// failed, which may have been applied all the same.
+	self lease.Worker
 
 	started atomic.Bool
 	readers sync.WaitGroup // every reader

@@ -458,11 +458,11 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		names["#h"] = attrHandoff
 	}
 	// Checkpoint writes seq; Transfer and Release write held's checkpoint
-	// (see Store), unless it is empty.
+	// (see Store), unless it is empty; the other writes have none.
 	if op == opTransfer || op == opRelease {
 		seq, sub = held.Checkpoint, held.SubSequence
 	}
-	if seq != "" && (op == opCheckpoint || op == opTransfer || op == opRelease) {
+	if seq != "" {
 		set = append(set, "#cp = :cp")
 		names["#cp"] = attrCheckpoint
 		values[":cp"] = &types.AttributeValueMemberS{Value: seq}
