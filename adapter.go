@@ -121,6 +121,9 @@ var (
 	// lease table does not exist (long-running mode); the message names the
 	// command that creates it.
 	ErrTableNotFound = lease.ErrTableNotFound
+	// ErrNotLeaseTable is matched by the error Adapter.Run returns when the
+	// lease table exists but has another key schema (long-running mode).
+	ErrNotLeaseTable = lease.ErrNotLeaseTable
 )
 
 // Ack reports the record handled: the checkpoint may pass it.

@@ -280,11 +280,6 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.consumer == nil {
 		return errors.New("lambdaadapter: Run is for long-running mode (WithMode(ModeECS)); Lambda mode uses Handle")
 	}
-	if d, ok := a.store.(*lease.DynamoDB); ok {
-		if err := d.Check(ctx); err != nil {
-			return err
-		}
-	}
 	return a.consumer.Run(ctx)
 }
 

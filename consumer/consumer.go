@@ -135,8 +135,9 @@ func (c *Consumer) storeTimeout() time.Duration { return max(c.cfg.LeaseDuration
 // reading, lets the records in flight settle (at most ShutdownTimeout),
 // writes every shard's checkpoint and releases its leases so other workers
 // take them at once. It returns nil after a graceful stop, or at once an
-// error when it cannot start: a missing lease table (lease.ErrTableNotFound)
-// or a missing stream (ErrStreamNotFound). Every goroutine Run starts has
+// error when it cannot start: a missing lease table (lease.ErrTableNotFound),
+// a table that is not a lease table (lease.ErrNotLeaseTable) or a missing
+// stream (ErrStreamNotFound). Every goroutine Run starts has
 // ended when it returns, except a handler that ignores its cancelled
 // context past the shutdown timeout (logged).
 func (c *Consumer) Run(ctx context.Context) error {
@@ -165,7 +166,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}()
 
 	// Make this worker known first, so others count it when they balance.
-	if err := c.heartbeat(ctx); err != nil && errors.Is(err, lease.ErrTableNotFound) {
+	if err := c.heartbeat(ctx); err != nil && unusableTable(err) {
 		c.abort(stopReaders, dispatched)
 		return err
 	}
@@ -179,7 +180,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	snap, err := c.discover(ctx)
 	<-resolved
 	if err != nil && !errors.Is(err, context.Canceled) {
-		if errors.Is(err, lease.ErrTableNotFound) || errors.Is(err, ErrStreamNotFound) {
+		if unusableTable(err) || errors.Is(err, ErrStreamNotFound) {
 			c.abort(stopReaders, dispatched)
 			c.unregister() // the heartbeat above made it known
 			return err
@@ -261,6 +262,12 @@ loop:
 	<-reported
 	c.report(context.Background()) // the last flush, before Run returns
 	return nil
+}
+
+// unusableTable reports whether err says the lease table is missing or is
+// not a lease table: Run cannot start.
+func unusableTable(err error) bool {
+	return errors.Is(err, lease.ErrTableNotFound) || errors.Is(err, lease.ErrNotLeaseTable)
 }
 
 // reporter flushes the hooks every MetricsInterval until ctx ends.

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/lease/leasetest"
@@ -175,11 +176,45 @@ func TestLeaseDynamoDBWrongSchema(t *testing.T) {
 		t.Fatalf("waiting for the table: %v", err)
 	}
 	d := lease.NewDynamoDB(env.DynamoDB, table)
-	for name, err := range map[string]error{"Check": d.Check(ctx), "CreateTable": d.CreateTable(ctx)} {
-		if err == nil || errors.Is(err, lease.ErrTableNotFound) || !strings.Contains(err.Error(), "not a lease table") {
-			t.Errorf("%s of a table keyed by id = %v, want a \"not a lease table\" error", name, err)
+	_, heartbeatErr := d.Heartbeat(ctx, "orders", "w1")
+	for name, err := range map[string]error{"Check": d.Check(ctx), "CreateTable": d.CreateTable(ctx), "Heartbeat": heartbeatErr, "Run": runOn(t, env, table)} {
+		if !errors.Is(err, lease.ErrNotLeaseTable) || errors.Is(err, lease.ErrTableNotFound) || !strings.Contains(err.Error(), "not a lease table: want only a hash key leaseKey of type S, got key schema [id HASH (S)]") {
+			t.Errorf("%s of a table keyed by id = %v, want a \"not a lease table\" error matching ErrNotLeaseTable", name, err)
 		}
 	}
+}
+
+// TestLeaseDynamoDBRunMissingTable: a long-running adapter on a lease table
+// that does not exist does not start: Run returns ErrTableNotFound with the
+// command that creates the table.
+func TestLeaseDynamoDBRunMissingTable(t *testing.T) {
+	env := standin.Require(t)
+	table := leaseTableName(t)
+	err := runOn(t, env, table)
+	if !errors.Is(err, lambdaadapter.ErrTableNotFound) || !strings.Contains(err.Error(), "create it with: bootstrap leases init -table "+table) {
+		t.Errorf("Run on a missing lease table = %v, want ErrTableNotFound naming bootstrap leases init", err)
+	}
+}
+
+// runOn runs a long-running adapter with the lease table named table and
+// returns what Run returned: it must return by itself (it cannot start),
+// well before the test's deadline.
+func runOn(t *testing.T, env *standin.Env, table string) error {
+	t.Helper()
+	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+		return lambdaadapter.Ack()
+	}), lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders-"+strings.ToLower(rand.Text()[:8])),
+		lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithLeaseTable(table), lambdaadapter.WithDynamoDBClient(env.DynamoDB))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), leaseTableTimeout)
+	defer cancel()
+	err = a.Run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("Run did not return by itself within %v (%v)", leaseTableTimeout, err)
+	}
+	return err
 }
 
 // countingScans counts the Scan calls of a DynamoDB client.

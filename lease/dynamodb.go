@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client that DynamoDB uses.
@@ -117,7 +118,10 @@ func (d *DynamoDB) CreateTable(ctx context.Context) error {
 // Check returns nil when the lease table exists, is usable (ACTIVE or
 // UPDATING) and has the lease table's key schema. When the table does not
 // exist, its error matches ErrTableNotFound and names the command that
-// creates it.
+// creates it; when its key schema is another, ErrNotLeaseTable.
+//
+// A worker need not call it before it starts: its first call (Heartbeat)
+// fails with the same errors on such a table.
 func (d *DynamoDB) Check(ctx context.Context) error {
 	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)})
 	if err != nil {
@@ -138,8 +142,8 @@ func (d *DynamoDB) Check(ctx context.Context) error {
 	}
 	if len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrKey ||
 		t.KeySchema[0].KeyType != types.KeyTypeHash || keyType != types.ScalarAttributeTypeS {
-		return &opError{op: opCheck, what: d.table, cause: fmt.Errorf(
-			"not a lease table: want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t))}
+		return &opError{op: opCheck, what: d.table, kind: ErrNotLeaseTable, cause: fmt.Errorf(
+			"want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t))}
 	}
 	return nil
 }
@@ -387,6 +391,13 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 		ReturnValues: types.ReturnValueAllNew,
 	})
 	if err != nil {
+		if invalid(err) {
+			// The first call of a worker: on a table with another key
+			// schema, say so as Check does, not only that the key is wrong.
+			if cerr := d.Check(ctx); errors.Is(cerr, ErrNotLeaseTable) {
+				return Worker{}, cerr
+			}
+		}
 		return Worker{}, d.fail(opHeartbeat, what, err)
 	}
 	w, err := decodeWorker(out.Attributes)
@@ -512,6 +523,13 @@ func (d *DynamoDB) fail(op, what string, err error) error {
 			hint: "create it with: bootstrap leases init -table " + d.table}
 	}
 	return &opError{op: op, what: what, cause: err}
+}
+
+// invalid reports whether DynamoDB refused a request as invalid (a
+// ValidationException, as for a key of another schema).
+func invalid(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
 }
 
 // keyItem returns the primary key of k's row.

@@ -343,6 +343,56 @@ func TestDynamoDBCheck(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || errors.Is(err, lease.ErrTableNotFound) {
 				t.Fatalf("Check = %v, want an error containing %q that is not ErrTableNotFound", err, tc.wantErr)
 			}
+			if wrongSchema := strings.Contains(tc.wantErr, "key schema"); errors.Is(err, lease.ErrNotLeaseTable) != wrongSchema {
+				t.Errorf("Check = %v: matches ErrNotLeaseTable %v, want %v", err, !wrongSchema, wrongSchema)
+			}
+		})
+	}
+}
+
+// TestDynamoDBHeartbeatExplainsWrongTable: a worker's first call on a table
+// of another key schema fails as Check does (ErrNotLeaseTable, the schema
+// named), not only with DynamoDB's ValidationException; another refused
+// request keeps its own error, and so does any failure on a lease table.
+func TestDynamoDBHeartbeatExplainsWrongTable(t *testing.T) {
+	invalid := &smithy.GenericAPIError{Code: "ValidationException", Message: "The provided key element does not match the schema"}
+	wrongKey := goodTable(types.TableStatusActive)
+	wrongKey.Table.AttributeDefinitions[0].AttributeName = aws.String("id")
+	wrongKey.Table.KeySchema[0].AttributeName = aws.String("id")
+	for _, tc := range []struct {
+		name       string
+		updateErr  error
+		table      *dynamodb.DescribeTableOutput
+		wantKind   error
+		wantText   string
+		wantChecks int
+	}{
+		{"wrong key schema", invalid, wrongKey, lease.ErrNotLeaseTable, "got key schema [id HASH (S)]", 1},
+		{"invalid on a lease table", invalid, goodTable(types.TableStatusActive), nil, "ValidationException", 1},
+		{"throttled", &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}, wrongKey, nil, "ThrottlingException", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checks := 0
+			f := &fakeDynamoDB{t: t,
+				updateItem: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, tc.updateErr },
+				describeTable: func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) {
+					checks++
+					return tc.table, nil
+				},
+			}
+			_, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "s", "w1")
+			if err == nil || !strings.Contains(err.Error(), tc.wantText) {
+				t.Fatalf("Heartbeat = %v, want an error containing %q", err, tc.wantText)
+			}
+			if tc.wantKind != nil && !errors.Is(err, tc.wantKind) {
+				t.Errorf("Heartbeat = %v, want one matching %v", err, tc.wantKind)
+			}
+			if tc.wantKind == nil && errors.Is(err, lease.ErrNotLeaseTable) {
+				t.Errorf("Heartbeat = %v matches ErrNotLeaseTable", err)
+			}
+			if checks != tc.wantChecks {
+				t.Errorf("%d DescribeTable calls, want %d", checks, tc.wantChecks)
+			}
 		})
 	}
 }

@@ -217,6 +217,11 @@ var (
 	// command that creates it: "create it with: bootstrap leases init -table
 	// NAME".
 	ErrTableNotFound = errors.New("lease: lease table not found")
+	// ErrNotLeaseTable is matched by the error of DynamoDB's Check and
+	// Heartbeat (a worker's first call) on a table that exists but does
+	// not have the lease table's key schema: only a hash key leaseKey of
+	// type S.
+	ErrNotLeaseTable = errors.New("lease: not a lease table")
 )
 
 // Store keeps the leases of many streams. Implementations: Memory (one
@@ -332,7 +337,7 @@ type Store interface {
 type opError struct {
 	op    string // e.g. "take", "check table"
 	what  string // the key or the table
-	kind  error  // ErrLeaseLost, ErrNotFound, ErrTableNotFound or nil
+	kind  error  // ErrLeaseLost, ErrNotFound, ErrTableNotFound, ErrNotLeaseTable or nil
 	cause error  // the SDK's error or a detail; may be nil
 	hint  string // appended after "; ", may be empty
 }
