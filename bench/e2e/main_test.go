@@ -515,6 +515,40 @@ func withSteady(w workerResult, ms int) workerResult {
 	return w
 }
 
+// TestSummarizeStartStopCPU: the start-up and stop CPU of each phase are
+// reported as medians, in milliseconds.
+func TestSummarizeStartStopCPU(t *testing.T) {
+	o := options{records: 1000, rounds: 2}
+	with := func(w workerResult, start, stop int) workerResult {
+		w.StartCPU, w.StopCPU = time.Duration(start)*time.Millisecond, time.Duration(stop)*time.Millisecond
+		return w
+	}
+	r := &report{opts: o, results: []workerResult{
+		with(result(phasePlain, 1, 1000, time.Second, 0, 0), 30, 0),
+		with(result(phaseMemory, 1, 1000, time.Second, 0, 0), 28, 1),
+		with(result(phaseDynamo, 1, 1000, time.Second, 0, 10), 40, 5),
+		with(result(phasePlain, 2, 1000, time.Second, 0, 0), 34, 0),
+		with(result(phaseMemory, 2, 1000, time.Second, 0, 0), 32, 1),
+		with(result(phaseDynamo, 2, 1000, time.Second, 0, 10), 44, 3),
+		with(result(phasePlainFast, 1, 1000, time.Second, 0, 0), 25, 0),
+	}, started: time.Unix(0, 0), finished: time.Unix(10, 0)}
+	s := r.summarize()
+	approx(t, "PlainStartCPUMS", s.PlainStartCPUMS, 32)
+	approx(t, "MemoryStartCPUMS", s.MemoryStartCPUMS, 30)
+	approx(t, "DynamoStartCPUMS", s.DynamoStartCPUMS, 42)
+	approx(t, "PlainFastStartCPUMS", s.PlainFastStartCPUMS, 25)
+	approx(t, "DynamoStopCPUMS", s.DynamoStopCPUMS, 4)
+	approx(t, "MemoryStopCPUMS", s.MemoryStopCPUMS, 1)
+	var out bytes.Buffer
+	r.print(&out)
+	for _, want := range []string{"CPU ms to the first record: consumer DynamoDB / in-memory / plain loop", "42.0 / 30.0 / 32.0", "the floor 25.0",
+		"CPU ms after the last record: consumer DynamoDB / in-memory / plain loop", "4.0 / 1.0 / 0.0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestSummarizeSteadyCPU(t *testing.T) {
 	o := options{records: 1000, rounds: 2}
 	steady := []workerResult{

@@ -116,7 +116,17 @@ type summary struct {
 	PlainFastSteadyCPUPerRec float64 `json:"plain_fast_steady_cpu_us_per_record,omitempty"`
 	MemorySteadyCPUVsPlain   float64 `json:"memory_steady_cpu_vs_plain"`
 	DynamoSteadyCPUVsPlain   float64 `json:"dynamodb_steady_cpu_vs_plain"`
-	WritesPerRecord          float64 `json:"dynamodb_writes_per_record"`
+	// Start-up and stop CPU ms per phase (medians of
+	// workerResult.StartCPU and StopCPU): the fixed costs the whole-phase
+	// figures spread over the records.
+	PlainStartCPUMS     float64 `json:"plain_start_cpu_ms"`
+	MemoryStartCPUMS    float64 `json:"memory_start_cpu_ms"`
+	DynamoStartCPUMS    float64 `json:"dynamodb_start_cpu_ms"`
+	PlainFastStartCPUMS float64 `json:"plain_fast_start_cpu_ms,omitempty"`
+	PlainStopCPUMS      float64 `json:"plain_stop_cpu_ms"`
+	MemoryStopCPUMS     float64 `json:"memory_stop_cpu_ms"`
+	DynamoStopCPUMS     float64 `json:"dynamodb_stop_cpu_ms"`
+	WritesPerRecord     float64 `json:"dynamodb_writes_per_record"`
 	// PeakRSSMB is the largest peak RSS of a consumer worker process;
 	// PlainPeakRSSMB that of the plain loop's.
 	PeakRSSMB      float64 `json:"peak_rss_mb"`
@@ -256,6 +266,8 @@ func (r *report) summarize() summary {
 	cpu := func(w workerResult) float64 { return w.CPUPerRecord() }
 	steadyCPU := func(w workerResult) float64 { return w.SteadyCPUPerRecord() }
 	faults := func(w workerResult) float64 { return float64(w.MinorFaults) }
+	startCPU := func(w workerResult) float64 { return float64(w.StartCPU) / 1e6 }
+	stopCPU := func(w workerResult) float64 { return float64(w.StopCPU) / 1e6 }
 	startup := func(w workerResult) float64 { return float64(w.Kinesis.FirstCall) / 1e6 }
 	slack := func(w workerResult) float64 { return float64(w.Kinesis.Slack) / 1e6 }
 	tail := func(w workerResult) float64 { return float64(w.Kinesis.Tail) / 1e6 }
@@ -303,6 +315,13 @@ func (r *report) summarize() summary {
 		PlainFastSteadyCPUPerRec: median(each(fast, steadyCPU)),
 		MemorySteadyCPUVsPlain:   median(r.perRound(phaseMemory, phasePlain, steadyCPURatio)),
 		DynamoSteadyCPUVsPlain:   median(r.perRound(phaseDynamo, phasePlain, steadyCPURatio)),
+		PlainStartCPUMS:          median(each(plain, startCPU)),
+		MemoryStartCPUMS:         median(each(mem, startCPU)),
+		DynamoStartCPUMS:         median(each(dyn, startCPU)),
+		PlainFastStartCPUMS:      median(each(fast, startCPU)),
+		PlainStopCPUMS:           median(each(plain, stopCPU)),
+		MemoryStopCPUMS:          median(each(mem, stopCPU)),
+		DynamoStopCPUMS:          median(each(dyn, stopCPU)),
 		WritesPerRecord:          median(each(dyn, writesPerRecord)),
 		PlainFaults:              median(each(plain, faults)),
 		MemoryFaults:             median(each(mem, faults)),
@@ -689,6 +708,14 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "steady-state CPU, consumer ÷ plain loop: DynamoDB, in-memory\t%.3f, %.3f\t\t(medians of per-round ratios; for information: the target is on the whole phase)\n",
 			s.DynamoSteadyCPUVsPlain, s.MemorySteadyCPUVsPlain)
 	}
+	floor := ""
+	if s.PlainFastStartCPUMS > 0 {
+		floor = fmt.Sprintf("; the floor %.1f", s.PlainFastStartCPUMS)
+	}
+	fmt.Fprintf(tw, "CPU ms to the first record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(start-up, in the whole-phase figures%s)\n",
+		s.DynamoStartCPUMS, s.MemoryStartCPUMS, s.PlainStartCPUMS, floor)
+	fmt.Fprintf(tw, "CPU ms after the last record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(the stop: last checkpoints and releases, in the whole-phase figures)\n",
+		s.DynamoStopCPUMS, s.MemoryStopCPUMS, s.PlainStopCPUMS)
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
 	floorFaults := ""

@@ -85,6 +85,13 @@ type workerResult struct {
 	// and the stop. Zero when the worker did not get that far.
 	SteadyCPU     time.Duration `json:"steady_cpu_ns,omitempty"`
 	SteadyRecords int           `json:"steady_records,omitempty"`
+	// StartCPU is the user + system CPU time from the start of the clock
+	// to the handling of the first record (start-up: listing, leases,
+	// iterators, the first answer), StopCPU that from the handling of the
+	// last distinct record to the end of the phase (the stop: the last
+	// checkpoints, releases). Zero when there was no such record.
+	StartCPU time.Duration `json:"start_cpu_ns,omitempty"`
+	StopCPU  time.Duration `json:"stop_cpu_ns,omitempty"`
 	// MaxRSSKB is the peak RSS of the worker process at its end, in KiB:
 	// VmHWM of /proc/self/status, else getrusage's ru_maxrss (which on
 	// Linux carries the parent's peak over fork and exec, so it would
@@ -259,6 +266,12 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 	if tr.firstAt.IsZero() {
 		res.FirstRecord = 0
 	}
+	if tr.firstCPU > 0 {
+		res.StartCPU = tr.firstCPU - (ru0.user + ru0.sys)
+	}
+	if tr.lastCPU > 0 {
+		res.StopCPU = (ru1.user + ru1.sys) - tr.lastCPU
+	}
 	res.UserCPU = ru1.user - ru0.user
 	res.SysCPU = ru1.sys - ru0.sys
 	res.MaxRSSKB = peakRSSKB(ru1.maxRSSKB)
@@ -300,6 +313,9 @@ type tracker struct {
 	// steadyFrom and steadyTo are the process's CPU time (user + system)
 	// when distinct reached n/10 and n-n/10 (see workerResult.SteadyCPU).
 	steadyFrom, steadyTo time.Duration
+	// firstCPU and lastCPU are the process's CPU time when the first and
+	// the last (nth) distinct record were handled.
+	firstCPU, lastCPU time.Duration
 }
 
 // marksPerRun is the number of progress marks of a run: the time at which
@@ -360,6 +376,14 @@ func (t *tracker) mark(payload []byte) error {
 	}
 	t.seen[id] = true
 	t.distinct++
+	switch t.distinct {
+	case 1:
+		u := rusage()
+		t.firstCPU = u.user + u.sys
+	case t.n:
+		u := rusage()
+		t.lastCPU = u.user + u.sys
+	}
 	if t.distinct%t.markStep() == 0 {
 		t.marks = append(t.marks, now.Sub(t.start))
 	}
