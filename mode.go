@@ -280,6 +280,15 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if a.consumer == nil {
 		return errors.New("lambdaadapter: Run is for long-running mode (WithMode(ModeECS)); Lambda mode uses Handle")
 	}
+	// The table is checked first, so that any reason it cannot be used (a
+	// missing table, another key schema, no permission, an unreachable
+	// endpoint) stops Run at once with a clear error; the consumer's own
+	// first call would take some of them for passing faults and retry.
+	if d, ok := a.store.(*lease.DynamoDB); ok {
+		if err := d.Check(ctx); err != nil {
+			return err
+		}
+	}
 	return a.consumer.Run(ctx)
 }
 

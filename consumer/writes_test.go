@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -295,4 +296,48 @@ func (e errorLog) messages() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(*e.msgs)
+}
+
+// unusableStore is a lease store whose Heartbeat fails with err.
+type unusableStore struct {
+	lease.Store
+	err error
+}
+
+func (u unusableStore) Heartbeat(context.Context, string, string) (lease.Worker, error) {
+	return lease.Worker{}, u.err
+}
+
+// TestRunStopsOnUnusableTable: when the worker's first call says the lease
+// table is missing or is not a lease table, Run returns that error at once
+// and reads nothing; any other failure of that call is retried.
+func TestRunStopsOnUnusableTable(t *testing.T) {
+	for _, kind := range []error{lease.ErrTableNotFound, lease.ErrNotLeaseTable} {
+		t.Run(kind.Error(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newStream(1)
+				f.fill(1, 3)
+				c := newConsumer(t, Config{Kinesis: f, Store: unusableStore{lease.NewMemory(), fmt.Errorf("lease: heartbeat: %w", kind)}, Start: TrimHorizon(), Owner: "w1"}, handler(newRecorder()))
+				ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+				defer cancel()
+				err := c.Run(ctx)
+				if !errors.Is(err, kind) || ctx.Err() != nil {
+					t.Fatalf("Run = %v (context: %v), want an error matching %v at once", err, ctx.Err(), kind)
+				}
+				if n := f.Calls("GetShardIterator") + f.Calls("ListShards"); n != 0 {
+					t.Errorf("%d ListShards and GetShardIterator calls, want none", n)
+				}
+			})
+		})
+	}
+	t.Run("other error", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newStream(1)
+			f.fill(1, 3)
+			h := newRecorder()
+			_, stop := run(t, Config{Kinesis: f, Store: unusableStore{lease.NewMemory(), errors.New("throttled")}, Start: TrimHorizon(), Owner: "w1"}, handler(h))
+			waitFor(t, "3 records", func() bool { return h.count() == 3 })
+			stop()
+		})
+	})
 }

@@ -174,10 +174,10 @@
 // ExpressionAttributeNames. UpdateItem returns the new row (ReturnValues
 // ALL_NEW). A
 // ConditionalCheckFailedException becomes ErrLeaseLost, a
-// ResourceNotFoundException ErrTableNotFound. A worker's first call is its
-// Heartbeat, not a DescribeTable: only when DynamoDB refuses it as invalid
-// (a ValidationException) does Heartbeat call Check to tell a table of
-// another key schema (ErrNotLeaseTable) from another error. No transactions and no
+// ResourceNotFoundException ErrTableNotFound. When DynamoDB refuses a
+// Heartbeat as invalid (a ValidationException), Heartbeat calls Check to
+// tell a table of another key schema (ErrNotLeaseTable) from another
+// error. No transactions and no
 // ReturnValuesOnConditionCheckFailure are used, so the package also runs
 // against dynalite and DynamoDB Local.
 package lease

@@ -120,8 +120,8 @@ func (d *DynamoDB) CreateTable(ctx context.Context) error {
 // exist, its error matches ErrTableNotFound and names the command that
 // creates it; when its key schema is another, ErrNotLeaseTable.
 //
-// A worker need not call it before it starts: its first call (Heartbeat)
-// fails with the same errors on such a table.
+// A table of another key schema also fails Heartbeat (a worker's first
+// call) with ErrNotLeaseTable.
 func (d *DynamoDB) Check(ctx context.Context) error {
 	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)})
 	if err != nil {
