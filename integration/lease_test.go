@@ -153,8 +153,10 @@ func TestLeaseDynamoDBCreateTableIdempotent(t *testing.T) {
 	}
 }
 
-// TestLeaseDynamoDBWrongSchema checks that Check and CreateTable refuse a
-// table with the lease table's name but another key schema.
+// TestLeaseDynamoDBWrongSchema checks that Check, CreateTable, Heartbeat
+// (a worker's first call) and a long-running adapter's Run refuse a table
+// with the lease table's name but another key schema, with
+// ErrNotLeaseTable and the schema found.
 func TestLeaseDynamoDBWrongSchema(t *testing.T) {
 	env := standin.Require(t)
 	table := leaseTableName(t)

@@ -392,8 +392,9 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 	})
 	if err != nil {
 		if invalid(err) {
-			// The first call of a worker: on a table with another key
-			// schema, say so as Check does, not only that the key is wrong.
+			// On a table of another key schema (a worker's first call is
+			// its heartbeat), say so as Check does, not only that the key
+			// is wrong.
 			if cerr := d.Check(ctx); errors.Is(cerr, ErrNotLeaseTable) {
 				return Worker{}, cerr
 			}
