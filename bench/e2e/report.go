@@ -202,6 +202,15 @@ func pooled(rs []workerResult) float64 {
 
 // median returns the median of xs (the mean of the middle two for an even
 // count), or 0 for none.
+// floorNote is the "; the floor N" a report line ends with when the floor
+// phase ran (v > 0; its figure formatted with verb), else "".
+func floorNote(verb string, v float64) string {
+	if v <= 0 {
+		return ""
+	}
+	return "; the floor " + fmt.Sprintf(verb, v)
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -699,31 +708,19 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "CPU µs/record: plain loop with the consumer's decoder (the floor)\t%.1f\t\t(%.3f of the plain loop: reading and decoding only)\n", s.PlainFastCPUPerRec, s.PlainFastCPUPerRec/s.PlainCPUPerRec)
 	}
 	if s.PlainSteadyCPUPerRec > 0 {
-		floor := ""
-		if s.PlainFastSteadyCPUPerRec > 0 {
-			floor = fmt.Sprintf("; the floor %.1f", s.PlainFastSteadyCPUPerRec)
-		}
 		fmt.Fprintf(tw, "steady-state CPU µs/record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(records 10 %%–90 %%: no start-up, first or last answers, stop%s)\n",
-			s.DynamoSteadyCPUPerRec, s.MemorySteadyCPUPerRec, s.PlainSteadyCPUPerRec, floor)
+			s.DynamoSteadyCPUPerRec, s.MemorySteadyCPUPerRec, s.PlainSteadyCPUPerRec, floorNote("%.1f", s.PlainFastSteadyCPUPerRec))
 		fmt.Fprintf(tw, "steady-state CPU, consumer ÷ plain loop: DynamoDB, in-memory\t%.3f, %.3f\t\t(medians of per-round ratios; for information: the target is on the whole phase)\n",
 			s.DynamoSteadyCPUVsPlain, s.MemorySteadyCPUVsPlain)
 	}
-	floor := ""
-	if s.PlainFastStartCPUMS > 0 {
-		floor = fmt.Sprintf("; the floor %.1f", s.PlainFastStartCPUMS)
-	}
 	fmt.Fprintf(tw, "CPU ms to the first record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(start-up, in the whole-phase figures%s)\n",
-		s.DynamoStartCPUMS, s.MemoryStartCPUMS, s.PlainStartCPUMS, floor)
+		s.DynamoStartCPUMS, s.MemoryStartCPUMS, s.PlainStartCPUMS, floorNote("%.1f", s.PlainFastStartCPUMS))
 	fmt.Fprintf(tw, "CPU ms after the last record: consumer DynamoDB / in-memory / plain loop\t%.1f / %.1f / %.1f\t\t(the stop: last checkpoints and releases, in the whole-phase figures)\n",
 		s.DynamoStopCPUMS, s.MemoryStopCPUMS, s.PlainStopCPUMS)
 	fmt.Fprintf(tw, "other processes' CPU during a phase, at most\t%.0f%%\t\t(of one CPU; above %.0f%% the ratios are unreliable)\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	fmt.Fprintf(tw, "peak RSS: consumer / plain loop\t%.1f MB / %.1f MB\t\t(VmHWM of the worker process)\n", s.PeakRSSMB, s.PlainPeakRSSMB)
-	floorFaults := ""
-	if s.PlainFastFaults > 0 {
-		floorFaults = fmt.Sprintf("; the floor %.0f", s.PlainFastFaults)
-	}
 	fmt.Fprintf(tw, "minor page faults per phase: consumer DynamoDB / in-memory / plain loop\t%.0f / %.0f / %.0f\t\t(first touches of memory, in the CPU figures as system time%s)\n",
-		s.DynamoFaults, s.MemoryFaults, s.PlainFaults, floorFaults)
+		s.DynamoFaults, s.MemoryFaults, s.PlainFaults, floorNote("%.0f", s.PlainFastFaults))
 	if r.kill != nil {
 		k := r.kill
 		worth := 0.0
