@@ -411,16 +411,15 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty owner")}
 		}
 	case opDelete:
-	case opTransfer:
-		if owner == "" {
+	case opTransfer, opRelease:
+		// Both write the held lease's checkpoint (see Store).
+		if op == opTransfer && owner == "" {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty new owner")}
 		}
 		if err := checkCheckpoint(op, held, held.Checkpoint, held.SubSequence); err != nil {
 			return err
 		}
-		if held.Owner == "" {
-			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
-		}
+		return checkOwned(op, held)
 	case opHandoff:
 		switch {
 		case owner == "":
@@ -435,11 +434,6 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty checkpoint")}
 		}
 		if err := checkCheckpoint(op, held, seq, sub); err != nil {
-			return err
-		}
-		return checkOwned(op, held)
-	case opRelease:
-		if err := checkCheckpoint(op, held, held.Checkpoint, held.SubSequence); err != nil {
 			return err
 		}
 		return checkOwned(op, held)
