@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
@@ -508,9 +509,39 @@ func (c *Consumer) gone(s *shard) {
 	if !c.forgetLettingGo(s) {
 		return
 	}
+	defer c.kickEnded() // after letGo: the children may start
 	defer c.letGo(s.id)
 	s.es.Reset("")
 	s.release(ctx)
+}
+
+// endedGap is the least time between two listings for ended shards (see
+// afterEnded).
+const endedGap = time.Second
+
+// afterEnded lists the shards and balances, for a shard that ended or
+// disappeared: its children may start now. They get rows if they were not
+// listed yet, and are taken. It returns when it started.
+func (c *Consumer) afterEnded(ctx context.Context) time.Time {
+	now := time.Now()
+	snap, err := c.discover(ctx)
+	switch {
+	case err == nil:
+		c.balanceWith(ctx, snap)
+	case ctx.Err() == nil:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+		c.balance(ctx)
+	}
+	return now
+}
+
+// kickEnded tells Run that a shard ended or disappeared, so that it lists
+// the shards and balances soon (see Consumer.ended).
+func (c *Consumer) kickEnded() {
+	select {
+	case c.ended <- struct{}{}:
+	default: // a kick is pending already
+	}
 }
 
 // stopShard stops reading s, gives up its retries, waits (at most

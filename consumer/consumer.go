@@ -64,6 +64,10 @@ type Consumer struct {
 	// unregister need not read the table; zero (unknown) after a heartbeat
 	// failed, which may have been applied all the same.
 	self lease.Worker
+	// ended is kicked when a shard ended or disappeared: Run then lists the
+	// shards and balances at once, so its children start without waiting
+	// for the next listing or balancing.
+	ended chan struct{}
 
 	started atomic.Bool
 	readers sync.WaitGroup // every reader
@@ -91,6 +95,7 @@ func New(cfg Config) (*Consumer, error) {
 		shards:    map[string]*shard{},
 		tracker:   lease.NewTracker(cfg.LeaseDuration),
 		requested: map[string]bool{},
+		ended:     make(chan struct{}, 1),
 		lettingGo: map[string]bool{},
 		fan:       newFanOut(&cfg),
 
@@ -236,6 +241,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer take.Stop()
 	list := time.NewTicker(c.cfg.ListInterval)
 	defer list.Stop()
+	endedTimer := time.NewTimer(endedGap)
+	endedTimer.Stop()
+	defer endedTimer.Stop()
+	var lastEnded time.Time
 loop:
 	for {
 		select {
@@ -243,6 +252,17 @@ loop:
 			break loop
 		case <-take.C:
 			c.balance(ctx)
+		case <-c.ended:
+			// A parent ended: its children may start now. Shards that end
+			// together (a resharding of the whole stream) are taken
+			// together: at most one such listing per endedGap.
+			if wait := endedGap - time.Since(lastEnded); wait > 0 {
+				endedTimer.Reset(wait)
+				continue
+			}
+			lastEnded = c.afterEnded(ctx)
+		case <-endedTimer.C:
+			lastEnded = c.afterEnded(ctx)
 		case <-list.C:
 			if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -215,6 +216,135 @@ func TestSplitParentsFirst(t *testing.T) {
 		stop()
 		if cp := checkpointOf(t, store, parent); cp != lease.ShardEnd {
 			t.Errorf("parent checkpoint %q, want SHARD_END", cp)
+		}
+	})
+}
+
+// TestChildrenStartWhenParentsEnd: the worker that ends a parent lists the
+// shards and balances at once, so the children start within seconds of the
+// parent's end, not at the next listing (ListInterval) or balancing
+// (LeaseDuration/2), both far off here: a split while the parent is read
+// (children not yet listed), then a merge of those children (the merged
+// child listed at the first parent's end, taken at the second's), in
+// virtual time.
+func TestChildrenStartWhenParentsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const soon = 30 * time.Second // against the 5 minutes of the next balancing
+		f := newStream(1)
+		parent := shardID(0)
+		for i := range 50 {
+			f.put(parent, "k", fmt.Sprintf("p%d", i))
+		}
+		h := newRecorder()
+		cfg := Config{Kinesis: f, Store: lease.NewMemory(), Start: TrimHorizon(), Owner: "w1",
+			ListInterval: time.Hour, LeaseDuration: 10 * time.Minute}
+		_, stop := run(t, cfg, handler(h))
+		defer stop()
+		waitFor(t, "the parent's 50 records", func() bool { return h.on(parent) == 50 })
+
+		split := time.Now()
+		a, b := f.Split(testStream, parent)
+		for i := range 20 {
+			f.put(a, "k", fmt.Sprintf("a%d", i))
+			f.put(b, "k", fmt.Sprintf("b%d", i))
+		}
+		waitFor(t, "the children's 40 records", func() bool { return h.on(a) == 20 && h.on(b) == 20 })
+		if d := time.Since(split); d > soon {
+			t.Errorf("split: the children's records were handled %v after the split, want within %v", d, soon)
+		}
+
+		merge := time.Now()
+		child := f.Merge(testStream, a, b)
+		f.put(child, "k", "m0")
+		waitFor(t, "the merged child's record", func() bool { return h.on(child) == 1 })
+		if d := time.Since(merge); d > soon {
+			t.Errorf("merge: the child's record was handled %v after the merge, want within %v", d, soon)
+		}
+	})
+}
+
+// TestChildrenStartWhenParentTrimmed: a parent trimmed away while it is
+// read counts as done for its children, which start within seconds, not at
+// the next balancing (5 minutes here).
+func TestChildrenStartWhenParentTrimmed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const soon = 30 * time.Second
+		f := newStream(1)
+		parent := shardID(0)
+		for i := range 100 {
+			f.put(parent, "k", fmt.Sprintf("p%d", i))
+		}
+		a, b := f.Split(testStream, parent)
+		f.put(a, "k", "a0")
+		f.put(b, "k", "b0")
+		h := newRecorder()
+		// One record per GetRecords: the parent takes 20 s to read.
+		cfg := Config{Kinesis: f, Store: lease.NewMemory(), Start: TrimHorizon(), Owner: "w1", Limit: 1,
+			ListInterval: time.Hour, LeaseDuration: 10 * time.Minute}
+		_, stop := run(t, cfg, handler(h))
+		defer stop()
+		waitFor(t, "the parent's first record", func() bool { return h.on(parent) > 0 })
+		if h.on(a)+h.on(b) != 0 {
+			t.Fatal("a child started before its parent ended")
+		}
+		trimmed := time.Now()
+		f.Trim(testStream, parent)
+		waitFor(t, "the children's records", func() bool { return h.on(a) == 1 && h.on(b) == 1 })
+		if d := time.Since(trimmed); d > soon {
+			t.Errorf("the children's records were handled %v after the parent was trimmed, want within %v", d, soon)
+		}
+		if n := h.on(parent); n == 100 {
+			t.Errorf("the parent was read to its end (%d records): the test did not trim it while it was read", n)
+		}
+	})
+}
+
+// listCounter counts ListShards calls.
+type listCounter struct {
+	*stream
+	n atomic.Int64
+}
+
+func (l *listCounter) ListShards(ctx context.Context, in *kinesis.ListShardsInput, opts ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	l.n.Add(1)
+	return l.stream.ListShards(ctx, in, opts...)
+}
+
+// TestShardsEndingTogetherListedOnce: shards that end within a second of
+// one another (a resharding of the whole stream) are listed for their
+// children at most once a second, not once per shard.
+func TestShardsEndingTogetherListedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &listCounter{stream: newStream(4)}
+		var children []string
+		for i := range 4 {
+			// One record per GetRecords, 5 calls a second: the parents end
+			// about 200 ms apart.
+			for j := range 5 + i {
+				f.put(shardID(i), "k", fmt.Sprintf("p%d-%d", i, j))
+			}
+			a, b := f.Split(testStream, shardID(i))
+			f.put(a, "k", "a")
+			f.put(b, "k", "b")
+			children = append(children, a, b)
+		}
+		h := newRecorder()
+		cfg := Config{Kinesis: f, Store: lease.NewMemory(), Start: TrimHorizon(), Owner: "w1", Limit: 1,
+			ListInterval: time.Hour, LeaseDuration: 10 * time.Minute}
+		_, stop := run(t, cfg, handler(h))
+		defer stop()
+		waitFor(t, "every child's record", func() bool {
+			for _, c := range children {
+				if h.on(c) != 1 {
+					return false
+				}
+			}
+			return true
+		})
+		// One listing at start, then one for the first parent's end and one
+		// a second later for the other three.
+		if n := f.n.Load(); n > 3 {
+			t.Errorf("%d ListShards calls for 4 shards ending within a second, want at most 3", n)
 		}
 	})
 }

@@ -119,10 +119,14 @@
 //     stream and deleted only after the write.
 //   - Resharding: a closed shard is checkpointed SHARD_END only once every
 //     delivery settled; a child starts only when each parent is SHARD_END or
-//     trimmed away. A child that starts from its first record because this
-//     consumer read its parents records that start as its checkpoint
-//     (lease.TrimHorizon, or lease.AtTimestamp when Config.Start is a
-//     timestamp), so it starts there again after the parents' rows are
+//     trimmed away. The worker that ends a parent, or finds it trimmed away
+//     while reading it, lists the shards and balances at once (at most
+//     once a second), so the children start right after their parents,
+//     not at the next listing (Config.ListInterval) or balancing (every
+//     Config.LeaseDuration/2). A child that starts from its first record
+//     because this consumer read its parents records that start as its
+//     checkpoint (lease.TrimHorizon, or lease.AtTimestamp when Config.Start
+//     is a timestamp), so it starts there again after the parents' rows are
 //     gone. Starting at TRIM_HORIZON or a timestamp gives closed shards rows
 //     too, so a parent's records after the start are read.
 //   - Trimmed shards: a shard no longer listed (retention passed) counts as

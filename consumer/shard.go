@@ -179,6 +179,7 @@ func (s *shard) end() {
 	s.stopReading()
 	c.forget(s)
 	s.release(ctx)
+	c.kickEnded()
 }
 
 // errLeaseGone matches the error of a lease write after the lease was lost.
