@@ -229,7 +229,7 @@ func TestSplitParentsFirst(t *testing.T) {
 // virtual time.
 func TestChildrenStartWhenParentsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const soon = 30 * time.Second // against the 5 minutes of the next balancing
+		const soon = 30 * time.Second // against the next listing's hour and the next balancing's 5 minutes
 		f := newStream(1)
 		parent := shardID(0)
 		for i := range 50 {
@@ -264,8 +264,8 @@ func TestChildrenStartWhenParentsEnd(t *testing.T) {
 }
 
 // TestChildrenStartWhenParentTrimmed: a parent trimmed away while it is
-// read counts as done for its children, which start within seconds, not at
-// the next balancing (5 minutes here).
+// read counts as done for its children, which start within seconds, not
+// after the next listing (an hour here) finds it gone.
 func TestChildrenStartWhenParentTrimmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const soon = 30 * time.Second
