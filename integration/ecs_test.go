@@ -1180,6 +1180,39 @@ func ecsReshard(t *testing.T, start string) {
 	}
 }
 
+// TestECSChildrenStartWhenParentEnds: against kinesis-local, the worker that
+// reads a split parent to its end starts the children at once: long before
+// its next listing (10 minutes) or balancing (every minute), which are the
+// only other ways it would find and take them.
+func TestECSChildrenStartWhenParentEnds(t *testing.T) {
+	env := standin.Require(t)
+	stream, _ := env.NewStream(t, 1)
+	table, store := ecsNewLeaseTable(t, env, false)
+	w := ecsStartWorker(t, env, "w1", stream, table,
+		"LAMBDAADAPTER_LIST_INTERVAL=10m", "LAMBDAADAPTER_LEASE_DURATION=2m")
+	parents := ecsListShards(t, env, stream)
+	ecsAwaitHandled(t, ecsWrite(t, env, stream, ecsNumbered("parent", 0, 20)), ecsHandledTimeout, w)
+	ecsSplitShard(t, env, stream, parents[0])
+	ecsAwaitActive(t, env, stream)
+	// Partition keys spread these over both children.
+	ids := ecsWrite(t, env, stream, ecsNumbered("child", 0, 40))
+	took := ecsAwaitHandled(t, ids, ecsHandledTimeout, w)
+	t.Logf("the children's records were handled %v after they were written", took)
+	ls := ecsLeases(t, store, stream)
+	if len(ls) != 3 || ls[aws.ToString(parents[0].ShardId)].Checkpoint != lease.ShardEnd {
+		t.Errorf("want the parent at SHARD_END and two children:%s", ecsDescribeLeases(ls))
+	}
+	children := map[string]bool{}
+	for _, r := range w.records() {
+		if r.ShardID != aws.ToString(parents[0].ShardId) {
+			children[r.ShardID] = true
+		}
+	}
+	if len(children) != 2 {
+		t.Errorf("records handled from children %v, want both", children)
+	}
+}
+
 // TestECSFaultRun writes 10,000 records over four shards while workers
 // come and go: three start, one is killed with SIGKILL, a shard is split and
 // a fourth worker joins late (and steals). Not one record may be lost; the
