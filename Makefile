@@ -55,7 +55,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -count=1 ./internal/base64/
 	$(MAKE) bench-lanes
 
-# Long-running mode end to end against its own stand-ins (about 3–6 minutes);
+# Long-running mode end to end against its own stand-ins (about 20–25 minutes;
+# scripts/bench-e2e.sh -records 20000 for a 6–10 minute run);
 # the benchmark is the separate module bench/e2e.
 bench-e2e:
 	scripts/bench-e2e.sh

@@ -8,12 +8,16 @@
 #
 # Usage: scripts/bench-e2e.sh [bench/e2e flags]
 #
-#   scripts/bench-e2e.sh                     20,000 records × 512 B, 4 shards, Limit 500,
+#   scripts/bench-e2e.sh                     60,000 records × 512 B, 4 shards, Limit 500,
 #                                            10 sequential and 10 concurrent rounds of the plain
 #                                            loop, the consumer (in-memory, DynamoDB) and the peer
 #                                            harlow/kinesis-consumer v0.5.0 (in-memory, DynamoDB),
-#                                            two kill -9 tests (about 6–10 minutes)
-#   scripts/bench-e2e.sh -peers=false        without the peer (3 phases, about 3–6 minutes)
+#                                            two kill -9 tests (about 20–25 minutes, of which
+#                                            kinesis-local takes about 6 to take the records)
+#   scripts/bench-e2e.sh -records 20000      the same over 20,000 records (about 6–10 minutes;
+#                                            a worker's start and stop weigh three times as much
+#                                            per record, see BENCHMARKS.md)
+#   scripts/bench-e2e.sh -peers=false        without the peer (3 phases, about 12–15 minutes)
 #   scripts/bench-e2e.sh -records 5000 -rounds 2 -concurrent-rounds 3   a quick look
 #   scripts/bench-e2e.sh -limit 250 -rounds 3 -concurrent-rounds 3
 #   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof

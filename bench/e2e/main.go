@@ -32,7 +32,7 @@
 // Usage, from the repository's root (scripts/bench-e2e.sh builds it and
 // passes the stand-ins' endpoints and pids):
 //
-//	cd bench/e2e && go run . [-records 20000] [-size 512] [-shards 4] [-limit 500]
+//	cd bench/e2e && go run . [-records 60000] [-size 512] [-shards 4] [-limit 500]
 //	    [-checkpoint-interval 1s] [-rounds 10] [-concurrent-rounds 10] [-peers=true]
 //	    [-cpuprofile-dir DIR]
 //
@@ -250,7 +250,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.IntVar(&o.records, "records", 20000, "records written to and read from each stream")
+	fs.IntVar(&o.records, "records", 60000, "records written to and read from each stream")
 	fs.IntVar(&o.size, "size", 512, "payload size in bytes (at least 10: the id comes first)")
 	fs.IntVar(&o.shards, "shards", 4, "shards per stream")
 	fs.IntVar(&o.limit, "limit", 500, "GetRecords Limit, the same for the plain loop and the consumer")
