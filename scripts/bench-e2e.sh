@@ -20,6 +20,8 @@
 #   scripts/bench-e2e.sh -peers=false        without the peer (3 phases, about 12–15 minutes)
 #   scripts/bench-e2e.sh -records 5000 -rounds 2 -concurrent-rounds 3   a quick look
 #   scripts/bench-e2e.sh -limit 250 -rounds 3 -concurrent-rounds 3
+#   scripts/bench-e2e.sh -records 20000 -handler-wait 1ms -rounds 5 -concurrent-rounds 0 -skip-kill
+#                                            a handler that waits 1 ms per record (a call downstream)
 #   scripts/bench-e2e.sh -cpuprofile-dir /tmp/prof
 #   (cd bench/e2e && go run . -h)            every flag
 #

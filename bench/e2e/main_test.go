@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -626,5 +627,26 @@ func TestTrackerSteadyCPU(t *testing.T) {
 	}
 	if tr.steadyFrom != 0 || tr.steadyTo != 0 {
 		t.Errorf("steady state %v..%v for 5 records, want none", tr.steadyFrom, tr.steadyTo)
+	}
+}
+
+// TestHandlerWait checks that -handler-wait reaches the workers and that a
+// tracker with a wait sleeps at least that long per record.
+func TestHandlerWait(t *testing.T) {
+	args := workerArgs(options{handlerWait: 30 * time.Millisecond}, phasePlain, "s", "t")
+	if !slices.Contains(args, "-handler-wait") || args[slices.Index(args, "-handler-wait")+1] != "30ms" {
+		t.Errorf("worker args %q lack -handler-wait 30ms", args)
+	}
+	tr := newTracker(2)
+	tr.wait = 30 * time.Millisecond
+	tr.begin()
+	start := time.Now()
+	for id := range 2 {
+		if err := tr.mark([]byte(formatID(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Errorf("two records with a 30ms wait took %v; want at least 60ms", d)
 	}
 }

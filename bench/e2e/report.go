@@ -37,6 +37,7 @@ type summary struct {
 	Shards             int     `json:"shards"`
 	Limit              int     `json:"limit"`
 	CheckpointInterval string  `json:"checkpoint_interval"`
+	HandlerWait        string  `json:"handler_wait,omitempty"`
 	Rounds             int     `json:"rounds"`
 	WriteRecordsPerSec float64 `json:"write_records_per_s"`
 
@@ -291,6 +292,7 @@ func (r *report) summarize() summary {
 		Shards:                   o.shards,
 		Limit:                    o.limit,
 		CheckpointInterval:       o.checkpointInterval.String(),
+		HandlerWait:              waitString(o.handlerWait),
 		Rounds:                   o.rounds,
 		PlainRecordsPerSec:       median(each(plain, rps)),
 		MemoryRecordsPerSec:      median(each(mem, rps)),
@@ -643,6 +645,9 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nlambdaadapter long-running mode, end to end against kinesis-local and dynalite\n")
 	fmt.Fprintf(w, "%d records × %d B over %d shards, Limit %d, CheckpointInterval %v, %d round(s); %s %s/%s, %d CPUs\n",
 		o.records, o.size, o.shards, o.limit, o.checkpointInterval, o.rounds, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if o.handlerWait > 0 {
+		fmt.Fprintf(w, "every record's handling waits %v first (-handler-wait)\n", o.handlerWait)
+	}
 	fmt.Fprintf(w, "written with PutRecords (batches of %d, %d writers): %.0f records/s\n\n", putBatch, writers, s.WriteRecordsPerSec)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -740,4 +745,12 @@ func (r *report) print(w io.Writer) {
 			"so the throughput ratios are unreliable. Run the benchmark again on an otherwise idle machine.\n", 100*s.MaxOtherCPU, 100*busyWarning)
 	}
 	fmt.Fprintln(w, jsonLine(s))
+}
+
+// waitString is -handler-wait in the JSON line: empty (left out) for none.
+func waitString(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
 }

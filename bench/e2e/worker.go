@@ -212,6 +212,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 		})
 	}
 	tr := newTracker(o.records)
+	tr.wait = o.handlerWait
 	tr.onBegin = trace.begin
 	if o.printIDs {
 		tr.out = stdout
@@ -293,6 +294,9 @@ type tracker struct {
 	n    int
 	done chan struct{} // closed when all n distinct records were handled
 	out  io.Writer     // when set, "id N" is printed for every record
+	// wait, when positive, is slept at the start of every mark, outside
+	// the lock (-handler-wait: a handler that calls something downstream).
+	wait time.Duration
 
 	// gate, when set, is called by begin before the clock starts: a
 	// concurrent round holds every worker there until all are ready.
@@ -352,6 +356,9 @@ func (t *tracker) finish() {
 // mark handles one payload. With out set it first prints the id, so a
 // record that is acknowledged (and may be checkpointed) was printed.
 func (t *tracker) mark(payload []byte) error {
+	if t.wait > 0 {
+		time.Sleep(t.wait)
+	}
 	id := parseID(payload)
 	if t.out != nil && id >= 0 {
 		var b [24]byte
