@@ -529,7 +529,7 @@ func (c *Consumer) afterEnded(ctx context.Context) time.Time {
 	case err == nil:
 		c.balanceWith(ctx, snap)
 	case ctx.Err() == nil:
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+		c.listFailed(ctx, err)
 		c.balance(ctx)
 	}
 	return now

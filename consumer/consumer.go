@@ -190,7 +190,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.unregister() // the heartbeat above made it known
 			return err
 		}
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+		c.listFailed(ctx, err)
 	}
 	// Enhanced fan-out: the stream consumer is ACTIVE before any reader
 	// subscribes.
@@ -265,7 +265,7 @@ loop:
 			lastEnded = c.afterEnded(ctx)
 		case <-list.C:
 			if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
+				c.listFailed(ctx, err)
 			}
 		}
 	}
@@ -288,6 +288,12 @@ loop:
 // not a lease table: Run cannot start.
 func unusableTable(err error) bool {
 	return errors.Is(err, lease.ErrTableNotFound) || errors.Is(err, lease.ErrNotLeaseTable)
+}
+
+// listFailed logs a failed listing of the shards; the next listing or
+// balancing tries again.
+func (c *Consumer) listFailed(ctx context.Context, err error) {
+	c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: listing shards failed; will retry", slog.String(attrError, err.Error()))
 }
 
 // reporter flushes the hooks every MetricsInterval until ctx ends.

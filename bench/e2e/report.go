@@ -201,8 +201,6 @@ func pooled(rs []workerResult) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// median returns the median of xs (the mean of the middle two for an even
-// count), or 0 for none.
 // floorNote is the "; the floor N" a report line ends with when the floor
 // phase ran (v > 0; its figure formatted with verb), else "".
 func floorNote(verb string, v float64) string {
@@ -212,6 +210,8 @@ func floorNote(verb string, v float64) string {
 	return "; the floor " + fmt.Sprintf(verb, v)
 }
 
+// median returns the median of xs (the mean of the middle two for an even
+// count), or 0 for none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
