@@ -682,3 +682,82 @@ func (g gatedPuts) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, 
 	}
 	return g.Kinesis.PutRecords(ctx, in, optFns...)
 }
+
+// TestFenceLapse (self-fencing, a process paused or cut off): once the
+// deadline of a shard's fence has passed, no record of it starts any more,
+// even one already waiting for a lane, and what a handler that was running
+// returns writes nothing (no counted copy); the Lapsed hook is called once.
+// Another shard's records go on.
+func TestFenceLapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var handled []string
+		h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			mu.Lock()
+			handled = append(handled, string(m.Payload))
+			mu.Unlock()
+			if m.ShardID == "fenced" && string(m.Payload) == "r0" {
+				time.Sleep(3 * time.Second) // a pause, past the fence's deadline
+				return message.Retry(errors.New("downstream failed"))
+			}
+			return message.Ack()
+		})
+		w := newWorld(t, h)
+		w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
+		if arn := w.k.CreateStream("orders", 1); arn != testARN {
+			t.Fatalf("stream %s, want %s", arn, testARN)
+		}
+		e := w.engine(t)
+		var lapses atomic.Int32
+		fenced := engine.NewShard("fenced", engine.Hooks{Lapsed: func() { lapses.Add(1) }})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		fenced.Fence(ctx)
+		if !fenced.Extend(time.Now().Add(2 * time.Second)) {
+			t.Fatal("Extend refused before the deadline")
+		}
+		other, ods := shardOf(t, "other", 1, func(int) string { return "b" })
+		var ds []*engine.Delivery
+		for i := range 3 {
+			d, err := fenced.Deliver(fenced.Watermark().Epoch(), message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: "a",
+				SequenceNumber: fmt.Sprint(1000 + i), ShardID: "fenced", StreamARN: testARN, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, d)
+		}
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2})
+		for _, d := range append(ds, ods...) {
+			if err := s.Submit(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(handled)
+		mu.Unlock()
+		slices.Sort(got)
+		if want := []string{"r0", "r0"}; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v (r0 of each shard; r1 and r2 of the fenced shard not started)", got, want)
+		}
+		if n := lapses.Load(); n != 1 {
+			t.Errorf("Lapsed called %d times, want 1", n)
+		}
+		if fenced.Extend(time.Now().Add(time.Hour)) || !fenced.Lapsed() || fenced.Live() {
+			t.Error("the fence came back after it lapsed")
+		}
+		if n := len(w.k.Records(testARN)); n != 0 {
+			t.Errorf("%d records written (a copy after the fence lapsed), want 0", n)
+		}
+		if seq := firstUnsettled(fenced); seq != "1000" {
+			t.Errorf("fenced shard's first unsettled %q, want 1000", seq)
+		}
+		if seq := firstUnsettled(other); seq != "" {
+			t.Errorf("other shard's first unsettled %q, want none", seq)
+		}
+		stopCtx, stop := context.WithTimeout(t.Context(), time.Second)
+		defer stop()
+		s.Stop(stopCtx, time.Second)
+	})
+}

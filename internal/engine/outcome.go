@@ -28,7 +28,7 @@ func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
 		}
 		replyErr = d.closeReplies()
 	}()
-	ctx := s.ctx
+	ctx := d.shard.handlerContext(s.ctx)
 	if d.obs != nil && d.obs.hctx != nil {
 		ctx = d.obs.hctx
 	}
@@ -53,10 +53,11 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 	m := &d.Msg
 	e := s.e
 	ctx := s.ctx
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !d.shard.Live() {
 		// Cut off (the Lambda deadline, a long-running stop past its
-		// timeout): the answer is being built or the lease released, and
-		// what the handler returned changes nothing.
+		// timeout, the shard's lease given up or not renewed in time): the
+		// answer is being built or the lease released, and what the
+		// handler returned changes nothing; nothing is written for it.
 		s.cutRecords.Store(true)
 		s.observe(d, out, observe.ActionUnsettled)
 		s.giveUp(d)
@@ -439,6 +440,8 @@ func (s *Session) runBatch(batch []*Delivery) {
 		switch {
 		case d.Stale(), d.shard.after(d):
 			s.done(d)
+		case !d.shard.Live():
+			s.giveUp(d) // see handle
 		case d.Poison != nil:
 			s.startSpan(d)
 			s.conclude(d, message.Drop(d.Poison), nil, nil, nil)
@@ -468,7 +471,9 @@ func (s *Session) runBatch(batch []*Delivery) {
 	if s.e.cfg.Hooks.WantsRecords() {
 		start = time.Now()
 	}
-	outs := s.callBatch(live, ms)
+	ctx, stop := s.batchContext(live)
+	outs := s.callBatch(ctx, live, ms)
+	stop()
 	if !start.IsZero() {
 		took := time.Since(start)
 		for _, d := range live {
@@ -488,9 +493,36 @@ func (s *Session) runBatch(batch []*Delivery) {
 	}
 }
 
-// callBatch runs the BatchHandler, turning a panic into a Retry of every
-// element (logged once, with the stack).
-func (s *Session) callBatch(live []*Delivery, ms []*message.Message) (outs []message.Outcome) {
+// batchContext is the context of a BatchHandler call over live: the
+// session's, cancelled as well when the fence of any shard with a record in
+// the batch is (long-running mode: that shard's lease is given up). stop
+// releases it.
+func (s *Session) batchContext(live []*Delivery) (ctx context.Context, stop func()) {
+	var shards []*Shard
+	for _, d := range live {
+		if d.shard.fctx != nil && !slices.Contains(shards, d.shard) {
+			shards = append(shards, d.shard)
+		}
+	}
+	if len(shards) == 0 {
+		return s.ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	stops := make([]func() bool, len(shards))
+	for i, sh := range shards {
+		stops[i] = context.AfterFunc(sh.fctx, cancel)
+	}
+	return ctx, func() {
+		for _, f := range stops {
+			f()
+		}
+		cancel()
+	}
+}
+
+// callBatch runs the BatchHandler with ctx, turning a panic into a Retry of
+// every element (logged once, with the stack).
+func (s *Session) callBatch(ctx context.Context, live []*Delivery, ms []*message.Message) (outs []message.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("%w: %v", ErrPanic, p)
@@ -504,5 +536,5 @@ func (s *Session) callBatch(live []*Delivery, ms []*message.Message) (outs []mes
 			}
 		}
 	}()
-	return s.e.cfg.BatchHandler.HandleBatch(s.ctx, ms)
+	return s.e.cfg.BatchHandler.HandleBatch(ctx, ms)
 }

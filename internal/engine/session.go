@@ -872,6 +872,12 @@ func (s *Session) handle(d *Delivery, lb *laneSettles) {
 	case d.shard.after(d) || s.deadKey(d):
 		s.done(d) // Lambda delivers it again / the next reader reads it
 		return
+	case !d.shard.Live():
+		// The shard's lease is being given up, or was not renewed in time
+		// (long-running mode): no record of it starts any more. It comes
+		// again from the checkpoint, to whoever holds the lease next.
+		s.giveUp(d)
+		return
 	}
 	// A record concluded without its handler (poison, too old) gets its
 	// span too, ended with what became of it.

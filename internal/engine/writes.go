@@ -399,7 +399,7 @@ func (w *writer) write(round []*write) {
 	ctx := w.ctx
 	if !w.ordered {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.s.cfg.WriteTimeout)
+		ctx, cancel = context.WithDeadline(ctx, w.roundDeadline(round))
 		defer cancel()
 	}
 	errs := make([]error, len(round))
@@ -408,7 +408,9 @@ func (w *writer) write(round []*write) {
 	byURL := map[string][]int{}
 	for i, wr := range round {
 		switch {
-		case wr.d.Stale():
+		case wr.d.Stale(), !wr.d.shard.Live():
+			// Sought, lost, or its lease not renewed in time: nothing is
+			// written for it any more.
 			errs[i] = errStale
 		case wr.url == "":
 			recs = append(recs, wr.rec)
@@ -447,6 +449,20 @@ func (w *writer) write(round []*write) {
 	w.finishing--
 	w.broadcastLocked()
 	w.mu.Unlock()
+}
+
+// roundDeadline (long-running mode) is when a round of writes must end: a
+// WriteTimeout from now, or sooner the deadline of the fence of a shard with
+// a write in it (see Shard.Fence), so that no write of a shard can still be
+// under way once another worker may have taken its lease.
+func (w *writer) roundDeadline(round []*write) time.Time {
+	at := time.Now().Add(w.s.cfg.WriteTimeout)
+	for _, wr := range round {
+		if u, ok := wr.d.shard.Deadline(); ok && u.Before(at) {
+			at = u
+		}
+	}
+	return at
 }
 
 // errStale marks a write dropped because its record's shard was sought or

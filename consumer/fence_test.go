@@ -1,0 +1,209 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// cutStore is one worker's view of a lease store that it can be cut off
+// from: while cut, every call fails at once (refused), or, with hang, hangs
+// until its deadline (a black hole); the other workers keep the store.
+type cutStore struct {
+	lease.Store
+	cut  atomic.Bool
+	hang bool
+}
+
+var errCut = errors.New("cut off from the lease table")
+
+func (s *cutStore) fail(ctx context.Context) error {
+	if !s.cut.Load() {
+		return nil
+	}
+	if s.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return errCut
+}
+
+func (s *cutStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Renew(ctx, held)
+}
+
+func (s *cutStore) Checkpoint(ctx context.Context, held lease.Lease, seq string, sub int) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Checkpoint(ctx, held, seq, sub)
+}
+
+func (s *cutStore) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Take(ctx, held, owner)
+}
+
+func (s *cutStore) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Release(ctx, held)
+}
+
+func (s *cutStore) Transfer(ctx context.Context, held lease.Lease, to string) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Transfer(ctx, held, to)
+}
+
+func (s *cutStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Worker{}, err
+	}
+	return s.Store.Heartbeat(ctx, stream, owner)
+}
+
+func (s *cutStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Snapshot{}, err
+	}
+	return s.Store.Snapshot(ctx, stream)
+}
+
+func (s *cutStore) Ensure(ctx context.Context, k lease.Key, parents []string) (lease.Lease, error) {
+	if err := s.fail(ctx); err != nil {
+		return lease.Lease{}, err
+	}
+	return s.Store.Ensure(ctx, k, parents)
+}
+
+// takeClock is a lease store that notes when each owner's take of a lease
+// succeeded.
+type takeClock struct {
+	lease.Store
+	mu    sync.Mutex
+	taken map[string]time.Time // owner -> its last successful take
+}
+
+func (s *takeClock) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	l, err := s.Store.Take(ctx, held, owner)
+	if err == nil {
+		s.mu.Lock()
+		s.taken[owner] = time.Now()
+		s.mu.Unlock()
+	}
+	return l, err
+}
+
+func (s *takeClock) at(owner string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taken[owner]
+}
+
+// starts is a handler that notes when it started a record, by worker.
+type starts struct {
+	mu  sync.Mutex
+	all []start
+}
+
+type start struct {
+	owner, payload string
+	at             time.Time
+}
+
+func (s *starts) handler(owner string) message.Handler {
+	return message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+		s.mu.Lock()
+		s.all = append(s.all, start{owner, string(m.Payload), time.Now()})
+		s.mu.Unlock()
+		return message.Ack()
+	})
+}
+
+// by returns the starts of owner, in order.
+func (s *starts) by(owner string) []start {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []start
+	for _, x := range s.all {
+		if x.owner == owner {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// TestCutOffWorkerFencesItself (self-fencing): a worker cut off from the
+// lease table while it still reads Kinesis stops handing its shard's
+// records out before its lease may be counted expired, so the worker that
+// takes the lease over starts only after the last record the cut-off one
+// started: one shard, one partition key, steady traffic, never two workers
+// at once. Refused calls and calls that hang (a black hole) alike.
+func TestCutOffWorkerFencesItself(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hang=%v", hang), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const d = 3 * time.Second
+				f := newStream(1)
+				id := shardID(0)
+				ctx, stopWriting := context.WithCancel(t.Context())
+				written := make(chan struct{})
+				go func() {
+					defer close(written)
+					for i := 0; ctx.Err() == nil; i++ {
+						f.put(id, "k", fmt.Sprintf("r%d", i))
+						time.Sleep(20 * time.Millisecond)
+					}
+				}()
+				shared := &takeClock{Store: lease.NewMemory(), taken: map[string]time.Time{}}
+				cut := &cutStore{Store: shared, hang: hang}
+				h := &starts{}
+				a, stopA := run(t, Config{Kinesis: f, Store: cut, Owner: "a", LeaseDuration: d, Start: TrimHorizon()}, handler(h.handler("a")))
+				waitFor(t, "a's records", func() bool { return len(h.by("a")) > 20 })
+				_, stopB := run(t, Config{Kinesis: f, Store: shared, Owner: "b", LeaseDuration: d, Start: TrimHorizon()}, handler(h.handler("b")))
+				time.Sleep(2 * d)
+				if len(h.by("b")) != 0 {
+					t.Fatalf("b handled records while a held the lease")
+				}
+				cutAt := time.Now()
+				cut.cut.Store(true)
+				waitFor(t, "b's records", func() bool { return len(h.by("b")) > 20 })
+				stopWriting()
+				<-written
+				byA, byB := h.by("a"), h.by("b")
+				lastA, firstB := byA[len(byA)-1].at, byB[0].at
+				takenB := shared.at("b")
+				t.Logf("cut at %v; a's last start %v after; b took the lease %v after, started %v after",
+					cutAt.Format(time.TimeOnly), lastA.Sub(cutAt), takenB.Sub(cutAt), firstB.Sub(cutAt))
+				if !lastA.Before(takenB) {
+					t.Errorf("a started a record %v after b had taken the lease", lastA.Sub(takenB))
+				}
+				if lastA.Sub(cutAt) >= d {
+					t.Errorf("a started a record %v after the cut, at least a lease duration (%v)", lastA.Sub(cutAt), d)
+				}
+				if len(a.Owned()) != 0 {
+					t.Errorf("a still holds %v", a.Owned())
+				}
+				cut.cut.Store(false)
+				stopA()
+				stopB()
+			})
+		})
+	}
+}
