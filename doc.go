@@ -201,6 +201,21 @@
 // Nothing the adapter started runs after Run returns, except a handler
 // that ignores its cancelled context (logged).
 //
+// Leases fence themselves: an instance hands a shard's records to the
+// handler only while its lease is fresh. With lease duration D
+// (WithLeaseDuration, 10s), renewals every D/3 and a margin of D/10, a lease
+// whose last successful write started more than D − D/10 ago on the
+// instance's monotonic clock is dropped locally — reading stops, no further
+// record starts, running handlers' contexts are cancelled, nothing more is
+// written for it — while another instance counts it expired only D after
+// it saw that write's counter. The check runs before every hand-off to a
+// lane, so an instance cut off from DynamoDB, or paused (SIGSTOP, a frozen
+// container, a long GC) and resumed, never handles a shard at the same time
+// as the instance that took it over. The bound assumes monotonic clocks that
+// advance while a process is paused and differ in rate by far less than
+// 10 %; a handler already running may finish, and what it returns changes
+// nothing.
+//
 // WithEnhancedFanOut(name) reads with enhanced fan-out instead of
 // GetRecords: the stream consumer name is registered (or found registered)
 // and waited for until ACTIVE at start, and each owned shard is read with
