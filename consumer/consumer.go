@@ -172,8 +172,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		Lanes:       c.cfg.Concurrency,
 		MaxQueued:   c.cfg.MaxWaiting,
 		Backoff:     engine.ExponentialBackoff(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff),
-		BatchSize:   c.cfg.BatchSize,
-		BatchWindow: c.cfg.BatchWindow,
+		BatchSize:    c.cfg.BatchSize,
+		BatchWindow:  c.cfg.BatchWindow,
+		WriteTimeout: writeTimeout,
 	})
 	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatch()
@@ -331,13 +332,14 @@ func (c *Consumer) stopShards() {
 }
 
 // stopSession ends the engine's session once every shard stopped: the
-// records of no shard are in flight any more, but for handlers that ignore
-// their cancelled context, which get ShutdownTimeout once more.
+// records of no shard are in flight any more, but for handlers that ignored
+// their cancelled context through their shard's stop (logged there), which
+// get one second more.
 func (c *Consumer) stopSession(stopDispatch context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	stopDispatch()
-	if !c.sess.Stop(ctx, c.cfg.ShutdownTimeout) {
+	if !c.sess.Stop(ctx, time.Second) {
 		c.log.LogAttrs(ctx, slog.LevelError, "consumer: a handler did not return after its context was cancelled; Run returns without it (what it returns changes nothing)")
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -206,4 +208,47 @@ func TestCutOffWorkerFencesItself(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestHandOverWaitsForWrites (review fault): a planned hand-over while a
+// record's counted copy is still being written waits, past the shutdown
+// timeout, for the write to return before it transfers the lease: the copy
+// lands before the transfer, the record settles, and the new owner does
+// not handle it again (which would write a second copy: two copy chains).
+func TestHandOverWaitsForWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = 10 * time.Second // renewals every 3.33 s
+		f := newStream(2)
+		f.put(shardID(0), "k", "slow-copy")
+		k := awsfake.NewKinesis() // copies go here
+		k.Delay = 8 * time.Second // a slow PutRecords, still under way at the hand-over (6.67 s) past its timeout
+		store := lease.NewMemory()
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			if string(m.Payload) == "slow-copy" {
+				return message.Retry(errors.New("downstream failed"))
+			}
+			return message.Ack()
+		}
+		ec := engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k)}
+		cfg := Config{StreamARN: f.arn, Kinesis: f, Store: store, Start: TrimHorizon(), LeaseDuration: d, ShutdownTimeout: 500 * time.Millisecond}
+		cfg.Owner = "a"
+		a, stopA := run(t, cfg, ec)
+		waitFor(t, "the record", func() bool { return h.count() == 1 })
+		time.Sleep(2500 * time.Millisecond) // the copy is being written
+		cfg.Owner = "b"
+		b, stopB := run(t, cfg, ec) // asks a for shard 0, which a sees at a renewal
+		t0 := time.Now()
+		waitFor(t, "the hand-over", func() bool { return len(a.Owned()) == 1 && len(b.Owned()) == 1 })
+		t.Logf("handed over %v after b started; copies %d; a %v b %v", time.Since(t0), len(k.Written()), a.Owned(), b.Owned())
+		time.Sleep(10 * time.Second)
+		stopB()
+		stopA()
+		if got := h.times()["slow-copy"]; got != 1 {
+			t.Errorf("the record was handled %d times, want 1 (the new owner must read on after it)", got)
+		}
+		if n := len(k.Written()); n != 1 {
+			t.Errorf("%d copies written, want 1", n)
+		}
+	})
 }

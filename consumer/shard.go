@@ -311,14 +311,17 @@ func (s *shard) stop(req stopRequest, fence *time.Timer) (stopReason, error) {
 // drain stops reading for good, gives up the records waiting for a retry
 // (they come again from the checkpoint, to the lease's next holder) and
 // waits for the records in flight to settle: at most ShutdownTimeout (or
-// until req.ctx ends), then, with the handlers' contexts cancelled, at most
-// as long again for the handlers to return and the writes under way to end.
-// It returns req.reason, or the abrupt reason that cut it short.
+// until req.ctx ends); then, with the handlers' contexts cancelled (nothing
+// more starts), for the handlers to return and the writes under way to
+// end, at most ShutdownTimeout or a write round (writeTimeout), whichever
+// is longer: a copy or dead letter under way must not land after the
+// lease's last write, whose checkpoint is before its record. It returns
+// req.reason, or the abrupt reason that cut it short.
 func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 	c := s.c
 	s.stopReading()
 	c.sess.Quiesce(s.es)
-	idle, cut := s.waitIdle(req.ctx, fence)
+	idle, cut := s.waitIdle(req.ctx, c.cfg.ShutdownTimeout, fence)
 	if cut {
 		return s.abortReason()
 	}
@@ -328,7 +331,7 @@ func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "consumer: records still in flight after the shutdown timeout; their handlers' contexts are cancelled",
 		slog.String(attrShardID, s.id), slog.String("stop", req.reason.String()), slog.Int("in_flight", s.es.Inflight()))
 	s.stopWork()
-	idle, cut = s.waitIdle(nil, fence)
+	idle, cut = s.waitIdle(nil, max(c.cfg.ShutdownTimeout, writeTimeout), fence)
 	if cut {
 		return s.abortReason()
 	}
@@ -340,10 +343,10 @@ func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 }
 
 // waitIdle waits until no record of the shard is in flight (idle), for at
-// most ShutdownTimeout or until ctx (may be nil) ends, or until the shard
-// must stop at once (cut: lost, or its fence lapsed meanwhile).
-func (s *shard) waitIdle(ctx context.Context, fence *time.Timer) (idle, cut bool) {
-	t := time.NewTimer(s.c.cfg.ShutdownTimeout)
+// most d or until ctx (may be nil) ends, or until the shard must stop at
+// once (cut: lost, or its fence lapsed meanwhile).
+func (s *shard) waitIdle(ctx context.Context, d time.Duration, fence *time.Timer) (idle, cut bool) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	var ended <-chan struct{}
 	if ctx != nil {
