@@ -168,10 +168,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer close(c.ran)
 	defer c.group.Wait()
 	c.sess = c.cfg.Engine.Start(context.WithoutCancel(ctx), engine.SessionConfig{
-		Mode:        engine.ModeLongRunning,
-		Lanes:       c.cfg.Concurrency,
-		MaxQueued:   c.cfg.MaxWaiting,
-		Backoff:     engine.ExponentialBackoff(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff),
+		Mode:         engine.ModeLongRunning,
+		Lanes:        c.cfg.Concurrency,
+		MaxQueued:    c.cfg.MaxWaiting,
+		Backoff:      engine.ExponentialBackoff(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff),
 		BatchSize:    c.cfg.BatchSize,
 		BatchWindow:  c.cfg.BatchWindow,
 		WriteTimeout: writeTimeout,
