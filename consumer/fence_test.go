@@ -252,3 +252,55 @@ func TestHandOverWaitsForWrites(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownBoundsTheStop: Shutdown's context bounds the graceful stop,
+// whatever the shutdown timeout: when it ends, the running handlers'
+// contexts are cancelled, the lease is released with the checkpoint of what
+// settled, and Run returns; the record still running comes again from that
+// checkpoint.
+func TestShutdownBoundsTheStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
+		seqs := f.putNumbered(id, 3, false)
+		store := lease.NewMemory()
+		var handled atomic.Int64
+		h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			handled.Add(1)
+			if string(m.Payload) == "r2" {
+				<-ctx.Done()
+				return message.Retry(ctx.Err())
+			}
+			return message.Ack()
+		})
+		c := newConsumer(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", ShutdownTimeout: time.Hour}, handler(h))
+		ran := make(chan error, 1)
+		go func() { ran <- c.Run(context.Background()) }()
+		waitFor(t, "r2 running", func() bool { return handled.Load() == 3 })
+		time.Sleep(2 * time.Second) // a checkpoint interval: r1 is checkpointed
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown: %v", err)
+		}
+		select {
+		case err := <-ran:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run did not return within a minute of a Shutdown bounded by 5 s (shutdown timeout 1 h)")
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("the stop took %v, want about Shutdown's 5 s", took)
+		}
+		l, err := store.Get(context.Background(), lease.Key{Stream: testStream, ShardID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Owner != "" || l.Checkpoint != seqs[1] {
+			t.Errorf("lease owner %q, checkpoint %s; want released at %s (r2 comes again)", l.Owner, l.Checkpoint, seqs[1])
+		}
+	})
+}
