@@ -145,7 +145,8 @@
 //	dead letter        its own key; the dead letter carries
 //	                   x-dead-letter-sub-sequence-number
 //	restart inside     -                                     the lease stores the sub-sequence: the next
-//	an aggregate                                             owner skips the user records that settled
+//	an aggregate                                             owner skips the user records up to the
+//	                                                         first unsettled one; the rest come again
 //	wrong MD5          an ordinary record                    same
 //	MD5 matches, body  poison: not handed to the handler;    same
 //	malformed          like Drop with an error naming it

@@ -132,8 +132,14 @@
 //     written only when the watermark moves, only while the lease is held,
 //     with at most one write in flight (the newest value wins) and at most one
 //     write per Config.CheckpointInterval (the lease's take counting as the
-//     first), and always on hand-over, shard end and shutdown. A kill -9 re-delivers about one interval of records; a
-//     graceful stop none.
+//     first), and always on hand-over, shard end and shutdown. A kill -9
+//     re-delivers about one interval of records. A graceful stop (shutdown,
+//     hand-over) re-delivers nothing when every record settled in time;
+//     otherwise the checkpoint stops before the first record that did not,
+//     and it and every record after it come again, settled ones too (other
+//     keys, or user records of the same KPL aggregate after it: the lease
+//     stores how many of the aggregate's user records settled in a row
+//     from its first, lease.Lease.SubSequence).
 //   - Retries: a record that stays unsettled (an uncounted Retry, or a copy,
 //     dead letter, delay message or reply that could not be written) holds
 //     its shard's checkpoint and is delivered again in process after a
