@@ -60,19 +60,34 @@ func (c *Consumer) unregister() {
 }
 
 // renew heartbeats and renews every held lease, concurrently. A lease that
-// was lost stops its shard at once (shard.renew); one that fails otherwise
-// is tried again at the next round, and its shard stops on its own once its
-// fence lapses (see fenceMargin).
+// was lost stops its shard at once (shard.renew); a lease another worker
+// asked for is handed over; one that fails otherwise is tried again at the
+// next round, and its shard stops on its own once its fence lapses (see
+// fenceMargin).
 func (c *Consumer) renew(ctx context.Context) {
 	_ = c.heartbeat(ctx)
 	_ = concurrently(c.heldShards(), func(s *shard) error {
-		_, err := s.renew(ctx)
-		if err != nil && !lost(err) && !errors.Is(err, errStopped) && ctx.Err() == nil {
+		l, err := s.renew(ctx)
+		switch {
+		case err == nil:
+			if l.Handoff != "" && l.Handoff != c.cfg.Owner {
+				c.handOver(ctx, s, l.Handoff)
+			}
+		case !lost(err) && !errors.Is(err, errStopped) && ctx.Err() == nil:
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()),
 				slog.Duration("fenced_in", s.untilFence()))
 		}
 		return nil
 	})
+}
+
+// handOver asks s to stop and hand its lease over to the worker to, which
+// asked for it (seen in a renewal's answer or a read of the table).
+func (c *Consumer) handOver(ctx context.Context, s *shard, to string) {
+	if !s.stopping() {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: handing a lease over", slog.String(attrShardID, s.id), slog.String("to", to))
+	}
+	s.stopGracefully(stopRequest{reason: stopHandedOver, to: to})
 }
 
 // balance reads the stream's rows and balances on them.
@@ -129,10 +144,7 @@ func (c *Consumer) act(ctx context.Context, p plan, held map[string]*shard, v vi
 	for _, h := range p.handOver {
 		s := held[h.row.Key.ShardID]
 		s.setLease(h.row)
-		if !s.stopping() {
-			c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: handing a lease over", slog.String(attrShardID, s.id), slog.String("to", h.to))
-		}
-		s.stopGracefully(stopRequest{reason: stopHandedOver, to: h.to})
+		c.handOver(ctx, s, h.to)
 	}
 	for _, l := range p.adopt {
 		c.adopt(ctx, l, v)
