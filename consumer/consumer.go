@@ -469,6 +469,9 @@ func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 	case r == stopFenced:
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard dropped: lease not renewed in time (fenced); another worker may take it", attrs...)
 		event(observe.LeaseLost)
+	case lost(err):
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard dropped: lease taken by another worker before its last write", attrs...)
+		event(observe.LeaseLost)
 	case err != nil && r == stopEnded:
 		// Whoever holds the lease next reads the shard to its end again.
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard end not checkpointed", attrs...)
