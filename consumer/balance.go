@@ -152,26 +152,36 @@ func (c *Consumer) act(ctx context.Context, p plan, held map[string]*shard, v vi
 	c.cleanUp(ctx, p.cleanup, p.dead)
 	// Free and expired leases up to the share, taken concurrently; a lease
 	// another worker took first is replaced by the next one.
-	available, want := p.take, p.want
+	available, want, took := p.take, p.want, 0
 	for len(available) > 0 && want > 0 {
 		n := min(want, len(available))
-		var took atomic.Int64
+		var ok atomic.Int64
 		_ = concurrently(available[:n], func(l lease.Lease) error {
 			if c.take(ctx, l, v) {
-				took.Add(1)
+				ok.Add(1)
 			}
 			return nil
 		})
-		want -= int(took.Load())
+		want -= int(ok.Load())
+		took += int(ok.Load())
 		available = available[n:]
 	}
-	for _, l := range p.request {
-		c.request(ctx, l)
+	for _, a := range p.requests(took) {
+		got := 0
+		for _, l := range a.leases {
+			if got == a.n {
+				break
+			}
+			if c.request(ctx, l) {
+				got++
+			}
+		}
 	}
 }
 
-// request asks the owner of l to hand it over to this worker.
-func (c *Consumer) request(ctx context.Context, l lease.Lease) {
+// request asks the owner of l to hand it over to this worker; it reports
+// whether the request was written.
+func (c *Consumer) request(ctx context.Context, l lease.Lease) bool {
 	sctx, cancel := c.storeContext(ctx)
 	_, err := c.cfg.Store.RequestHandoff(sctx, l, c.cfg.Owner)
 	cancel()
@@ -179,9 +189,10 @@ func (c *Consumer) request(ctx context.Context, l lease.Lease) {
 		if !lost(err) && ctx.Err() == nil {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: asking for a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
 		}
-		return
+		return false
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: asked for a lease", slog.String(attrShardID, l.Key.ShardID), slog.String("from", l.Owner))
+	return true
 }
 
 // view is what balancing knows of the stream: the last complete listing

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"cmp"
+	"hash/fnv"
+	"maps"
 	"slices"
 
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -35,10 +37,9 @@ type plan struct {
 	// (another worker was first) replaced by the next one.
 	take []lease.Lease
 	want int
-	// request are the leases to ask their owners to hand over, in order,
-	// once the takes are done: from the busiest workers, while this worker
-	// stays below its share with the takes planned.
-	request []lease.Lease
+	// asks plans the hand-overs to ask for once the takes are done (see
+	// requests).
+	asks askPlan
 	// cleanup are the rows of trimmed shards that may be deleted now.
 	cleanup []lease.Lease
 	// dead are the rows of workers that died.
@@ -137,17 +138,43 @@ func planBalance(in planInput) plan {
 	if p.want == 0 {
 		p.take = nil
 	}
-	have := mine + requested + p.want
-	p.request = planRequests(me, eligible, live, expired, p.target, have)
+	p.asks = askPlan{me: me, eligible: eligible, live: live, expired: expired, target: p.target, have: mine + requested}
 	return p
 }
 
-// planRequests picks the leases to ask for until this worker (holding or
-// having asked for have) reaches target: from a worker above the share, or
-// at the share while this worker is at least two below it (6 shards, 4
-// workers: 2, 2, 1, 1), busiest workers first. One request per lease; a
-// lease already asked for by another worker is left alone.
-func planRequests(me string, eligible []lease.Lease, live map[string]int, expired func(lease.Lease) bool, target, have int) []lease.Lease {
+// askPlan is what planning the hand-over requests needs, kept for once the
+// takes are done.
+type askPlan struct {
+	me       string
+	eligible []lease.Lease
+	live     map[string]int // leases per other live worker (this worker's own count in have)
+	expired  func(lease.Lease) bool
+	target   int
+	have     int // leases this worker holds or asked for, before its takes
+}
+
+// requests plans the hand-overs to ask for once took of the planned takes
+// succeeded: from the busiest workers, while this worker stays below its
+// share (planRequests).
+func (p plan) requests(took int) []ask {
+	a := p.asks
+	if a.target == 0 {
+		return nil
+	}
+	return planRequests(a.me, a.eligible, maps.Clone(a.live), a.expired, a.target, a.have+took)
+}
+
+// planRequests plans the hand-over requests that bring this worker (holding
+// or having asked for have) to target: from a worker above the share, or at
+// the share while this worker is at least two below it (6 shards, 4
+// workers: 2, 2, 1, 1), busiest workers first. Among equally busy workers
+// each requester has an order of its own (a hash of both ids), so that
+// workers joining together spread their requests instead of all draining
+// the same one. Each ask names how many leases to get from one owner and
+// the owner's leases to ask for, in order: a request that fails (another
+// worker asked first) is replaced by the next lease. A lease already asked
+// for by another worker is left alone.
+func planRequests(me string, eligible []lease.Lease, live map[string]int, expired func(lease.Lease) bool, target, have int) []ask {
 	if have >= target {
 		return nil
 	}
@@ -161,27 +188,52 @@ func planRequests(me string, eligible []lease.Lease, live map[string]int, expire
 		if c := cmp.Compare(live[b], live[a]); c != 0 {
 			return c
 		}
+		if c := cmp.Compare(spread(me, a), spread(me, b)); c != 0 {
+			return c
+		}
 		return cmp.Compare(a, b)
 	})
-	var out []lease.Lease
+	var out []ask
 	for _, o := range owners {
-		for _, l := range eligible {
-			if have >= target {
-				return out
-			}
-			n := live[o]
-			if !(n > target || (n == target && have < target-1)) {
-				break
-			}
-			if l.Owner != o || l.Handoff != "" || expired(l) {
-				continue
-			}
-			out = append(out, l)
-			live[o]--
+		a := ask{owner: o}
+		for n := live[o]; have < target && (n > target || (n == target && have < target-1)); n-- {
+			a.n++
 			have++
+		}
+		if a.n == 0 {
+			continue
+		}
+		for _, l := range eligible {
+			if l.Owner == o && l.Handoff == "" && !expired(l) {
+				a.leases = append(a.leases, l)
+			}
+		}
+		a.n = min(a.n, len(a.leases))
+		if a.n > 0 {
+			out = append(out, a)
+		}
+		if have >= target {
+			break
 		}
 	}
 	return out
+}
+
+// ask is a plan to ask owner to hand n of leases over, in order.
+type ask struct {
+	owner  string
+	n      int
+	leases []lease.Lease
+}
+
+// spread is the order in which requester me looks at owner among equally
+// busy owners.
+func spread(me, owner string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(me))
+	h.Write([]byte{0})
+	h.Write([]byte(owner))
+	return h.Sum64()
 }
 
 // cleanable reports whether the row l of a trimmed shard may be deleted

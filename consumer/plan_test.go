@@ -146,7 +146,10 @@ func TestPlanBalance(t *testing.T) {
 				in.dead[o] = true
 			}
 			p := planBalance(in)
-			got := want{lose: p.lose, adopt: ids(p.adopt), take: ids(p.take), request: ids(p.request), cleanup: ids(p.cleanup), want: p.want, target: p.target}
+			got := want{lose: p.lose, adopt: ids(p.adopt), take: ids(p.take), cleanup: ids(p.cleanup), want: p.want, target: p.target}
+			for _, a := range p.requests(p.want) {
+				got.request = append(got.request, ids(a.leases[:a.n])...)
+			}
 			for _, h := range p.handOver {
 				got.handOver = append(got.handOver, h.row.Key.ShardID)
 			}
@@ -157,5 +160,74 @@ func TestPlanBalance(t *testing.T) {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPlanRequestsSpread: workers joining a fleet of equally busy workers
+// do not all ask the same one first (it would be drained below its share
+// and ask in turn: moves beyond the fewest).
+func TestPlanRequestsSpread(t *testing.T) {
+	var rows []lease.Lease
+	live := map[string]int{}
+	for o := range 10 {
+		owner := fmt.Sprintf("busy-%d", o)
+		for i := range 4 {
+			rows = append(rows, lease.Lease{Key: lease.Key{Stream: testStream, ShardID: shardID(o*4 + i)}, Owner: owner})
+		}
+		live[owner] = 4
+	}
+	first := map[string]int{}
+	for j := range 10 {
+		me := fmt.Sprintf("joiner-%d", j)
+		l := map[string]int{me: 0}
+		for o, n := range live {
+			l[o] = n
+		}
+		asks := planRequests(me, rows, l, func(lease.Lease) bool { return false }, 3, 0)
+		if len(asks) == 0 {
+			t.Fatalf("%s asks nothing", me)
+		}
+		first[asks[0].owner]++
+	}
+	if len(first) < 4 {
+		t.Errorf("10 joiners ask first only %d distinct workers (%v), want them spread", len(first), first)
+	}
+}
+
+// TestPlanRequestsAfterFailedTakes: takes that fail (other workers were
+// first, as at a fleet's start) leave the worker below its share: it asks
+// for hand-overs in the same round, as many as the takes fell short.
+func TestPlanRequestsAfterFailedTakes(t *testing.T) {
+	var rows []lease.Lease
+	for i := range 4 {
+		rows = append(rows, lease.Lease{Key: lease.Key{Stream: testStream, ShardID: shardID(i)}, Owner: "b"})
+	}
+	for i := 4; i < 6; i++ {
+		rows = append(rows, lease.Lease{Key: lease.Key{Stream: testStream, ShardID: shardID(i)}})
+	}
+	in := planInput{me: "a", snap: lease.Snapshot{Leases: rows, Workers: []lease.Worker{{Stream: testStream, Owner: "b"}}},
+		view: view{listed: map[string]kinesistypes.Shard{}, byID: map[string]lease.Lease{}}}
+	for _, l := range rows {
+		in.view.listed[l.Key.ShardID] = kinesistypes.Shard{}
+		in.view.byID[l.Key.ShardID] = l
+		in.view.maxListed = max(in.view.maxListed, l.Key.ShardID)
+	}
+	p := planBalance(in)
+	if p.target != 3 || p.want != 2 {
+		t.Fatalf("target %d, want %d; want 3 and 2", p.target, p.want)
+	}
+	count := func(asks []ask) (n int) {
+		for _, a := range asks {
+			n += a.n
+		}
+		return n
+	}
+	if n := count(p.requests(2)); n != 1 {
+		t.Errorf("both takes made: %d requests, want 1", n)
+	}
+	if n := count(p.requests(0)); n != 2 {
+		// b holds 4 > 3: one request brings it to the share; a, still two
+		// below it, asks b at the share for one more.
+		t.Errorf("no take made: %d requests, want 2", n)
 	}
 }
