@@ -224,9 +224,12 @@ func (s *shard) run(pos Position) {
 	s.c.shardStopped(s, r, req.to, err)
 }
 
-// untilFence is how long until the fence's deadline.
+// untilFence is how long until the fence's deadline (newShard sets one).
 func (s *shard) untilFence() time.Duration {
-	u, _ := s.es.Deadline()
+	u, ok := s.es.Deadline()
+	if !ok {
+		return s.c.cfg.LeaseDuration
+	}
 	return max(time.Until(u), 0)
 }
 
