@@ -561,12 +561,21 @@ type written struct {
 // of this version sets the token, so a later one replaces it; an older
 // version's write leaves it in place but bumps the counter, which the
 // counter check catches. The owner and checkpoint checks are then implied,
-// and kept as a guard. RequestHandoff is the one write that changes a lease
-// without bumping the counter or setting the token: a request that came
-// after this write leaves the row this write's, with Handoff set, and is
-// returned as such (the caller sees the request, as in the answer of any
-// later write), so Handoff is not compared. It cannot make a false match
-// either: a row this write did not produce does not carry its token.
+// and kept as a guard. Unique owner ids and the consumer's one lease write
+// at a time per shard would not be enough without the token: a write of
+// this owner from the same held lease finds exactly the row it would
+// produce when an earlier one was applied (a renewal of a lease handed
+// over, made from a snapshot outside the shard's turn; a write repeated
+// from a stale copy), and would pass for applied when it was refused.
+//
+// RequestHandoff is the one write that changes a lease without bumping the
+// counter or setting the token: a request that came after this write
+// leaves the row this write's, with Handoff set, and is returned as such
+// (the caller sees the request, as in the answer of any later write), so
+// Handoff is not compared. It cannot make a false match either: a row this
+// write did not produce does not carry its token. A false miss (a later
+// write bumped the counter before the read) costs what any failed
+// condition costs, ErrLeaseLost, and is safe.
 //
 // The write's success is only as fresh as the call: the row was written by
 // an attempt sent after the call began, which is when a caller such as the
