@@ -29,7 +29,13 @@
 //     lease-store call has a deadline (a third of the lease duration, at
 //     least 1s), and a shard's lease writes wait in turn without holding
 //     the lease value, so a hung store call delays a renewal by at most one
-//     call deadline.
+//     call deadline. A lease write whose answer was lost after DynamoDB
+//     applied it (the SDK's retry then failed its condition) is recognised
+//     by the store as this write (see lease.Store) and counts as made, not as
+//     a lost lease; it was applied after the call started, so the fence
+//     below still dates it from the call's start. A write that got no answer
+//     at all before its deadline is not recognised: if it was applied, the
+//     next write from the same lease fails, and the shard stops as lost.
 //   - Self-fencing: a worker hands a shard's records to handlers only while
 //     its lease is fresh. With lease duration D (Config.LeaseDuration),
 //     renewals every D/3 and a margin of D/10, a lease whose last successful

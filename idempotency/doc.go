@@ -60,6 +60,8 @@
 //	data                    S  on COMPLETED: {"outcome":"ack"} or
 //	                           {"outcome":"drop","reason":"..."}
 //	validation              S  with WithPayloadValidation: hex SHA-256 of the payload
+//	claim_token             S  not Powertools': a random token of the claim that wrote
+//	                           the item, new for each claim (see below)
 //
 // The claim is Powertools' conditional PutItem of an INPROGRESS item:
 //
@@ -72,6 +74,29 @@
 // token, since a later claim can only take over once it has passed, and so
 // always writes a greater one. A run whose claim was taken over therefore
 // never overwrites the other run's item.
+//
+// # Lost answers
+//
+// A write whose answer is lost after DynamoDB applied it (a timeout, a
+// reset connection, a 500 after the write) is sent again by the SDK's
+// retryer, and the retry's condition fails because of the first attempt.
+// Each of the three writes recognises its own applied write in the item
+// that failed the condition (returned by DynamoDB, or read back with a
+// consistent GetItem where the service returns none, as dynalite does):
+//
+//   - a claim whose item is INPROGRESS with its own claim_token, in-progress
+//     expiration, expiration and validation was applied: the handler runs.
+//     Without the token, it would take its own claim for a run in progress
+//     elsewhere and leave the record unsettled until the claim expired.
+//   - a completion whose item is COMPLETED with its claim_token, expiration
+//     and data was applied: nothing is logged.
+//   - a release that finds no item, or the item of a later claim (another
+//     claim_token), has nothing of its own left to delete: nothing is
+//     logged and nothing is deleted.
+//
+// A token is 128 random bits (crypto/rand.Text) and only its own claim
+// writes it, so no other delivery's item is taken for this one's, even
+// one claimed at the same millisecond.
 //
 // # Ids and sharing a table
 //
@@ -124,6 +149,7 @@
 // Each delivery that runs the handler costs one PutItem and one UpdateItem
 // (or DeleteItem); one that is skipped, one PutItem (DynamoDB returns the
 // item that refused the claim; a service that does not, such as dynalite,
-// costs a GetItem more). The IAM actions are dynamodb:PutItem, UpdateItem,
+// costs a GetItem more, as does a completion or release whose condition
+// fails there). The IAM actions are dynamodb:PutItem, UpdateItem,
 // DeleteItem and GetItem on the table.
 package idempotency

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -280,14 +281,15 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 	for range claimAttempts {
 		now := time.Now()
 		expiry := h.inProgressExpiry(ctx, now)
-		claimMS := now.Add(expiry).UnixMilli()
-		claimed, old, err := h.store.claim(ctx, id, now, now.Add(h.cfg.ttl).Unix(), claimMS, validation)
+		c := claimOf{token: rand.Text(), ms: now.Add(expiry).UnixMilli()}
+		expiration := now.Add(h.cfg.ttl).Unix()
+		claimed, old, err := h.store.claim(ctx, id, now, expiration, c, validation)
 		if err != nil {
 			h.log(ctx, slog.LevelWarn, "idempotency: claim failed", id, m, slog.String(attrLogError, err.Error()))
 			return lambdaadapter.Retry(err)
 		}
 		if claimed {
-			return h.run(ctx, m, id, claimMS)
+			return h.run(ctx, m, id, c)
 		}
 		if old == nil { // the service did not return the item
 			if old, err = h.store.get(ctx, id); err != nil {
@@ -299,6 +301,11 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 			}
 		}
 		switch {
+		case ownClaim(old, c, expiration, validation):
+			// The claim was applied and its answer lost: the SDK's retry
+			// of it found this very claim in place.
+			h.log(ctx, slog.LevelDebug, "idempotency: the claim's answer was lost; the item is this delivery's claim", id, m)
+			return h.run(ctx, m, id, c)
 		case claimable(old, now):
 			// The item read is one the claim would have replaced: it
 			// changed after the claim was refused. Claim again.
@@ -339,9 +346,8 @@ func (h *Handler) inProgressExpiry(ctx context.Context, now time.Time) time.Dura
 	return min(max(d, time.Millisecond), h.cfg.ttl)
 }
 
-// run runs the handler under the claim claimMS of id and records its
-// result.
-func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, claimMS int64) lambdaadapter.Outcome {
+// run runs the handler under the claim c of id and records its result.
+func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, c claimOf) lambdaadapter.Outcome {
 	// The handler gets a copy of m whose replies go through m and are
 	// watched: a failed reply leaves the record unsettled whatever the
 	// handler returns, so it must not be recorded as completed.
@@ -353,14 +359,14 @@ func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, 
 	returned := false
 	defer func() {
 		if !returned { // a panic (or runtime.Goexit): the adapter retries
-			h.release(ctx, m, id, claimMS)
+			h.release(ctx, m, id, c)
 		}
 	}()
 	out := h.next.HandleRecord(ctx, &mc)
 	returned = true
 
 	if !out.Settles() || replies.failed.Load() {
-		h.release(ctx, m, id, claimMS)
+		h.release(ctx, m, id, c)
 		return out
 	}
 	res := result{Outcome: out.Kind().String()}
@@ -372,18 +378,18 @@ func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, 
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := h.store.complete(wctx, id, claimMS, time.Now().Add(h.cfg.ttl).Unix(), res); err != nil {
+	if err := h.store.complete(wctx, id, c, time.Now().Add(h.cfg.ttl).Unix(), res); err != nil {
 		h.log(ctx, slog.LevelError, "idempotency: the handler succeeded but its result was not recorded; a delivery after the claim's expiry runs it again", id, m,
 			slog.String(attrLogOutcome, out.Kind().String()), slog.String(attrLogError, err.Error()))
 	}
 	return out
 }
 
-// release deletes the claim claimMS of id, logging a failure.
-func (h *Handler) release(ctx context.Context, m *lambdaadapter.Message, id string, claimMS int64) {
+// release deletes the claim c of id, logging a failure.
+func (h *Handler) release(ctx context.Context, m *lambdaadapter.Message, id string, c claimOf) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := h.store.release(wctx, id, claimMS); err != nil {
+	if err := h.store.release(wctx, id, c); err != nil {
 		h.log(ctx, slog.LevelError, "idempotency: the claim of a failed run was not deleted; it holds off other deliveries until its expiry", id, m,
 			slog.String(attrLogError, err.Error()))
 	}
