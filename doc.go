@@ -44,8 +44,11 @@
 // WithMaxAttempts or a dead-letter target is set (a dead-letter target alone
 // caps at 3 attempts). A counted copy is written to the record's own stream
 // (the stream of an enhanced fan-out consumer ARN) with the same payload,
-// user headers and partition key, and x-ruststream-retry-count set to the
-// attempt that failed ("1" on the first copy); the original settles only
+// user headers and partition key, x-ruststream-retry-count set to the
+// attempt that failed ("1" on the first copy), and x-lambdaadapter-origin
+// naming the original's shard, sequence number and sub-sequence number
+// (kept on later copies: package idempotency's default key is derived from
+// it, so an original and its copies share one key); the original settles only
 // once its copy, delay message or dead letter is written, and stays
 // unsettled when that write fails. No record is ever lost; delivery is at
 // least once.
@@ -61,6 +64,11 @@
 //	Retry(err),        copy written, then settles; the n-th  same
 //	counted            failed attempt is dead-lettered, or
 //	                   retired (logged) without a target
+//	Retry/RetryAfter   unsettled, counted or not: reported   unsettled, counted or not: delivered
+//	with err matching  as above; no copy, delay message or   again in process after a backoff with
+//	idempotency.       dead letter                           the same Attempt (no attempt counted);
+//	ErrInProgress                                            nothing written
+//	(held elsewhere)
 //	RetryAfter(d,err)  d ≤ 5s and before deadline - margin:  d ≤ 5s: copy written after d (the record
 //	                   copy written after d; longer: delay   holds the checkpoint meanwhile); longer:
 //	                   queue (WithDelayQueue), else as       delay queue, else as Retry with a warning
@@ -76,7 +84,9 @@
 //
 // In long-running mode only the record is delivered again, not its shard:
 // records that settled are not handled twice. Every in-process delivery
-// counts as an attempt toward the cap. If the shard is handed over, lost or
+// counts as an attempt toward the cap, except that of a record held by a run
+// in progress elsewhere (idempotency.ErrInProgress): its handler did not
+// run, so it counts none. If the shard is handed over, lost or
 // stopped while a record waits for its next attempt, the record comes again
 // from the checkpoint, on the shard's next owner.
 //
@@ -169,7 +179,8 @@
 // carry user headers that way), the user headers, and the delivery headers
 // partition-key, kinesis-sequence-number and kinesis-shard-id. Attempt is 1
 // on a first delivery and x-ruststream-retry-count + 1 on a counted copy; in
-// long-running mode each in-process delivery adds one. (Lambda does not say
+// long-running mode each in-process delivery adds one (except after a Retry
+// matching idempotency.ErrInProgress, which attempted nothing). (Lambda does not say
 // how often it delivered a record: a record it delivers again after an
 // uncounted Retry has the same Attempt as before.) A counted retry gives up
 // the record's place in its key's order, since its copy is appended to the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/publish"
 )
 
 // Defaults.
@@ -79,10 +80,10 @@ type config struct {
 }
 
 // WithKeyFunc derives each record's key with f instead of the default
-// (stream ARN, shard id, sequence number and sub-sequence number). A key
-// taken from the payload, such as an order id, also recognises the counted
-// copies of a record and records a producer wrote twice, which have sequence
-// numbers of their own. When f returns an error or "", the record stays
+// (DefaultKey: stream ARN, shard id, sequence number and sub-sequence number
+// of the original record, which its counted copies share). A key taken from
+// the payload, such as an order id, also recognises records a producer
+// wrote twice, which have sequence numbers of their own. When f returns an error or "", the record stays
 // unsettled: the Handler returns Retry with an error matching ErrKey (and
 // f's error) without running the handler.
 func WithKeyFunc(f KeyFunc) Option {
@@ -207,16 +208,48 @@ func New(next lambdaadapter.Handler, client DynamoDBAPI, table string, opts ...O
 // "STREAM_ARN#SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER", e.g.
 // "arn:aws:kinesis:us-east-1:123456789012:stream/orders#shardId-000000000000#49590338271490256608559692538361571095921575989136588898#0".
 // The sub-sequence number is the index of a KPL user record in its
-// aggregate (0 for an ordinary record). It identifies one delivered
-// record: redeliveries by Lambda, by the next owner of a shard in
-// long-running mode, and of a KPL aggregate's user records, but not a
-// counted copy (written with a new sequence number) or a record a producer
-// wrote twice.
+// aggregate (0 for an ordinary record). The coordinates are those of the
+// original record: a counted copy (or a durable delay's copy) carries them
+// in its x-lambdaadapter-origin header (publish.OriginHeader,
+// "SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER"), and its key is the
+// original's, not one of its own new sequence number. So the key
+// identifies one record across Lambda's redeliveries, the next owner of a
+// shard in long-running mode, the user records of a KPL aggregate that
+// Lambda redelivers whole, and the original's counted copies; not a record
+// a producer wrote twice. A header that is not of that form (not written
+// by the adapter) is ignored: the record's own coordinates are used.
 func DefaultKey(m *lambdaadapter.Message) (string, error) {
+	if v, ok := m.Headers.Lookup(publish.OriginHeader); ok && validOrigin(v) {
+		return m.StreamARN + "#" + v, nil
+	}
 	if m.ShardID == "" || m.SequenceNumber == "" {
 		return "", errors.New("the message has no shard id or sequence number")
 	}
 	return m.StreamARN + "#" + m.ShardID + "#" + m.SequenceNumber + "#" + strconv.Itoa(m.SubSequenceNumber), nil
+}
+
+// validOrigin reports whether v has the form of publish.OriginHeader: a
+// shard id without '#', then a sequence number and a sub-sequence number
+// of decimal digits.
+func validOrigin(v string) bool {
+	shard, rest, ok := strings.Cut(v, "#")
+	if !ok || shard == "" {
+		return false
+	}
+	seq, sub, ok := strings.Cut(rest, "#")
+	return ok && digits(seq) && digits(sub)
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ID returns the id of m's item in the table: "PREFIX#KEY", where a key
@@ -252,7 +285,8 @@ func (h *Handler) ID(m *lambdaadapter.Message) (string, error) {
 //     ErrDuplicate.
 //   - the key is claimed by a run in progress: the handler is not run;
 //     Retry with an error matching ErrInProgress is returned (the record
-//     stays unsettled and is never dropped for it).
+//     stays unsettled, even under a cap or a dead-letter target, without
+//     counting an attempt: it is never dropped, retired or copied for it).
 //   - the key cannot be derived, or the claim fails (DynamoDB error,
 //     throttling, ctx ended): Retry with an error matching ErrKey or
 //     ErrStore.

@@ -58,7 +58,14 @@ const (
 const (
 	retryCountHeader   = envelope.RetryCountHeader
 	firstArrivalHeader = "x-lambdaadapter-first-arrival"
+	originHeader       = "x-lambdaadapter-origin"
 )
+
+// originOf is the x-lambdaadapter-origin of orig's copies: its shard,
+// sequence number and sub-sequence number (0: a plain record).
+func originOf(orig standin.Record) string {
+	return orig.ShardID + "#" + aws.ToString(orig.SequenceNumber) + "#0"
+}
 
 // retryEmulator starts an emulator whose function talks to the stand-ins of
 // env, with the function timeout and LAMBDAADAPTER_* settings given.
@@ -415,6 +422,7 @@ func checkCopy(t *testing.T, c, orig standin.Record, n int, userHeaders ...strin
 		Headers: append(header(userHeaders...), header(
 			retryCountHeader, strconv.Itoa(n),
 			firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat),
+			originHeader, originOf(orig),
 		)...),
 	}
 	got := view{PartitionKey: aws.ToString(c.PartitionKey), ShardID: c.ShardID, Payload: string(payload), Headers: h}
@@ -604,7 +612,7 @@ func TestRetryDurableDelay(t *testing.T) {
 			wantDelayed := publish.Delayed{
 				StreamARN:    srcARN,
 				PartitionKey: key,
-				Headers:      header(retryCountHeader, "1", firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat)),
+				Headers:      header(retryCountHeader, "1", firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat), originHeader, originOf(orig)),
 				Payload:      []byte(payload),
 			}
 			if diff := cmp.Diff(wantDelayed, d); diff != "" {

@@ -41,7 +41,7 @@ func oneKey(prefix string, n int, headers ...string) []Record {
 
 // Cases returns the semantics table as cases, one or more per row.
 func Cases() []Case {
-	return slices.Concat(tableCases(), aggregateCases(), ageCases())
+	return slices.Concat(tableCases(), aggregateCases(), ageCases(), heldCases())
 }
 
 func tableCases() []Case {

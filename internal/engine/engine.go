@@ -19,7 +19,8 @@
 //     record: Lambda mode reports it (the Lambda event source delivers it again
 //     with everything after it, so the engine starts no later record of its
 //     shard and writes nothing for one); long-running mode delivers it again
-//     in process after a backoff, with Message.Attempt counted up, while the
+//     in process after a backoff, with Message.Attempt counted up (not for a
+//     record held by a run elsewhere, retry.Decision.Uncounted), while the
 //     later records of its key wait for it.
 //
 // Writes in Lambda mode go out in shard order: a record's copy, delay message

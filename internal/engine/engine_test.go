@@ -31,10 +31,12 @@ import (
 const testARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
 
 func TestCopyOf(t *testing.T) {
+	const origin = "shardId-000000000001#4959#0"
 	tests := []struct {
 		name        string
 		headers     envelope.Headers
 		attempt     int
+		sub         int
 		wantHeaders envelope.Headers
 	}{
 		{
@@ -47,33 +49,47 @@ func TestCopyOf(t *testing.T) {
 			},
 			attempt: 1,
 			wantHeaders: envelope.Headers{{Name: "content-type", Value: "application/json"}, {Name: "x-ruststream-retry-count", Value: "1"},
-				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}, {Name: publish.OriginHeader, Value: origin}},
 		},
 		{
-			name:    "counted copy, in place",
-			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"}, {Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+			name: "first copy of a KPL user record",
+			headers: envelope.Headers{
+				{Name: "kinesis-sequence-number", Value: "4959"},
+				{Name: "kinesis-sub-sequence-number", Value: "3"},
+			},
+			attempt: 1, sub: 3,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "1"},
+				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000001#4959#3"}},
+		},
+		{
+			name: "counted copy, in place",
+			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"},
+				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000000#1234#2"}},
 			attempt: 4,
 			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "4"}, {Name: "x-a", Value: "1"},
-				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000000#1234#2"}},
 		},
 		{
-			name:        "in-process redeliveries count",
-			headers:     envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
-			attempt:     5,
-			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "5"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+			name:    "in-process redeliveries count",
+			headers: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
+			attempt: 5,
+			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "5"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"},
+				{Name: publish.OriginHeader, Value: origin}},
 		},
 		{
-			name:        "saturated count",
-			headers:     envelope.Headers{{Name: "x-ruststream-retry-count", Value: "99999999999999999999999"}},
-			attempt:     math.MaxInt,
-			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+			name:    "saturated count",
+			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "99999999999999999999999"}},
+			attempt: math.MaxInt,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"},
+				{Name: publish.OriginHeader, Value: origin}},
 		},
 	}
 	arrival := time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &message.Message{Payload: []byte("payload"), Headers: tt.headers, PartitionKey: "user-42", SequenceNumber: "4959",
-				ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: tt.attempt, ArrivalTime: arrival}
+				ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: tt.attempt, ArrivalTime: arrival,
+				Aggregated: tt.sub > 0, SubSequenceNumber: tt.sub}
 			before := tt.headers.Clone()
 			r := engine.CopyOf(m)
 			want := publish.Record{Stream: testARN, PartitionKey: "user-42", Headers: tt.wantHeaders, Payload: []byte("payload")}
@@ -84,6 +100,23 @@ func TestCopyOf(t *testing.T) {
 				t.Errorf("CopyOf changed the message's headers (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDeadLetterOfCopy: a copy's dead letter moves the first arrival into
+// FirstArrival and leaves the origin header out (a dead letter written back
+// to the stream is a new record, not the original's copy).
+func TestDeadLetterOfCopy(t *testing.T) {
+	m := &message.Message{Payload: []byte("p"), PartitionKey: "k", SequenceNumber: "5000", ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: 3,
+		Headers: envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "x-ruststream-retry-count", Value: "2"},
+			{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000001#4959#0"}}}
+	dl := engine.DeadLetterOf(m, "cap", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	want := envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "x-ruststream-retry-count", Value: "2"}}
+	if diff := cmp.Diff(want, dl.Headers); diff != "" {
+		t.Errorf("dead letter headers (-want +got):\n%s", diff)
+	}
+	if !dl.FirstArrival.Equal(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) || dl.SequenceNumber != "5000" {
+		t.Errorf("dead letter first arrival %v, sequence number %s", dl.FirstArrival, dl.SequenceNumber)
 	}
 }
 

@@ -94,7 +94,7 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 		s.settleIn(d, lb)
 	case retry.Leave:
 		s.observe(d, out, observe.ActionUnsettled)
-		s.unsettled(d, out, nil, parks)
+		s.leave(d, out, nil, parks, !dec.Uncounted)
 	default:
 		w, err := e.newWrite(d, dec, out, time.Now())
 		if err != nil {
@@ -112,8 +112,9 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 
 // parked is a record a batch delivers again after its end.
 type parked struct {
-	d    *Delivery
-	wait time.Duration
+	d       *Delivery
+	wait    time.Duration
+	counted bool
 }
 
 // unsettled handles a record that stays unsettled: Lambda mode (and a shard
@@ -121,21 +122,29 @@ type parked struct {
 // the next delivery of its shard; long-running mode delivers it again after
 // a backoff.
 func (s *Session) unsettled(d *Delivery, out message.Outcome, err error, parks *[]parked) {
+	s.leave(d, out, err, parks, true)
+}
+
+// leave is unsettled; counted false delivers d again in process without
+// counting an attempt (its handler attempted nothing: a run in progress
+// elsewhere holds the record, retry.Decision.Uncounted), the backoff
+// growing all the same.
+func (s *Session) leave(d *Delivery, out message.Outcome, err error, parks *[]parked, counted bool) {
 	m := &d.Msg
 	if s.cfg.Mode == ModeLambda || d.shard.quiescing.Load() || s.isStopping() {
 		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err)
 		s.giveUp(d)
 		return
 	}
-	n := max(m.Attempt-retryBase(d), 1)
+	n := max(m.Attempt-retryBase(d)+d.uncounted, 1)
 	wait := s.cfg.Backoff(n)
 	s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err,
 		slog.Duration(AttrRetryIn, wait))
 	if parks != nil {
-		*parks = append(*parks, parked{d, wait})
+		*parks = append(*parks, parked{d, wait, counted})
 		return
 	}
-	s.park(d, wait)
+	s.park(d, wait, counted)
 }
 
 // retryBase is the attempt before the one d arrived with, so the backoff
@@ -489,7 +498,7 @@ func (s *Session) runBatch(batch []*Delivery) {
 		s.conclude(d, out, d.closeReplies(), &parks, nil)
 	}
 	for i := len(parks) - 1; i >= 0; i-- {
-		s.park(parks[i].d, parks[i].wait)
+		s.park(parks[i].d, parks[i].wait, parks[i].counted)
 	}
 }
 

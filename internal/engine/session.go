@@ -356,7 +356,7 @@ func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
 		return errClosed
 	}
 	d.sess = s
-	d.firstAttempt = d.Msg.Attempt
+	d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
 	s.enqueueLocked(d, false)
 	s.startLanesLocked()
 	return nil
@@ -391,7 +391,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 		for i := range piece {
 			d := &piece[i]
 			d.sess = s
-			d.firstAttempt = d.Msg.Attempt
+			d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
 			s.enqueueInLocked(kss[i], d, false)
 		}
 		s.startLanesLocked()
@@ -913,9 +913,13 @@ func (s *Session) deadKey(d *Delivery) bool {
 }
 
 // park puts d back at the head of its key queue to be delivered again after
-// wait, with its attempt counted up; later records of its key wait for it.
-func (s *Session) park(d *Delivery, wait time.Duration) {
-	if d.Msg.Attempt < math.MaxInt {
+// wait, with its attempt counted up when counted; later records of its key
+// wait for it.
+func (s *Session) park(d *Delivery, wait time.Duration, counted bool) {
+	switch {
+	case !counted:
+		d.uncounted++
+	case d.Msg.Attempt < math.MaxInt:
 		d.Msg.Attempt++
 	}
 	s.mu.Lock()

@@ -440,6 +440,7 @@ type Delivery struct {
 
 	next         *Delivery // the next delivery of its key, in its key queue
 	firstAttempt int       // Msg.Attempt when submitted
+	uncounted    int       // in-process redeliveries that counted no attempt (held elsewhere)
 
 	rmu      sync.Mutex  // serialises replies; guards replyErr
 	replying atomic.Bool // the handler runs: replies are accepted

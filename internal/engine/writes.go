@@ -91,10 +91,11 @@ func reasonOf(d retry.Decision, out message.Outcome) string {
 // x-ruststream-retry-count set to m.Attempt (the attempts made so far: the
 // copy's first delivery is attempt m.Attempt + 1; the first copy of an
 // original says "1") in place when present, else last, and
-// publish.FirstArrivalHeader set from m's arrival on the first copy and
+// publish.FirstArrivalHeader (m's arrival) and publish.OriginHeader (m's
+// shard, sequence number and sub-sequence number) set on the first copy and
 // carried unchanged on later ones. It does not modify m.
 func CopyOf(m *message.Message) publish.Record {
-	h := make(envelope.Headers, 0, len(m.Headers)+2)
+	h := make(envelope.Headers, 0, len(m.Headers)+3)
 	for _, x := range m.Headers {
 		if !envelope.IsDeliveryHeader(x.Name) {
 			h = append(h, x)
@@ -103,6 +104,9 @@ func CopyOf(m *message.Message) publish.Record {
 	h.Set(envelope.RetryCountHeader, strconv.Itoa(max(m.Attempt, 1)))
 	if _, ok := h.Lookup(publish.FirstArrivalHeader); !ok {
 		h.Set(publish.FirstArrivalHeader, formatTime(m.ArrivalTime))
+	}
+	if _, ok := h.Lookup(publish.OriginHeader); !ok {
+		h.Set(publish.OriginHeader, m.ShardID+"#"+m.SequenceNumber+"#"+strconv.Itoa(m.SubSequenceNumber))
 	}
 	key := m.PartitionKey
 	if key == "" {
@@ -113,7 +117,8 @@ func CopyOf(m *message.Message) publish.Record {
 
 // DeadLetterOf is the dead letter of m, given up on for reason at the time
 // at: its user headers (publish.FirstArrivalHeader moved into
-// FirstArrival), payload, key and coordinates, and Attempts = m.Attempt.
+// FirstArrival, publish.OriginHeader left out), payload, key and
+// coordinates, and Attempts = m.Attempt.
 func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadLetter {
 	first := m.ArrivalTime
 	if v, ok := m.Headers.Lookup(publish.FirstArrivalHeader); ok {
@@ -123,6 +128,7 @@ func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadL
 	}
 	h := m.Headers.Clone()
 	h.Del(publish.FirstArrivalHeader)
+	h.Del(publish.OriginHeader)
 	sub := ""
 	if m.Aggregated {
 		sub = strconv.Itoa(m.SubSequenceNumber)
