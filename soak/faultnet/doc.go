@@ -1,0 +1,2 @@
+// Package faultnet is placeholder.
+package faultnet
