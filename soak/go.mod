@@ -14,6 +14,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/go-cmp v0.7.0
 	github.com/rs/zerolog v1.28.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
