@@ -28,32 +28,49 @@ import (
 	"github.com/shardsettle/lambdaadapter/soak/faultnet"
 )
 
+// target names the resources an sdkCall uses: made-up names against the
+// fake, real ones against the stand-ins.
+type target struct {
+	stream, iterator, table, queue string
+}
+
+// fakeTarget is the target of the unit tests.
+var fakeTarget = target{stream: "s", iterator: "it", table: "leases", queue: "http://127.0.0.1/000000000000/q"}
+
 // sdkCall is one SDK call a fault is tried on.
-type sdkCall func(ctx context.Context, c *clients) error
+type sdkCall func(ctx context.Context, c *clients, tg target) error
 
 var (
-	getRecords = func(ctx context.Context, c *clients) error {
-		_, err := c.kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String("it")})
+	getRecords = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.kinesis.GetRecords(ctx, &kinesis.GetRecordsInput{ShardIterator: aws.String(tg.iterator)})
 		return err
 	}
-	listShards = func(ctx context.Context, c *clients) error {
-		_, err := c.kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String("s")})
+	listShards = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.kinesis.ListShards(ctx, &kinesis.ListShardsInput{StreamName: aws.String(tg.stream)})
 		return err
 	}
-	getShardIterator = func(ctx context.Context, c *clients) error {
-		_, err := c.kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("s"), ShardId: aws.String("shardId-000000000001"), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon})
+	getShardIterator = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String(tg.stream), ShardId: aws.String("shardId-000000000000"), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon})
 		return err
 	}
-	putItem = func(ctx context.Context, c *clients) error {
-		_, err := c.dynamodb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("leases"), Item: map[string]dynamodbtypes.AttributeValue{"k": &dynamodbtypes.AttributeValueMemberS{Value: "v"}}})
+	putItem = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.dynamodb.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(tg.table), Item: map[string]dynamodbtypes.AttributeValue{"k": &dynamodbtypes.AttributeValueMemberS{Value: "v"}}})
 		return err
 	}
-	getItem = func(ctx context.Context, c *clients) error {
-		_, err := c.dynamodb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("leases"), Key: map[string]dynamodbtypes.AttributeValue{"k": &dynamodbtypes.AttributeValueMemberS{Value: "v"}}})
+	getItem = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.dynamodb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tg.table), Key: map[string]dynamodbtypes.AttributeValue{"k": &dynamodbtypes.AttributeValueMemberS{Value: "v"}}})
 		return err
 	}
-	sendMessage = func(ctx context.Context, c *clients) error {
-		_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String("http://127.0.0.1/000000000000/q"), MessageBody: aws.String("hello")})
+	sendMessage = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(tg.queue), MessageBody: aws.String("hello")})
+		return err
+	}
+	receiveMessage = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(tg.queue), WaitTimeSeconds: 0})
+		return err
+	}
+	deleteMessageBatch = func(ctx context.Context, c *clients, tg target) error {
+		_, err := c.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(tg.queue), Entries: []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("a"), ReceiptHandle: aws.String("none")}}})
 		return err
 	}
 )
@@ -87,6 +104,8 @@ var errorCases = []errorCase{
 		typed: as[*kinesistypes.ProvisionedThroughputExceededException], code: "ProvisionedThroughputExceededException", side: smithy.FaultClient, http: 400, retried: true, throttle: true},
 	{name: "kinesis/LimitExceeded/ListShards", svc: faultnet.Kinesis, fault: faultnet.LimitExceeded(), call: listShards,
 		typed: as[*kinesistypes.LimitExceededException], code: "LimitExceededException", side: smithy.FaultClient, http: 400, retried: true, throttle: true},
+	{name: "kinesis/LimitExceeded/GetShardIterator", svc: faultnet.Kinesis, fault: faultnet.LimitExceeded(), call: getShardIterator,
+		typed: as[*kinesistypes.LimitExceededException], code: "LimitExceededException", side: smithy.FaultClient, http: 400, retried: true, throttle: true},
 	{name: "kinesis/ExpiredIterator/GetRecords", svc: faultnet.Kinesis, fault: faultnet.ExpiredIterator(), call: getRecords,
 		typed: as[*kinesistypes.ExpiredIteratorException], code: "ExpiredIteratorException", side: smithy.FaultClient, http: 400},
 	{name: "kinesis/KMSThrottling/GetRecords", svc: faultnet.Kinesis, fault: faultnet.KMSThrottling(), call: getRecords,
@@ -109,6 +128,10 @@ var errorCases = []errorCase{
 		typed: as[*sqstypes.RequestThrottled], code: "RequestThrottled", side: smithy.FaultClient, http: 403, retried: true, throttle: true},
 	{name: "sqs/Throttled/SendMessage", svc: faultnet.SQS, fault: faultnet.Throttled(), call: sendMessage,
 		typed: as[*sqstypes.RequestThrottled], code: "RequestThrottled", side: smithy.FaultClient, http: 403, retried: true, throttle: true},
+	{name: "sqs/SQSThrottled/ReceiveMessage", svc: faultnet.SQS, fault: faultnet.SQSThrottled(), call: receiveMessage,
+		typed: as[*sqstypes.RequestThrottled], code: "RequestThrottled", side: smithy.FaultClient, http: 403, retried: true, throttle: true},
+	{name: "sqs/InternalFailure/DeleteMessageBatch", svc: faultnet.SQS, fault: faultnet.InternalFailure(), call: deleteMessageBatch,
+		code: "InternalError", side: smithy.FaultServer, http: 500, retried: true},
 	{name: "sqs/InternalFailure/SendMessage", svc: faultnet.SQS, fault: faultnet.InternalFailure(), call: sendMessage,
 		code: "InternalError", side: smithy.FaultServer, http: 500, retried: true},
 	{name: "sqs/ServiceUnavailable/SendMessage", svc: faultnet.SQS, fault: faultnet.ServiceUnavailable(), call: sendMessage,
@@ -167,7 +190,7 @@ func TestErrorShapes(t *testing.T) {
 			a.Inject(faultnet.Rule{Fault: tc.fault})
 			k, d, s := endpoints(tc.svc, a.URL())
 			c := newClients(t, noRetries, k, d, s)
-			tc.checkError(t, tc.call(t.Context(), c))
+			tc.checkError(t, tc.call(t.Context(), c, fakeTarget))
 			if got := a.Calls(""); got != (faultnet.Counts{Calls: 1, Faulted: 1}) {
 				t.Errorf("counts %+v, want one call faulted and none forwarded", got)
 			}
@@ -189,7 +212,7 @@ func TestDynamoDBThrottlingReasons(t *testing.T) {
 	arn := "arn:aws:dynamodb:us-east-1:000000000000:table/leases"
 
 	var pt *dynamodbtypes.ProvisionedThroughputExceededException
-	if err := putItem(t.Context(), c); !errors.As(err, &pt) {
+	if err := putItem(t.Context(), c, fakeTarget); !errors.As(err, &pt) {
 		t.Fatalf("PutItem: %v, want ProvisionedThroughputExceededException", err)
 	}
 	want := []dynamodbtypes.ThrottlingReason{{Reason: aws.String("TableWriteProvisionedThroughputExceeded"), Resource: aws.String(arn)}}
@@ -197,7 +220,7 @@ func TestDynamoDBThrottlingReasons(t *testing.T) {
 		t.Errorf("ThrottlingReasons (-want +got):\n%s", d)
 	}
 	var rl *dynamodbtypes.RequestLimitExceeded
-	if err := getItem(t.Context(), c); !errors.As(err, &rl) {
+	if err := getItem(t.Context(), c, fakeTarget); !errors.As(err, &rl) {
 		t.Fatalf("GetItem: %v, want RequestLimitExceeded", err)
 	}
 	want = []dynamodbtypes.ThrottlingReason{{Reason: aws.String("TableReadAccountLimitExceeded"), Resource: aws.String(arn)}}
@@ -302,7 +325,7 @@ func TestRetriedUntilSpent(t *testing.T) {
 	a := newAWS(t, faultnet.Kinesis, up.URL())
 	a.Inject(faultnet.Rule{Ops: []string{"GetRecords"}, Fault: faultnet.Throttled(), Times: 2})
 	c := newClients(t, defaultRetries, a.URL(), "", "")
-	if err := getRecords(t.Context(), c); err != nil {
+	if err := getRecords(t.Context(), c, fakeTarget); err != nil {
 		t.Fatalf("GetRecords: %v, want success on the third attempt", err)
 	}
 	if got := a.Calls("GetRecords"); got != (faultnet.Counts{Calls: 3, Forwarded: 1, Faulted: 2}) {
@@ -330,35 +353,35 @@ func TestRules(t *testing.T) {
 
 	// Only the operations named.
 	removeLimit := a.Inject(faultnet.Rule{Ops: []string{"ListShards"}, Fault: faultnet.LimitExceeded()})
-	if got := code(getRecords(ctx, c)); got != "ok" {
+	if got := code(getRecords(ctx, c, fakeTarget)); got != "ok" {
 		t.Errorf("GetRecords: %s, want ok (rule for ListShards)", got)
 	}
-	if got := code(listShards(ctx, c)); got != "LimitExceededException" {
+	if got := code(listShards(ctx, c, fakeTarget)); got != "LimitExceededException" {
 		t.Errorf("ListShards: %s", got)
 	}
 	// The first rule that applies wins; Times spends it.
 	a.Inject(faultnet.Rule{Fault: faultnet.InternalFailure(), Times: 1})
-	if got := code(listShards(ctx, c)); got != "LimitExceededException" {
+	if got := code(listShards(ctx, c, fakeTarget)); got != "LimitExceededException" {
 		t.Errorf("ListShards: %s, want the earlier rule", got)
 	}
-	if got := code(getRecords(ctx, c)); got != "InternalFailure" {
+	if got := code(getRecords(ctx, c, fakeTarget)); got != "InternalFailure" {
 		t.Errorf("GetRecords: %s, want InternalFailure once", got)
 	}
-	if got := code(getRecords(ctx, c)); got != "ok" {
+	if got := code(getRecords(ctx, c, fakeTarget)); got != "ok" {
 		t.Errorf("GetRecords: %s, want ok (rule spent)", got)
 	}
 	// remove is idempotent.
 	removeLimit()
 	removeLimit()
-	if got := code(listShards(ctx, c)); got != "ok" {
+	if got := code(listShards(ctx, c, fakeTarget)); got != "ok" {
 		t.Errorf("ListShards: %s, want ok (rule removed)", got)
 	}
 	// Match filters on the body: one shard only.
 	a.Inject(faultnet.Rule{Fault: faultnet.Throttled(), Match: func(op string, body []byte) bool {
-		return bytes.Contains(body, []byte(`"shardId-000000000001"`))
+		return bytes.Contains(body, []byte(`"shardId-000000000000"`))
 	}})
-	if got := code(getShardIterator(ctx, c)); got != "ProvisionedThroughputExceededException" {
-		t.Errorf("GetShardIterator shard 1: %s", got)
+	if got := code(getShardIterator(ctx, c, fakeTarget)); got != "ProvisionedThroughputExceededException" {
+		t.Errorf("GetShardIterator shard 0: %s", got)
 	}
 	_, err := c.kinesis.GetShardIterator(ctx, &kinesis.GetShardIteratorInput{StreamName: aws.String("s"), ShardId: aws.String("shardId-000000000002"), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon})
 	if got := code(err); got != "ok" {
@@ -369,7 +392,7 @@ func TestRules(t *testing.T) {
 	_, _ = c.kinesis.PutRecord(ctx, &kinesis.PutRecordInput{StreamName: aws.String("s"), PartitionKey: aws.String("k"), Data: []byte("x")})
 	removeSpent()
 	a.Clear()
-	if got := code(getShardIterator(ctx, c)); got != "ok" {
+	if got := code(getShardIterator(ctx, c, fakeTarget)); got != "ok" {
 		t.Errorf("GetShardIterator after Clear: %s", got)
 	}
 	want := map[string]faultnet.Counts{
@@ -400,7 +423,7 @@ func faultedSequence(t *testing.T, seed int64, n int) []bool {
 	c := newClients(t, noRetries, a.URL(), "", "")
 	out := make([]bool, n)
 	for i := range out {
-		out[i] = getRecords(t.Context(), c) != nil
+		out[i] = getRecords(t.Context(), c, fakeTarget) != nil
 	}
 	return out
 }
@@ -518,7 +541,7 @@ func TestPartialFailureAll(t *testing.T) {
 		t.Errorf("stand-in got %d batches, want 0", n)
 	}
 	// The fault applies only to batch writes: a rule without Ops leaves SendMessage alone.
-	if err := sendMessage(t.Context(), c); err != nil {
+	if err := sendMessage(t.Context(), c, fakeTarget); err != nil {
 		t.Errorf("SendMessage: %v", err)
 	}
 }
@@ -531,7 +554,7 @@ func TestLostResponse(t *testing.T) {
 	a.Inject(faultnet.Rule{Ops: []string{"PutItem"}, Fault: faultnet.LostResponse(), Times: 1})
 	c := newClients(t, defaultRetries, "", a.URL(), "")
 	var ccf *dynamodbtypes.ConditionalCheckFailedException
-	if err := putItem(t.Context(), c); !errors.As(err, &ccf) {
+	if err := putItem(t.Context(), c, fakeTarget); !errors.As(err, &ccf) {
 		t.Fatalf("PutItem: %v, want ConditionalCheckFailedException", err)
 	}
 	if n := len(up.got("PutItem")); n != 1 {
@@ -565,7 +588,7 @@ func TestLatency(t *testing.T) {
 	a.Inject(faultnet.Rule{Fault: faultnet.Latency(d), Times: 1})
 	c := newClients(t, noRetries, a.URL(), "", "")
 	start := time.Now()
-	if err := getRecords(t.Context(), c); err != nil {
+	if err := getRecords(t.Context(), c, fakeTarget); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < d {
@@ -574,7 +597,7 @@ func TestLatency(t *testing.T) {
 	a.Inject(faultnet.Rule{Fault: faultnet.Latency(time.Hour)})
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	if err := getRecords(ctx, c); !errors.Is(err, context.DeadlineExceeded) {
+	if err := getRecords(ctx, c, fakeTarget); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("GetRecords: %v, want the deadline", err)
 	}
 	if err := a.Close(); err != nil { // waits for the abandoned call's handler

@@ -217,28 +217,28 @@ func TestRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClients(t, noRetries, r.URL(), "", "")
-	if err := getRecords(t.Context(), c); err != nil {
+	if err := getRecords(t.Context(), c, fakeTarget); err != nil {
 		t.Fatalf("GetRecords: %v", err)
 	}
 	remove := r.AWS.Inject(faultnet.Rule{Fault: faultnet.ExpiredIterator()})
-	if err := getRecords(t.Context(), c); status(err) != 400 {
+	if err := getRecords(t.Context(), c, fakeTarget); status(err) != 400 {
 		t.Errorf("GetRecords: %v, want 400 ExpiredIteratorException", err)
 	}
 	remove()
 	restore := r.TCP.Cut()
 	c.tr.CloseIdleConnections() // else the client may first write to its pooled connection, which the cut closed
-	if err := getRecords(t.Context(), c); !errors.Is(err, syscall.ECONNREFUSED) {
+	if err := getRecords(t.Context(), c, fakeTarget); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("GetRecords: %v, want connection refused", err)
 	}
 	restore()
-	if err := getRecords(t.Context(), c); err != nil {
+	if err := getRecords(t.Context(), c, fakeTarget); err != nil {
 		t.Errorf("GetRecords after restore: %v", err)
 	}
 	// A call in flight when the route closes ends.
 	r.AWS.Inject(faultnet.Rule{Fault: faultnet.Latency(time.Hour)})
 	before := r.AWS.Calls("GetRecords").Calls
 	done := make(chan error, 1)
-	go func() { done <- getRecords(context.Background(), c) }()
+	go func() { done <- getRecords(context.Background(), c, fakeTarget) }()
 	within(t, "the slow call to arrive", func() bool { return r.AWS.Calls("GetRecords").Calls == before+1 })
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
