@@ -40,9 +40,9 @@ const setupTimeout = 30 * time.Second
 
 // layers are one AWS layer per stand-in, and a target of real resources.
 type layers struct {
-	env                     *standin.Env
+	env                    *standin.Env
 	kinesis, dynamodb, sqs *faultnet.AWS
-	tg                      target
+	tg                     target
 }
 
 // newLayers starts an AWS layer in front of each stand-in and creates a
