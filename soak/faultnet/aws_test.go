@@ -607,3 +607,43 @@ func TestLatency(t *testing.T) {
 		t.Errorf("counts %+v, want one forwarded", got)
 	}
 }
+
+// TestStreamsAsBytesArrive: an answer's bytes reach the client as the
+// stand-in sends them (as SubscribeToShard's events must): the fake sends
+// a first part and waits for the client to have it before it ends the
+// answer, so a layer that buffered would hold the test until its deadline.
+func TestStreamsAsBytesArrive(t *testing.T) {
+	up := newFake(t)
+	got := make(chan struct{})
+	up.setAnswer("SubscribeToShard", func(w http.ResponseWriter, _ []byte) {
+		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
+		_, _ = w.Write([]byte("first event"))
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-got:
+			_, _ = w.Write([]byte(", second event"))
+		case <-time.After(30 * time.Second):
+		}
+	})
+	a := newAWS(t, faultnet.Kinesis, up.URL())
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, a.URL()+"/", strings.NewReader(`{}`))
+	req.Header.Set("X-Amz-Target", "Kinesis_20131202.SubscribeToShard")
+	start := time.Now()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first := make([]byte, len("first event"))
+	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "first event" {
+		t.Fatalf("first part %q, %v", first, err)
+	}
+	if took := time.Since(start); took >= 30*time.Second {
+		t.Fatalf("first part came only when the stand-in ended the answer (%v)", took)
+	}
+	close(got)
+	rest, err := io.ReadAll(resp.Body)
+	if err != nil || string(rest) != ", second event" {
+		t.Errorf("rest %q, %v", rest, err)
+	}
+}

@@ -179,11 +179,21 @@ func isTimeout(err error) bool {
 }
 
 // TestTCPResetPeer: the call reaches the upstream, and the client's
-// connection is reset; removed, calls work again.
+// connection is reset; a connection open before ResetPeer is closed (so
+// that none escapes the reset); removed, calls work again.
 func TestTCPResetPeer(t *testing.T) {
 	up := newFake(t)
 	p := newTCP(t, up.URL())
+	open, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
 	remove := p.ResetPeer(0)
+	_ = open.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := open.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Errorf("read on a connection open before ResetPeer: %v, want it closed", err)
+	}
 	if _, err := post(t.Context(), p.URL(), "X"); !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("call: %v, want connection reset", err)
 	}
