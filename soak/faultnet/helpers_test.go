@@ -128,7 +128,7 @@ func newFake(t testing.TB) *fake {
 		t.Fatalf("listen: %v", err)
 	}
 	f := &fake{ln: ln, done: make(chan struct{}), answer: map[string]func(http.ResponseWriter, []byte){}}
-	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 10 * time.Second}
+	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 2 * time.Minute} // longer than any test deadline: the fake never closes a connection first
 	go func() {
 		defer close(f.done)
 		_ = f.srv.Serve(ln)
