@@ -40,7 +40,7 @@ unit:
 integration: tools standins
 	scripts/standins.sh start
 	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/... && \
-	  (cd soak && $(GO) test -tags integration -count=1 ./faultnet/...); \
+	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/...); \
 	  rc=$$?; scripts/standins.sh stop; exit $$rc
 
 standins:

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -557,7 +556,3 @@ func copyHeader(dst, src http.Header) {
 		dst.Del(k)
 	}
 }
-
-// errNotBatch is returned by the batch rewriters for a body they cannot
-// read; the call is then forwarded unchanged.
-var errNotBatch = errors.New("faultnet: not a batch request")

@@ -3,10 +3,15 @@ package faultnet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 )
+
+// errNotBatch is returned by splitBatch for a body it cannot read; the call
+// is then forwarded unchanged.
+var errNotBatch = errors.New("faultnet: not a batch request")
 
 // batch is one batch write taken apart: the request's other fields, its
 // entries, and which of them fail.
