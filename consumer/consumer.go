@@ -346,15 +346,18 @@ func (c *Consumer) stopSession(stopDispatch context.CancelFunc) {
 
 // renewer heartbeats and renews every held lease every third of the lease
 // duration until ctx ends.
-func (c *Consumer) renewer(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseDuration / 3)
+func (c *Consumer) renewer(ctx context.Context) { every(ctx, c.cfg.LeaseDuration/3, c.renew) }
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.renew(ctx)
+			f(ctx)
 		}
 	}
 }
@@ -376,16 +379,7 @@ func (c *Consumer) reporter(ctx context.Context) {
 	if c.obs.Empty() {
 		return
 	}
-	t := time.NewTicker(c.cfg.MetricsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.report(ctx)
-		}
-	}
+	every(ctx, c.cfg.MetricsInterval, c.report)
 }
 
 // reportTimeout bounds one flush of the hooks.
