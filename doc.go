@@ -91,17 +91,27 @@
 // from the checkpoint, on the shard's next owner.
 //
 // In Lambda mode, writes (copies, delay messages, dead letters) go out in
-// shard order: a record's write goes out only once it is its shard's first
-// unsettled record, one write per shard at a time, the writes of different
-// shards together in one PutRecords (or SendMessageBatch) call. A write
-// that fails leaves its record unsettled and nothing after it in its shard
-// is written (Lambda delivers those records again), so no record that
-// Lambda delivers again already has a copy. The cost: copies on one shard go out one round trip
-// each, and a RetryAfter delay holds back the writes of later records of its
-// shard. Writes stop a fifth of the margin before the deadline; what is not
-// written by then stays unsettled and is reported. In long-running mode
-// writes are batched freely (PutRecords of up to 500 records, several calls
-// at once) while the lanes go on.
+// shard order, in batches: a record's write goes out once every earlier
+// record of its shard has settled or has its own write under way, in
+// PutRecords calls of up to 500 entries (SendMessageBatch of 10), one round
+// at a time, only failed entries retried. A write that fails for good leaves
+// its record unsettled; Lambda delivers it again with the records after it.
+// Writes of those later records made in the same call are remembered (up to
+// 20,000 records, in the execution environment's memory), and those records
+// settle without their handler when they come again to the same execution
+// environment; delivered to another one, they are handled again and written
+// again (the one bound on "one copy chain per record"). A RetryAfter delay
+// holds back the writes of later records of its shard. Writes stop a fifth
+// of the margin before the deadline; what is not written by then stays
+// unsettled and is reported. In long-running mode writes are batched freely
+// (PutRecords of up to 500 records, several calls at once) while the lanes
+// go on, and a write that fails is made again after the retry backoff
+// without running the handler again or counting an attempt.
+//
+// A record whose copy or delay message can never be written (the added
+// headers push it over the size limit) ends at once, as at the cap: to the
+// dead-letter target (a dead-letter stream gets it as it arrived when its
+// dead letter is too large too), else retired with an error log.
 //
 // A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
 // for longer) that is forwarded to the stream as the counted copy once due.

@@ -239,12 +239,18 @@ func TestReplyRacingReturn(t *testing.T) {
 }
 
 // TestLambdaNoCopyAfterAFailedWrite (fault 7): when A's copy cannot be
-// written, no record after A on its shard gets a copy — Lambda delivers
-// them again, so a copy now would start a second chain. Another shard's
-// copies are not held up.
+// written, A stays unsettled and Lambda delivers it again with every record
+// after it. Copies of later records written in the same PutRecords call as
+// A's are remembered: when those records come again to the same engine
+// (execution environment) they settle without their handler, so no record
+// gets a second copy (a second chain). Another shard's copies are not held
+// up.
 func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+		var calls sync.Map
+		w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			n, _ := calls.LoadOrStore(m.PartitionKey, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
 			return message.Retry(errors.New("downstream 503"))
 		}))
 		w.k.Fail = func(_, key string, _ []byte) string {
@@ -255,7 +261,8 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		}
 		w.cfg.Policy.MaxAttempts = 3
 		e := w.engine(t)
-		sh, ds := shardOf(t, "shardId-000000000000", 4, func(i int) string { return fmt.Sprint("k", i) })
+		keyOf := func(i int) string { return fmt.Sprint("k", i) }
+		sh, ds := shardOf(t, "shardId-000000000000", 4, keyOf)
 		other, ods := shardOf(t, "shardId-000000000001", 3, func(i int) string { return fmt.Sprint("o", i) })
 		runLambda(t, e, 4, append(ds, ods...))
 		if got := firstUnsettled(sh); got != "1001" {
@@ -264,21 +271,121 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		if got := firstUnsettled(other); got != "" {
 			t.Errorf("other shard: first unsettled %q, want none", got)
 		}
+		// Lambda delivers 1001..1003 again; k1's copy works now.
+		w.k.Fail = nil
+		again := engine.NewShard("shardId-000000000000", engine.Hooks{})
+		var rds []*engine.Delivery
+		for i := 1; i < 4; i++ {
+			d, err := again.Deliver(again.Watermark().Epoch(), message.Message{
+				Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: keyOf(i), SequenceNumber: fmt.Sprint(1000 + i),
+				ShardID: "shardId-000000000000", StreamARN: testARN, Attempt: 1,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rds = append(rds, d)
+		}
+		runLambda(t, e, 4, rds)
+		if got := firstUnsettled(again); got != "" {
+			t.Errorf("redelivery: first unsettled %q, want none", got)
+		}
 		var copied []string
 		for _, x := range w.k.Written() {
 			copied = append(copied, x.PartitionKey)
 		}
 		slices.Sort(copied)
-		// k0 before the failure; the other shard's every record; nothing
-		// after the failed k1 of the first shard.
-		if want := []string{"k0", "o0", "o1", "o2"}; !slices.Equal(copied, want) {
-			t.Errorf("copies of %v, want %v", copied, want)
+		if want := []string{"k0", "k1", "k2", "k3", "o0", "o1", "o2"}; !slices.Equal(copied, want) {
+			t.Errorf("copies of %v over both deliveries, want %v: one copy per record", copied, want)
 		}
 		for _, x := range w.k.Written() {
 			if x.Headers.Get(envelope.RetryCountHeader) != "1" {
 				t.Errorf("copy %s with count %s", x.Payload, x.Headers.Get(envelope.RetryCountHeader))
 			}
 		}
+		// A record after k1 whose copy was made the first time is not
+		// handled again; one whose copy waited behind k1 is.
+		for _, k := range []string{"k2", "k3"} {
+			n, _ := calls.Load(k)
+			t.Logf("%s handled %d times", k, n.(*atomic.Int32).Load())
+		}
+		if n, _ := calls.Load("k1"); n.(*atomic.Int32).Load() != 2 {
+			t.Errorf("k1 handled %d times, want 2", n.(*atomic.Int32).Load())
+		}
+	})
+}
+
+// TestLambdaKPLCopyWaitsForEarlierUserRecord (review fault 5a): the user
+// records of one KPL aggregate share its sequence number. User record 1's
+// copy must not be written while user record 0 is still running: were user
+// record 0 then left unsettled, Lambda would deliver the whole aggregate
+// again and user record 1 would get a second copy. Once 0's copy is being
+// written, 1's goes out with it; when 0's fails and the aggregate comes
+// again to the same engine, 1 is recognised: one copy per user record.
+func TestLambdaKPLCopyWaitsForEarlierUserRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var calls [2]atomic.Int32
+		w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			calls[m.SubSequenceNumber].Add(1)
+			if m.SubSequenceNumber == 0 && calls[0].Load() == 1 {
+				<-release
+			}
+			return message.Retry(errors.New("downstream 503"))
+		}))
+		w.k.Fail = func(_, key string, _ []byte) string {
+			if key == "u0" {
+				return "InternalFailure"
+			}
+			return ""
+		}
+		w.cfg.Policy.MaxAttempts = 3
+		e := w.engine(t)
+		aggregate := func() (*engine.Shard, []*engine.Delivery) {
+			sh := engine.NewShard("shardId-000000000000", engine.Hooks{})
+			ds := make([]*engine.Delivery, 2)
+			for i := range ds {
+				ds[i] = &engine.Delivery{Msg: message.Message{Payload: []byte(fmt.Sprint("u", i)), PartitionKey: fmt.Sprint("u", i),
+					SequenceNumber: "1000", SubSequenceNumber: i, Aggregated: true, ShardID: "shardId-000000000000",
+					StreamARN: testARN, Attempt: 1}}
+			}
+			if err := sh.DeliverGroup(sh.Watermark().Epoch(), ds, 0); err != nil {
+				t.Fatal(err)
+			}
+			return sh, ds
+		}
+		sh, ds := aggregate()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runLambda(t, e, 2, ds)
+		}()
+		synctest.Wait() // user record 1 returned Retry; user record 0 still runs
+		if n := calls[1].Load(); n != 1 {
+			t.Fatalf("user record 1 handled %d times, want 1", n)
+		}
+		if got := w.k.Written(); len(got) != 0 {
+			t.Fatalf("a copy written while user record 0 still runs: %+v", got)
+		}
+		close(release)
+		<-done
+		if got := firstUnsettled(sh); got != "1000" {
+			t.Fatalf("first unsettled %q, want the aggregate", got)
+		}
+		w.k.Fail = nil
+		sh, ds = aggregate()
+		runLambda(t, e, 2, ds)
+		if got := firstUnsettled(sh); got != "" {
+			t.Fatalf("redelivery: first unsettled %q", got)
+		}
+		var copied []string
+		for _, x := range w.k.Written() {
+			copied = append(copied, x.PartitionKey)
+		}
+		slices.Sort(copied)
+		if want := []string{"u0", "u1"}; !slices.Equal(copied, want) {
+			t.Errorf("copies of %v over both deliveries, want %v", copied, want)
+		}
+		t.Logf("user record 1 handled %d times", calls[1].Load())
 	})
 }
 

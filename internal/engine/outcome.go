@@ -97,6 +97,27 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 		s.leave(d, out, nil, parks, !dec.Uncounted)
 	default:
 		w, err := e.newWrite(d, dec, out, time.Now())
+		if tooLarge(err) && dec.Action != retry.DeadLetter {
+			// Its copy or delay message can never be written (the added
+			// headers push it over the limit), so it can never reach the
+			// cap: it ends now, as at the cap.
+			note := "its " + dec.Action.String() + " is too large to write"
+			if !e.cfg.Policy.DeadLetter {
+				e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: record retired: "+note+
+					" and there is no dead-letter target (see README: oversize records)", m, out, err)
+				s.observe(d, out, observe.ActionRetired)
+				s.settleIn(d, lb)
+				return
+			}
+			dec = retry.Decision{Action: retry.DeadLetter, Note: note}
+			w, err = e.newWrite(d, dec, out, time.Now())
+		}
+		if tooLarge(err) && dec.Action == retry.DeadLetter && e.cfg.DeadLetterStream != "" {
+			// The dead letter's headers push it over the limit: the record
+			// goes to the dead-letter stream as it arrived.
+			dec.Note += "; dead-lettered as it arrived, without the dead-letter headers (too large with them)"
+			w, err = e.originalDeadLetter(d, dec, out)
+		}
 		if err != nil {
 			e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the "+dec.Action.String()+"; record left unsettled", m, out, err)
 			s.observe(d, out, observe.ActionUnsettled)
