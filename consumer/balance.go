@@ -62,10 +62,12 @@ func (c *Consumer) unregister() {
 // renew heartbeats and renews every held lease, concurrently. A lease that
 // was lost stops its shard at once (shard.renew); a lease another worker
 // asked for is handed over; one that fails otherwise is tried again at the
-// next round, and its shard stops on its own once its fence lapses (see
-// fenceMargin).
-func (c *Consumer) renew(ctx context.Context) {
+// next round, which comes sooner (see renewer), and its shard stops on its
+// own once its fence lapses (see fenceMargin). It reports whether a renewal
+// failed that way.
+func (c *Consumer) renew(ctx context.Context) bool {
 	_ = c.heartbeat(ctx)
+	var nfailed atomic.Int32
 	_ = concurrently(c.heldShards(), func(s *shard) error {
 		l, err := s.renew(ctx)
 		switch {
@@ -74,11 +76,13 @@ func (c *Consumer) renew(ctx context.Context) {
 				c.handOver(ctx, s, l.Handoff)
 			}
 		case !lost(err) && !errors.Is(err, errStopped) && ctx.Err() == nil:
+			nfailed.Add(1)
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()),
 				slog.Duration("fenced_in", s.untilFence()))
 		}
 		return nil
 	})
+	return nfailed.Load() > 0
 }
 
 // handOver asks s to stop and hand its lease over to the worker to, which

@@ -345,8 +345,30 @@ func (c *Consumer) stopSession(stopDispatch context.CancelFunc) {
 }
 
 // renewer heartbeats and renews every held lease every third of the lease
-// duration until ctx ends.
-func (c *Consumer) renewer(ctx context.Context) { every(ctx, c.cfg.LeaseDuration/3, c.renew) }
+// duration until ctx ends; after a round in which a renewal failed (the
+// store throttled, failed or did not answer) the next round comes a tenth
+// of the lease duration after it, so that a fault that ends leaves the
+// fence (0.9 × D after the last successful write started) enough time for
+// a renewal that works: with rounds D/3 apart only, a fault of little more
+// than D/4 could use up the fence.
+func (c *Consumer) renewer(ctx context.Context) {
+	period, soon := c.cfg.LeaseDuration/3, c.cfg.LeaseDuration/10
+	t := time.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		next := soon
+		if !c.renew(ctx) {
+			next = period - time.Since(start)
+		}
+		t.Reset(max(next, 0))
+	}
+}
 
 // every calls f every d until ctx ends.
 func every(ctx context.Context, d time.Duration, f func(context.Context)) {

@@ -24,7 +24,9 @@
 //     by each worker's own monotonic clock watching a lease's counter not
 //     change for Config.LeaseDuration; wall clocks of different hosts never
 //     meet. Renewal runs on its own goroutine and timer (every third of the
-//     lease duration), independent of reading, listing and balancing, so a
+//     lease duration; a tenth of it after a round in which a renewal failed,
+//     so that a store failing for up to 0.9 × D − D/3 − D/10, about D/2,
+//     from the worst moment costs no lease), independent of reading, listing and balancing, so a
 //     reader blocked on a full channel does not lose its lease. Every
 //     lease-store call has a deadline (a third of the lease duration, at
 //     least 1s), and a shard's lease writes wait in turn without holding

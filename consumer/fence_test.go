@@ -304,3 +304,67 @@ func TestShutdownBoundsTheStop(t *testing.T) {
 		}
 	})
 }
+
+// countTakes counts the takes that reached the store.
+type countTakes struct {
+	lease.Store
+	n atomic.Int32
+}
+
+func (s *countTakes) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	s.n.Add(1)
+	return s.Store.Take(ctx, held, owner)
+}
+
+// TestLeaseFaultOfHalfALeaseKeepsTheLease: every lease-store call fails for
+// half a lease duration, starting anywhere between two renewals, then the
+// store answers again. The worker keeps its lease (a failed renewal is tried
+// again a tenth of the lease duration later, not only at the next round), so
+// its shard never stops and no record is handled twice.
+func TestLeaseFaultOfHalfALeaseKeepsTheLease(t *testing.T) {
+	const d = 3 * time.Second
+	for i := range 5 {
+		offset := time.Duration(i) * d / 15 // across one renewal period (d/3)
+		t.Run(fmt.Sprint("offset=", offset), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newStream(1)
+				id := shardID(0)
+				ctx, stopWriting := context.WithCancel(t.Context())
+				written := make(chan struct{})
+				go func() {
+					defer close(written)
+					for i := 0; ctx.Err() == nil; i++ {
+						f.put(id, "k", fmt.Sprintf("r%d", i))
+						time.Sleep(20 * time.Millisecond)
+					}
+				}()
+				takes := &countTakes{Store: lease.NewMemory()}
+				cut := &cutStore{Store: takes}
+				h := &starts{}
+				a, stopA := run(t, Config{Kinesis: f, Store: cut, Owner: "a", LeaseDuration: d, Start: TrimHorizon()}, handler(h.handler("a")))
+				waitFor(t, "a's records", func() bool { return len(h.by("a")) > 20 })
+				time.Sleep(d + offset)
+				cut.cut.Store(true)
+				time.Sleep(d / 2)
+				cut.cut.Store(false)
+				time.Sleep(2 * d)
+				stopWriting()
+				<-written
+				if n := takes.n.Load(); n != 1 {
+					t.Errorf("the lease was taken %d times, want once: a fault of half a lease cost it", n)
+				}
+				if len(a.Owned()) != 1 {
+					t.Errorf("a holds %v", a.Owned())
+				}
+				seen := map[string]bool{}
+				for _, s := range h.by("a") {
+					if seen[s.payload] {
+						t.Errorf("%s handled twice", s.payload)
+					}
+					seen[s.payload] = true
+				}
+				stopA()
+			})
+		})
+	}
+}
