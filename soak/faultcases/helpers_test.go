@@ -624,3 +624,14 @@ func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapt
 		}
 	}
 }
+
+// knownFailure skips a test of a promised behaviour that the adapter does
+// not keep today, unless FAULTCASES_KNOWN_FAILURES=1 (then it runs, and is
+// expected to fail until the adapter is fixed). Each such test is listed
+// in the package comment and the README row of its fault.
+func knownFailure(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("FAULTCASES_KNOWN_FAILURES") != "1" {
+		t.Skipf("known failure (run with FAULTCASES_KNOWN_FAILURES=1): %s", why)
+	}
+}
