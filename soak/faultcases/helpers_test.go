@@ -513,6 +513,12 @@ func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 // its log if the test failed.
 func startWorker(t *testing.T, name, stream, table string, r *routes, j *journal, opts ...lambdaadapter.Option) *worker {
 	t.Helper()
+	return startWorkerWith(t, name, stream, table, r, j.handler(name), opts...)
+}
+
+// startWorkerWith is startWorker with the handler h.
+func startWorkerWith(t *testing.T, name, stream, table string, r *routes, h lambdaadapter.Handler, opts ...lambdaadapter.Option) *worker {
+	t.Helper()
 	w := &worker{name: name, done: make(chan error, 1), logs: &logBuffer{}}
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	all := []lambdaadapter.Option{
@@ -530,7 +536,7 @@ func startWorker(t *testing.T, name, stream, table string, r *routes, j *journal
 		lambdaadapter.WithRetryBackoff(100*time.Millisecond, time.Second),
 		lambdaadapter.WithLogger(logger),
 	}
-	a, err := lambdaadapter.New(j.handler(name), append(all, opts...)...)
+	a, err := lambdaadapter.New(h, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("worker %s: %v", name, err)
 	}
@@ -601,11 +607,17 @@ type lambdaRun struct {
 
 func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Adapter, j *journal, rs []rec) lambdaRun {
 	t.Helper()
+	return driveLambdaUntil(t, es, a, func() (bool, string) { return j.done(rs) })
+}
+
+// driveLambdaUntil is driveLambda until done reports true.
+func driveLambdaUntil(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Adapter, done func() (bool, string)) lambdaRun {
+	t.Helper()
 	var lr lambdaRun
 	start := time.Now()
 	for {
 		if time.Since(start) > handledWithin {
-			ok, state := j.done(rs)
+			ok, state := done()
 			t.Fatalf("Lambda mode: not done after %v (%d rounds, %d failed, last error %v): %v %s", handledWithin, lr.rounds, lr.roundErrors, lr.lastErr, ok, state)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -617,7 +629,7 @@ func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapt
 			lr.roundErrors++
 			lr.lastErr = err
 		}
-		if ok, _ := j.done(rs); ok && err == nil && st.Invocations == 0 && !es.Pending() {
+		if ok, _ := done(); ok && err == nil && st.Invocations == 0 && !es.Pending() {
 			return lr
 		}
 		if st.Invocations == 0 || err != nil {
@@ -630,6 +642,8 @@ func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapt
 // not keep today, unless FAULTCASES_KNOWN_FAILURES=1 (then it runs, and is
 // expected to fail until the adapter is fixed). Each such test is listed
 // in the package comment and the README row of its fault.
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
 func knownFailure(t *testing.T, why string) {
 	t.Helper()
 	if os.Getenv("FAULTCASES_KNOWN_FAILURES") != "1" {
