@@ -129,4 +129,3 @@ func TestLambdaKinesisReadFaults(t *testing.T) {
 		t.Logf("%d faults met; %d rounds, %d failed (%v), %d invocations", n, lr.rounds, lr.roundErrors, lr.lastErr, lr.invocations)
 	})
 }
-
