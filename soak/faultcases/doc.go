@@ -18,5 +18,13 @@
 // with the adapter's copies, dead letters and delay messages through Routes
 // too.
 //
+// The package runs in about two minutes on a 2-core machine: the subtests
+// of one fault table run at once (each has its own stream, tables, queues
+// and routes), and the slowest tests, which mostly wait on backoffs, leases
+// and slow handlers, are parallel tests (two at a time by default).
+//
+// TestECSLeaseCallsFaultedHalfLease is a promise the adapter does not keep
+// today; it is skipped unless FAULTCASES_KNOWN_FAILURES=1.
+//
 //	go test -tags integration -count=1 ./faultcases/   (from soak/, stand-ins running)
 package faultcases

@@ -28,6 +28,7 @@ func (noInitialResponse) HasInitialEventMessage() bool { return false }
 // before any event. The worker backs off and subscribes again from where it
 // would have started; every record is handled exactly once.
 func TestECSFanOutSubscribeFaults(t *testing.T) {
+	t.Parallel() // mostly waiting: runs beside another slow test (see the package comment)
 	faults := []readFault{
 		{faultnet.LimitExceeded(), []string{"SubscribeToShard"}},
 		{faultnet.Throttled(), []string{"SubscribeToShard"}},

@@ -42,6 +42,7 @@ const (
 // ends A rejoins: it takes one shard back by a planned hand-over, and then
 // the leases stay put (no flapping).
 func TestECSCutOffFromDynamoDB(t *testing.T) {
+	t.Parallel() // mostly waiting: runs beside another slow test (see the package comment)
 	faults := []struct {
 		name  string
 		apply func(r *routes) (restore func())

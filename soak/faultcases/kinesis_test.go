@@ -82,6 +82,7 @@ func faultedAll(t *testing.T, a *faultnet.AWS, ops []string, want int) {
 // met, and every record is handled exactly once: nothing lost, no
 // duplicate.
 func TestECSKinesisReadFaults(t *testing.T) {
+	t.Parallel() // mostly waiting: runs beside another slow test (see the package comment)
 	concurrently(t, readFaults, func(t *testing.T, f readFault) {
 		env := standin.Require(t)
 		stream, _ := env.NewStream(t, 1)

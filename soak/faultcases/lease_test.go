@@ -25,6 +25,7 @@ import (
 // (DescribeTable, the lease rows' PutItem, the take's UpdateItem, the first
 // Scan) are throttled twice each, which the SDK's retries absorb.
 func TestECSLeaseCallsFaultedBriefly(t *testing.T) {
+	t.Parallel() // mostly waiting: runs beside another slow test (see the package comment)
 	leaseFaultWindows(t, leaseDuration/4)
 }
 

@@ -199,6 +199,7 @@ func TestECSWriteFaults(t *testing.T) {
 // dead-lettered once, nothing lost (an ambiguous failure as in
 // long-running mode).
 func TestLambdaWriteFaults(t *testing.T) {
+	t.Parallel() // mostly waiting: runs beside another slow test (see the package comment)
 	var faults []writeFault
 	for _, f := range writeFaults {
 		if !f.ecsOnly {
