@@ -32,7 +32,7 @@ unit:
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	cd soak && $(GO) vet ./... && $(GO) vet -tags integration ./faultnet/... && $(GO) test -race -count=1 ./faultnet/...
+	cd soak && $(GO) vet ./... && $(GO) vet -tags integration ./faultnet/... ./faultcases/... && $(GO) test -race -count=1 ./faultnet/...
 
 # Starts the pinned local stand-ins (Kinesis, DynamoDB, SQS; standins/package-lock.json),
 # runs the end-to-end tests against them and the Lambda Runtime Interface Emulator,
@@ -40,7 +40,8 @@ unit:
 integration: tools standins
 	scripts/standins.sh start
 	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/... && \
-	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/...); \
+	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/... && \
+	    $(GO) test -tags integration -count=1 -timeout 10m ./faultcases/...); \
 	  rc=$$?; scripts/standins.sh stop; exit $$rc
 
 standins:

@@ -62,7 +62,11 @@
 // delivery refused because its key is in progress elsewhere is none of
 // these: the handler did not run. Its Retry matches ErrInProgress, which
 // the adapter recognises: the record stays unsettled whatever the cap or
-// target, no attempt is counted and nothing is written. In Lambda mode it
+// target, no attempt is counted and nothing is written. So does the Retry
+// of a delivery whose claim (or the read after a refused claim) failed at
+// DynamoDB (ErrStore: throttling, a 5xx, an unreachable table): a store
+// outage holds the records it meets, and never retires, copies or
+// dead-letters one unhandled. In Lambda mode it
 // is reported and Lambda delivers it again (with everything after it on
 // its shard); in long-running mode it is delivered again in process after
 // the retry backoff, with the same Attempt. When the other run completes,
@@ -165,7 +169,8 @@
 //	INPROGRESS, not expired   Retry (ErrInProgress), not run;     unchanged
 //	                          unsettled even when counted
 //	no key (WithKeyFunc err)  Retry (ErrKey), not run             none
-//	claim fails (DynamoDB)    Retry (ErrStore), not run           unchanged
+//	claim fails (DynamoDB)    Retry (ErrStore), not run;          unchanged
+//	                          unsettled even when counted
 //	completion fails          the handler's outcome; logged       INPROGRESS until its expiry
 //
 // A completed drop is repeated as a Drop so that WithDeadLetterDrops still

@@ -134,3 +134,16 @@ type heldError string
 
 func (e heldError) Error() string { return string(e) }
 func (e heldError) Unwrap() error { return message.ErrHeldElsewhere }
+
+// unattemptedError is the error of the Retry for a record whose handler did
+// not run because the table could not be used (the claim, or the read
+// after a refused claim, failed): it matches the store's error (ErrStore,
+// the SDK's) and, as ErrInProgress does, the engine's marker of a retry
+// that attempted nothing (message.ErrHeldElsewhere). The record therefore
+// stays unsettled whatever the cap or dead-letter target, without an
+// attempt counted: a DynamoDB outage or throttling never retires or
+// dead-letters a record unhandled.
+type unattemptedError struct{ err error }
+
+func (e *unattemptedError) Error() string   { return e.err.Error() }
+func (e *unattemptedError) Unwrap() []error { return []error{e.err, message.ErrHeldElsewhere} }

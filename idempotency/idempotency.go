@@ -287,9 +287,12 @@ func (h *Handler) ID(m *lambdaadapter.Message) (string, error) {
 //     Retry with an error matching ErrInProgress is returned (the record
 //     stays unsettled, even under a cap or a dead-letter target, without
 //     counting an attempt: it is never dropped, retired or copied for it).
-//   - the key cannot be derived, or the claim fails (DynamoDB error,
-//     throttling, ctx ended): Retry with an error matching ErrKey or
-//     ErrStore.
+//   - the key cannot be derived: Retry with an error matching ErrKey.
+//   - the claim, or the read after a refused claim, fails (DynamoDB error,
+//     throttling, ctx ended): Retry with an error matching ErrStore and the
+//     SDK's error; like ErrInProgress it stays unsettled even under a cap
+//     or a dead-letter target, without counting an attempt (a store outage
+//     never retires or dead-letters a record unhandled).
 //
 // The handler is handed a copy of m whose Reply goes through m (so the
 // runner's bookkeeping of replies is unchanged) and is watched for failures.
@@ -320,7 +323,7 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 		claimed, old, err := h.store.claim(ctx, id, now, expiration, c, validation)
 		if err != nil {
 			h.log(ctx, slog.LevelWarn, "idempotency: claim failed", id, m, slog.String(attrLogError, err.Error()))
-			return lambdaadapter.Retry(err)
+			return lambdaadapter.Retry(&unattemptedError{err})
 		}
 		if claimed {
 			return h.run(ctx, m, id, c)
@@ -328,7 +331,7 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 		if old == nil { // the service did not return the item
 			if old, err = h.store.get(ctx, id); err != nil {
 				h.log(ctx, slog.LevelWarn, "idempotency: read failed", id, m, slog.String(attrLogError, err.Error()))
-				return lambdaadapter.Retry(err)
+				return lambdaadapter.Retry(&unattemptedError{err})
 			}
 			if old == nil {
 				continue // released in between: claim again

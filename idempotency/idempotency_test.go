@@ -21,6 +21,7 @@ import (
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/idempotency"
+	internalmessage "github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/publish"
 )
@@ -538,6 +539,11 @@ func TestStoreFailures(t *testing.T) {
 		if out.Kind() != lambdaadapter.KindRetry || !errors.Is(out.Err(), idempotency.ErrStore) || !errors.As(out.Err(), &pe) || next.n.Load() != 0 {
 			t.Errorf("%v, %d runs; want a retry matching ErrStore and the SDK error, not run", out, next.n.Load())
 		}
+		// Unsettled even under a cap: it matches the engine's marker of a
+		// retry that attempted nothing, as ErrInProgress does.
+		if !errors.Is(out.Err(), internalmessage.ErrHeldElsewhere) {
+			t.Errorf("%v: want a retry that counts no attempt (ErrHeldElsewhere)", out)
+		}
 	})
 	t.Run("missing table", func(t *testing.T) {
 		db := newFakeDB(t)
@@ -563,8 +569,8 @@ func TestStoreFailures(t *testing.T) {
 			}
 			return nil
 		}
-		if out := h.HandleRecord(t.Context(), message(seq1)); out.Kind() != lambdaadapter.KindRetry || !errors.Is(out.Err(), idempotency.ErrStore) {
-			t.Errorf("%v, want a retry matching ErrStore", out)
+		if out := h.HandleRecord(t.Context(), message(seq1)); out.Kind() != lambdaadapter.KindRetry || !errors.Is(out.Err(), idempotency.ErrStore) || !errors.Is(out.Err(), internalmessage.ErrHeldElsewhere) {
+			t.Errorf("%v, want a retry matching ErrStore that counts no attempt", out)
 		}
 	})
 	for _, tc := range []struct {
