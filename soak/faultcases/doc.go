@@ -23,8 +23,8 @@
 // and routes), and the slowest tests, which mostly wait on backoffs, leases
 // and slow handlers, are parallel tests (two at a time by default).
 //
-// TestECSLeaseCallsFaultedHalfLease is a promise the adapter does not keep
-// today; it is skipped unless FAULTCASES_KNOWN_FAILURES=1.
+// A test of a promise the adapter does not keep yet calls knownFailure: it
+// is skipped unless FAULTCASES_KNOWN_FAILURES=1 (none does today).
 //
 //	go test -tags integration -count=1 ./faultcases/   (from soak/, stand-ins running)
 package faultcases
