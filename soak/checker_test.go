@@ -25,7 +25,9 @@ func newFixture() *fixture {
 	}
 }
 
-func (f *fixture) at(sec float64) time.Time { return f.t0.Add(time.Duration(sec * float64(time.Second))) }
+func (f *fixture) at(sec float64) time.Time {
+	return f.t0.Add(time.Duration(sec * float64(time.Second)))
+}
 
 // proc returns the worker name, creating it (stopped by the final SIGTERM
 // at 1000 s, exit 0) on first use.
