@@ -237,8 +237,13 @@ func (c *checker) attributeTo(t time.Time, any bool, workers []string) []Kind {
 	if len(ks) == 0 {
 		return []Kind{KindNone}
 	}
-	slices.SortFunc(ks, func(a, b Kind) int { return cmp.Compare(slices.Index(Kinds, a), slices.Index(Kinds, b)) })
+	sortKinds(ks)
 	return ks
+}
+
+// sortKinds sorts ks in report order.
+func sortKinds(ks []Kind) {
+	slices.SortFunc(ks, func(a, b Kind) int { return cmp.Compare(slices.Index(Kinds, a), slices.Index(Kinds, b)) })
 }
 
 // windowsOf returns the windows of kind k that hit worker (or every
@@ -458,6 +463,14 @@ func (c *checker) order() {
 	}
 }
 
+// causeKinds are the fault kinds of the causes that name one: a
+// duplicate counts in the row of the fault that caused it, besides the
+// windows its redelivery falls in.
+var causeKinds = map[string]Kind{
+	CauseKill: KindKill, CauseKillHeld: KindKill, CausePause: KindPause, CausePauseHeld: KindPause,
+	CauseCutDynamoDB: KindCutDynamoDB, CauseSIGTERM: KindSIGTERM, CauseSIGTERMHeld: KindSIGTERM,
+}
+
 // duplicates: every record of a stream (original or copy) is handled once,
 // except in-process retries (same worker, same lease, a higher attempt)
 // and the documented redeliveries, each counted by its cause.
@@ -481,8 +494,13 @@ func (c *checker) duplicates() {
 			} else {
 				cause, bad, why = c.ecsCause(d, s1, s2)
 			}
+			kinds := c.attribute(s2.t, s1.proc.Name, s2.proc.Name)
+			if k, ok := causeKinds[cause]; ok && !slices.Contains(kinds, k) {
+				kinds = append(slices.DeleteFunc(kinds, func(k Kind) bool { return k == KindNone }), k)
+				sortKinds(kinds)
+			}
 			c.add(Finding{Check: CheckDuplicate, Mode: d.mode, Violation: bad, Cause: cause, Time: s2.t, Shard: d.shard, ID: s2.id,
-				Workers: []string{s1.proc.Name, s2.proc.Name}, Kinds: c.attribute(s1.t, s1.proc.Name, s2.proc.Name),
+				Workers: []string{s1.proc.Name, s2.proc.Name}, Kinds: kinds,
 				Detail: fmt.Sprintf("%s (sequence %s) started by %s at %s (attempt %d), again by %s at %s (attempt %d): %s",
 					s2.id, d.seq, s1.proc.Name, s1.t.Format(timeFormat), s1.attempt, s2.proc.Name, s2.t.Format(timeFormat), s2.attempt, why)})
 		}
