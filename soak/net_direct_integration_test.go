@@ -28,4 +28,4 @@ func (d *directNet) route(proc string, svc service) (string, error) {
 }
 
 func (d *directNet) cut(string, service, bool) (func(), error) { return nil, errNoFaultLayer }
-func (d *directNet) burst(service, Event) (func(), error)     { return nil, errNoFaultLayer }
+func (d *directNet) burst(service, Event) (func(), error)      { return nil, errNoFaultLayer }
