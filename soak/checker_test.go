@@ -1,7 +1,10 @@
 package soak
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -430,5 +433,52 @@ func TestParseLine(t *testing.T) {
 		if _, ok := ParseLine([]byte(bad)); ok {
 			t.Errorf("ParseLine(%q) ok", bad)
 		}
+	}
+}
+
+// TestCheckStallDurableDelay: a durable delay whose message a stopped
+// worker held comes again after the delay queue's visibility timeout; that
+// is no stall, but the same lateness without a stop is.
+func TestCheckStallDurableDelay(t *testing.T) {
+	for _, stopped := range []bool{true, false} {
+		f := clean()
+		f.run.Limits.DurableDelay, f.run.Limits.DelayVisibility = 6*time.Second, 60*time.Second
+		f.produce("d", "kd", 0, "s0", "900", 9)
+		f.run.Produced[len(f.run.Produced)-1].Delayed = true
+		f.handle("w1", "s0", "900", "d", 1, 10, 0.01, "retry_after")
+		if stopped {
+			f.window(KindSIGTERM, "w1", 12, 13)
+		} else {
+			f.window(KindSlow, "", 12, 13)
+		}
+		f.handle("w2", "s0", "901", "d", 2, 76, 0.01, "ack")
+		f.run.Stream = append(f.run.Stream, StreamRecord{Mode: ModeECS, Shard: "s0", Seq: "901", ID: "d", RetryCount: 1})
+		r := f.run.Check()
+		if _, bad := r.Count(CheckStall); (bad > 0) == stopped {
+			t.Errorf("stopped %v: stall violations %d:\n%s", stopped, bad, r)
+		}
+	}
+}
+
+var flagRecheck = flag.String("soak.recheck", "", "TestRecheck: check the run saved in this run.json (a soak run's -soak.out directory holds one)")
+
+// TestRecheck checks a saved run again (to work on the checker without
+// running the soak again): go test -run TestRecheck -soak.recheck=DIR/run.json.
+func TestRecheck(t *testing.T) {
+	if *flagRecheck == "" {
+		t.Skip("give -soak.recheck=path/to/run.json")
+	}
+	b, err := os.ReadFile(*flagRecheck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Run
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Check()
+	fmt.Println(rep)
+	if rep.Failed() {
+		t.Errorf("%d findings break a promise", len(rep.Violations()))
 	}
 }

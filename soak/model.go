@@ -237,6 +237,11 @@ type Limits struct {
 	// FlapsPerMinute is how many lease changes a shard may see in a minute
 	// outside fault windows (2).
 	FlapsPerMinute int
+	// DurableDelay is the RetryAfter of the records that take a durable
+	// delay; DelayVisibility is the long-running forwarder's visibility
+	// timeout on the delay queue (60 s): a message a stopped worker had
+	// received comes again after it.
+	DurableDelay, DelayVisibility time.Duration
 }
 
 // redeliveryBound is how long before a kill -9, a pause or a cut from

@@ -4,6 +4,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -66,6 +67,9 @@ const (
 	// delayedDelay is the RetryAfter of the records that take a durable
 	// delay: longer than LAMBDAADAPTER_MAX_INPROCESS_DELAY (5 s).
 	delayedDelay = 6 * time.Second
+	// delayVisibility is the long-running forwarder's visibility timeout on
+	// the delay queue (consumer/delays.go).
+	delayVisibility = 60 * time.Second
 )
 
 // TestSoak runs the seeded fault soak: make soak (SEED=, DURATION=, 10
@@ -200,7 +204,8 @@ func runSoak(t *testing.T, seed uint64, duration time.Duration) {
 	run := &Run{
 		Seed: seed,
 		Limits: Limits{LeaseDuration: leaseDuration, CheckpointInterval: checkpointInterval, ShutdownTimeout: shutdownTimeout,
-			MaxAttempts: maxAttempts, MaxHandler: s.plan.MaxSleep(), FlapsPerMinute: 2},
+			MaxAttempts: maxAttempts, MaxHandler: s.plan.MaxSleep(), FlapsPerMinute: 2,
+			DurableDelay: delayedDelay, DelayVisibility: delayVisibility},
 		Processes:   append(s.fleet.processes(), s.lambda.process()),
 		Produced:    append(s.prodE.produced(), s.prodL.produced()...),
 		Invocations: s.lambda.invocations(),
@@ -214,6 +219,11 @@ func runSoak(t *testing.T, seed uint64, duration time.Duration) {
 	s.mu.Unlock()
 	_ = produceEnd
 
+	if b, err := json.Marshal(run); err != nil {
+		t.Errorf("save the run: %v", err)
+	} else {
+		writeFile(t, filepath.Join(out, "run.json"), string(b))
+	}
 	rep := run.Check()
 	text := rep.String()
 	writeFile(t, filepath.Join(out, "report.txt"), s.plan.String()+"\n"+windowsText(run.Windows)+"\n"+text)
