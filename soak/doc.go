@@ -15,7 +15,7 @@
 //
 // The harness starts its own stand-ins with scripts/standins.sh (or, with
 // LAMBDAADAPTER_SOAK_STANDINS=running, uses those the AWS_ENDPOINT_URL_*
-// variables point at), builds bin/bootstrap, and runs:
+// variables point at), builds the bootstrap binary, and runs:
 //
 //   - five bootstrap -mode=ecs workers on an 8-shard stream with a 3 s lease,
 //     a 1 s checkpoint interval, a cap of 3 attempts, a dead-letter queue and
@@ -30,7 +30,10 @@
 //   - two producers, straight to the stand-in: a steady rate plus bursts,
 //     over 400 (long-running) and 60 (Lambda) partition keys; each record's
 //     JSON payload carries a unique id and its key's sequence number; 2% ask
-//     for a durable delay once (RetryAfter 6 s, through the delay queue);
+//     for a durable delay once (RetryAfter 6 s, through the delay queue; in
+//     Lambda mode only when the run is shorter than 2 minutes, as a delay
+//     message a stopped worker had received waits out a 60 s visibility
+//     timeout);
 //   - the schedule drawn from the seed (NewPlan, printed first): kill -9 and
 //     SIGTERM of a worker (each replaced by a new process), SIGSTOP for 1-3
 //     lease durations, a worker cut off from DynamoDB or from Kinesis

@@ -215,9 +215,14 @@ func (s *soak) reshard(e Event) (shard, detail string, err error) {
 	}
 }
 
-// readQuiet is how long the read-back waits for nothing more to arrive
-// (every process has stopped by then).
-const readQuiet = 2 * time.Second
+// readQuiet is how long the read-back of a stream waits for nothing more
+// to arrive (every process has stopped by then). A queue's read-back waits
+// longer than ReceiveAll's visibility timeout (5 s): the messages of a
+// receive whose answer was lost (the SDK retried it) come again by then.
+const (
+	readQuiet      = 2 * time.Second
+	readQuietQueue = 6 * time.Second
+)
 
 // readStream reads every record of a source stream back: originals and
 // counted copies (x-ruststream-retry-count).
@@ -234,7 +239,7 @@ func (s *soak) readStream(mode Mode, stream string) []StreamRecord {
 // readDeadLetterQueue reads every dead letter of an SQS dead-letter queue.
 func (s *soak) readDeadLetterQueue(mode Mode, url string) []DeadLetter {
 	var out []DeadLetter
-	for _, m := range s.env.ReceiveAll(s.t.Context(), s.t, url, math.MaxInt, readQuiet) {
+	for _, m := range s.env.ReceiveAll(s.t.Context(), s.t, url, math.MaxInt, readQuietQueue) {
 		d, err := publish.ParseDeadLetterBody([]byte(aws.ToString(m.Body)))
 		if err != nil {
 			s.harnessError("a dead letter in %s does not parse: %v", url, err)

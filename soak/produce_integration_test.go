@@ -29,6 +29,7 @@ type producer struct {
 	keys   int
 	rate   float64 // steady records per second
 	burst  [2]int  // burst size range
+	delays float64 // share of records that ask for a durable delay once
 	rng    *rand.Rand
 
 	stopc, done chan struct{}
@@ -40,12 +41,12 @@ type producer struct {
 	slowMax  time.Duration // handler sleep of the records produced now (slow handlers)
 }
 
-// Share of records that ask for a durable delay once (a RetryAfter longer
-// than the in-process limit, through the delay queue).
-const delayedShare = 0.02
-
-func startProducer(s *soak, mode Mode, stream, prefix string, keys int, rate float64, burst [2]int, seed uint64) *producer {
-	p := &producer{s: s, mode: mode, stream: stream, prefix: prefix, keys: keys, rate: rate, burst: burst,
+// startProducer starts a producer of rate records per second plus bursts,
+// over keys partition keys; a share delays of the records ask for a durable
+// delay once (a RetryAfter longer than the in-process limit, through the
+// delay queue).
+func startProducer(s *soak, mode Mode, stream, prefix string, keys int, rate float64, burst [2]int, delays float64, seed uint64) *producer {
+	p := &producer{s: s, mode: mode, stream: stream, prefix: prefix, keys: keys, rate: rate, burst: burst, delays: delays,
 		rng: rand.New(rand.NewPCG(seed, 0x9e37)), stopc: make(chan struct{}), done: make(chan struct{}), kseq: make([]int, keys)}
 	go p.run()
 	s.t.Cleanup(p.stop)
@@ -100,7 +101,7 @@ func (p *producer) write(n int) {
 			r.Sleep = time.Duration(1+p.rng.Int64N(int64(slow/time.Millisecond))) * time.Millisecond
 			cmd["sleep_ms"] = r.Sleep.Milliseconds()
 		}
-		if p.rng.Float64() < delayedShare {
+		if p.rng.Float64() < p.delays {
 			r.Delayed = true
 			cmd["outcome"], cmd["delay_ms"], cmd["until_attempt"] = "retry_after", delayedDelay.Milliseconds(), 2
 		}
