@@ -35,6 +35,7 @@ type Check string
 const (
 	CheckLost      Check = "lost"
 	CheckOverlap   Check = "overlap"
+	CheckFence     Check = "stale lease"
 	CheckOrder     Check = "per-key order"
 	CheckDuplicate Check = "duplicate"
 	CheckCopy      Check = "extra copy"
@@ -89,6 +90,7 @@ func (r *Run) Check() *Report {
 	c.harness()
 	c.lost()
 	c.overlap()
+	c.fence()
 	c.order()
 	c.duplicates()
 	c.copies()
@@ -328,41 +330,35 @@ func (c *checker) lost() {
 // started one of the shard, within one tenure of its lease (between two of
 // its "lease taken" lines): a1 < b1 < a2 with a from worker A and b from
 // worker B is an overlap, unless A took the lease again between b1 and a2.
-// Once a tenure overlapped, every later start in it counts.
+// Overlapping starts close to each other (within two lease durations) form
+// one episode; a finding is an episode, from the first b1 to the last
+// overlapping start, and counts every record of the shard started in it
+// by any worker: the records handed out while two workers held the shard.
 func (c *checker) overlap() {
-	type key struct {
-		shard  string
-		proc   *Process
-		tenure int
-	}
 	byShard := map[string][]start{}
 	for d, ss := range c.starts {
 		if d.mode == ModeECS {
 			byShard[d.shard] = append(byShard[d.shard], ss...)
 		}
 	}
-	shards := sortedKeys(byShard)
-	for _, shard := range shards {
+	for _, shard := range sortedKeys(byShard) {
 		ss := byShard[shard]
 		slices.SortStableFunc(ss, func(a, b start) int { return a.t.Compare(b.t) })
+		type episode struct {
+			from, to time.Time
+			workers  []string
+			inter    int
+		}
+		var eps []*episode
 		last := map[*Process]start{} // each worker's last start
-		found := map[key]*Finding{}
-		var order []key
 		for _, s := range ss {
 			prev, ok := last[s.proc]
 			last[s.proc] = s
 			if !ok || prev.tenure != s.tenure {
 				continue
 			}
-			k := key{shard, s.proc, s.tenure}
-			if f := found[k]; f != nil {
-				// Every later start of this tenure overlaps too.
-				f.Count++
-				f.Detail = overlapDetail(f, s.t)
-				continue
-			}
-			// Another worker started one of the shard after this worker's
-			// previous start?
+			// The first start of another worker after this worker's
+			// previous one, if any.
 			var other *start
 			for p, o := range last {
 				if p != s.proc && o.t.After(prev.t) && (other == nil || o.t.Before(other.t)) {
@@ -373,22 +369,34 @@ func (c *checker) overlap() {
 			if other == nil {
 				continue
 			}
-			f := &Finding{Check: CheckOverlap, Mode: ModeECS, Violation: true, Time: other.t, Shard: shard, Count: 1,
-				Workers: []string{s.proc.Name, other.proc.Name}, ID: s.id,
-				Kinds: c.attribute(other.t, s.proc.Name, other.proc.Name)}
-			f.Detail = overlapDetail(f, s.t)
-			found[k] = f
-			order = append(order, k)
+			e := (*episode)(nil)
+			if n := len(eps); n > 0 && !other.t.After(eps[n-1].to.Add(2*c.r.Limits.LeaseDuration)) {
+				e = eps[n-1]
+			} else {
+				e = &episode{from: other.t}
+				eps = append(eps, e)
+			}
+			e.to, e.inter = s.t, e.inter+1
+			for _, w := range []string{s.proc.Name, other.proc.Name} {
+				if !slices.Contains(e.workers, w) {
+					e.workers = append(e.workers, w)
+				}
+			}
 		}
-		for _, k := range order {
-			c.add(*found[k])
+		for _, e := range eps {
+			n := 0
+			for _, s := range ss {
+				if !s.t.Before(e.from) && !s.t.After(e.to) {
+					n++
+				}
+			}
+			slices.Sort(e.workers)
+			c.add(Finding{Check: CheckOverlap, Mode: ModeECS, Violation: true, Time: e.from, Shard: shard, Count: n,
+				Workers: e.workers, Kinds: c.attribute(e.from, e.workers...),
+				Detail: fmt.Sprintf("%s: %s started records of it alternately for %v from %s (%d starts, %d of them after another worker's, within its own lease tenure)",
+					shard, strings.Join(e.workers, " and "), e.to.Sub(e.from).Round(time.Millisecond), e.from.Format(timeFormat), n, e.inter)})
 		}
 	}
-}
-
-func overlapDetail(f *Finding, last time.Time) string {
-	return fmt.Sprintf("%s started %d records of %s after %s started one there at %s (its lease taken before that); the last %v later",
-		f.Workers[0], f.Count, f.Shard, strings.Join(f.Workers[1:], ", "), f.Time.Format(timeFormat), last.Sub(f.Time).Round(time.Millisecond))
 }
 
 // order: per partition key, no original record starts before every earlier
@@ -525,6 +533,72 @@ func (c *checker) lambdaCause(d delivery, s1 start) (cause string, bad bool, why
 	return CauseUnexplained, true, "no invocation of its shard was under way when it started"
 }
 
+// stale says why x started on a stale lease ("" when it did not): after
+// its worker resumed from a pause (every pause lasts at least a lease
+// duration), or more than a lease duration after its worker was cut off
+// from DynamoDB (its last renewal came before the cut), on a lease taken
+// before the pause or the cut.
+func (c *checker) stale(x start) string {
+	w, l := x.proc, c.r.Limits
+	for _, p := range c.windowsOf(KindPause, w.Name) {
+		if !x.t.Before(p.End) && x.taken.Before(p.Start) {
+			return fmt.Sprintf("%s started it %v after resuming from a %v pause, on a lease taken before it",
+				w.Name, x.t.Sub(p.End).Round(time.Millisecond), p.End.Sub(p.Start).Round(time.Millisecond))
+		}
+	}
+	for _, p := range c.windowsOf(KindCutDynamoDB, w.Name) {
+		if x.t.After(p.Start.Add(l.LeaseDuration)) && x.taken.Before(p.Start) {
+			return fmt.Sprintf("%s started it %v after it was cut off from DynamoDB for %v (lease duration %v), on a lease taken before it",
+				w.Name, x.t.Sub(p.Start).Round(time.Millisecond), p.End.Sub(p.Start).Round(time.Millisecond), l.LeaseDuration)
+		}
+	}
+	return ""
+}
+
+// fence: a worker starts no record on a lease whose last renewal is older
+// than the lease duration (self-fencing): none after resuming from a pause,
+// none more than a lease duration into a cut from DynamoDB, on a lease it
+// took before (one it takes again later is a new tenure).
+func (c *checker) fence() {
+	type key struct {
+		proc   *Process
+		shard  string
+		tenure int
+	}
+	found := map[key]*Finding{}
+	var order []key
+	for _, d := range sortedKeysFunc(c.starts, func(a, b delivery) int {
+		return cmp.Or(cmp.Compare(a.mode, b.mode), cmp.Compare(a.shard, b.shard), cmp.Compare(a.seq, b.seq))
+	}) {
+		if d.mode != ModeECS {
+			continue
+		}
+		for _, x := range c.starts[d] {
+			why := c.stale(x)
+			if why == "" {
+				continue
+			}
+			k := key{x.proc, d.shard, x.tenure}
+			f := found[k]
+			if f == nil {
+				f = &Finding{Check: CheckFence, Mode: ModeECS, Violation: true, Shard: d.shard, Workers: []string{x.proc.Name}, Time: x.t, ID: x.id}
+				found[k] = f
+				order = append(order, k)
+			}
+			f.Count++
+			if !x.t.After(f.Time) {
+				f.Time, f.ID, f.Detail = x.t, x.id, why
+			}
+		}
+	}
+	for _, k := range order {
+		f := found[k]
+		f.Kinds = c.attribute(f.Time, f.Workers...)
+		f.Detail = fmt.Sprintf("%s started %d records of %s on a stale lease; the first: %s", f.Workers[0], f.Count, f.Shard, f.Detail)
+		c.add(*f)
+	}
+}
+
 // ecsCause explains why a record that worker W (s1's) started was started
 // again by s2 (another worker, or W under a new lease).
 func (c *checker) ecsCause(d delivery, s1, s2 start) (cause string, bad bool, why string) {
@@ -532,17 +606,11 @@ func (c *checker) ecsCause(d delivery, s1, s2 start) (cause string, bad bool, wh
 	bound := l.redeliveryBound()
 	// A worker must start nothing once its lease is stale: not after
 	// resuming from a pause, nor after a cut from DynamoDB has lasted a
-	// lease duration, on a lease it took before.
-	for _, p := range c.windowsOf(KindPause, w.Name) {
-		if !s1.t.Before(p.End) && s1.taken.Before(p.Start) && s2.t.After(s1.t) {
-			return CauseAfterFence, true, fmt.Sprintf("%s started it %v after resuming from a %v pause, on a lease taken before it",
-				w.Name, s1.t.Sub(p.End).Round(time.Millisecond), p.End.Sub(p.Start).Round(time.Millisecond))
-		}
-	}
-	for _, p := range c.windowsOf(KindCutDynamoDB, w.Name) {
-		if s1.t.After(p.Start.Add(l.LeaseDuration)) && !s1.t.After(p.End) && s1.taken.Before(p.Start) {
-			return CauseAfterFence, true, fmt.Sprintf("%s started it %v into a cut from DynamoDB (lease duration %v), on a lease taken before it",
-				w.Name, s1.t.Sub(p.Start).Round(time.Millisecond), l.LeaseDuration)
+	// lease duration, on a lease it took before. Either start may be the
+	// stale one.
+	for _, x := range []start{s1, s2} {
+		if why := c.stale(x); why != "" {
+			return CauseAfterFence, true, why
 		}
 	}
 	if e := w.Exit; e != nil && e.Stop == StopKill && !e.Signalled.Before(s1.t) && !e.Signalled.After(s2.t) {

@@ -141,7 +141,7 @@ func TestCheckOverlap(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		setup  func(f *fixture)
-		starts int // overlapping starts reported
+		starts int // starts in the overlap episodes (from the first start of the intruder to the last overlapping start)
 	}{
 		{"paused worker resumes on its stale lease", func(f *fixture) {
 			f.window(KindPause, "w1", 10, 19)
@@ -150,7 +150,7 @@ func TestCheckOverlap(t *testing.T) {
 			f.handle("w1", "s0", "201", "a2", 1, 19.1, 0.01, "ack")
 			f.handle("w1", "s0", "202", "a3", 1, 19.2, 0.01, "ack")
 			f.handle("w2", "s0", "201", "a2", 1, 19.3, 0.01, "ack") // b resumes too
-		}, 3},
+		}, 4},
 		{"cut-off worker and the new owner alternate", func(f *fixture) {
 			f.window(KindCutDynamoDB, "w1", 10, 20)
 			f.take("w2", "s0", 14)
@@ -158,7 +158,7 @@ func TestCheckOverlap(t *testing.T) {
 				f.handle("w2", "s0", fmt.Sprint(300+i), fmt.Sprint("b", i), 1, 14.5+float64(i), 0.01, "ack")
 				f.handle("w1", "s0", fmt.Sprint(400+i), fmt.Sprint("a", i), 1, 14.6+float64(i), 0.01, "ack")
 			}
-		}, 9},
+		}, 10},
 		{"hand-over and back", func(f *fixture) {
 			f.log("w1", Line{Time: f.at(10), Msg: MsgHandedOver, ShardID: "s0"})
 			f.take("w2", "s0", 10.1)
@@ -460,7 +460,10 @@ func TestCheckStallDurableDelay(t *testing.T) {
 	}
 }
 
-var flagRecheck = flag.String("soak.recheck", "", "TestRecheck: check the run saved in this run.json (a soak run's -soak.out directory holds one)")
+var (
+	flagRecheck = flag.String("soak.recheck", "", "TestRecheck: check the run saved in this run.json (a soak run's -soak.out directory holds one)")
+	flagShow    = flag.String("soak.show", "", "TestRecheck: also print every finding whose check or cause contains this")
+)
 
 // TestRecheck checks a saved run again (to work on the checker without
 // running the soak again): go test -run TestRecheck -soak.recheck=DIR/run.json.
@@ -478,7 +481,58 @@ func TestRecheck(t *testing.T) {
 	}
 	rep := r.Check()
 	fmt.Println(rep)
+	if *flagShow != "" {
+		for _, f := range rep.Findings {
+			if strings.Contains(string(f.Check), *flagShow) || strings.Contains(f.Cause, *flagShow) {
+				fmt.Printf("%s %s %v %v x%d: %s\n", f.Check, f.Cause, f.Violation, f.Kinds, f.Count, f.Detail)
+			}
+		}
+	}
 	if rep.Failed() {
 		t.Errorf("%d findings break a promise", len(rep.Violations()))
+	}
+}
+
+func TestCheckFence(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(f *fixture)
+		stale int
+	}{
+		{"start after resuming from a pause", func(f *fixture) {
+			f.window(KindPause, "w1", 10, 14)
+			f.handle("w1", "s0", "900", "x", 1, 14.1, 0.01, "ack")
+			f.handle("w1", "s0", "901", "y", 1, 14.2, 0.01, "ack")
+		}, 2},
+		{"start after a pause on a lease taken again", func(f *fixture) {
+			f.window(KindPause, "w1", 10, 14)
+			f.take("w1", "s0", 15)
+			f.handle("w1", "s0", "900", "x", 1, 15.1, 0.01, "ack")
+		}, 0},
+		{"start early in a cut from DynamoDB", func(f *fixture) {
+			f.window(KindCutDynamoDB, "w1", 10, 20)
+			f.handle("w1", "s0", "900", "x", 1, 12, 0.01, "ack")
+		}, 0},
+		{"start a lease duration into a cut from DynamoDB, and after it", func(f *fixture) {
+			f.window(KindCutDynamoDB, "w1", 10, 20)
+			f.handle("w1", "s0", "900", "x", 1, 13.5, 0.01, "ack")
+			f.handle("w1", "s0", "901", "y", 1, 25, 0.01, "ack")
+		}, 2},
+		{"a cut from Kinesis fences nothing", func(f *fixture) {
+			f.window(KindCutKinesis, "w1", 10, 20)
+			f.handle("w1", "s0", "900", "x", 1, 15, 0.01, "ack")
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := clean()
+			for _, id := range []string{"x", "y"} {
+				f.run.Produced = append(f.run.Produced, Produced{Mode: ModeECS, ID: id, Key: id, Shard: "s0", Seq: map[string]string{"x": "900", "y": "901"}[id], Time: f.at(9)})
+			}
+			tc.setup(f)
+			r := f.run.Check()
+			if n, bad := r.Count(CheckFence); n != tc.stale || bad != tc.stale {
+				t.Errorf("stale starts %d (%d violations), want %d:\n%s", n, bad, tc.stale, r)
+			}
+		})
 	}
 }

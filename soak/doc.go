@@ -66,8 +66,14 @@
 //   - overlap: per shard, no worker starts a record after another worker
 //     started one of the shard within the same tenure of its lease (between
 //     two of its "lease taken" lines): starts a1 < b1 < a2 of workers A and B
-//     are an overlap, and every later start of A's tenure counts too. A
-//     handler already running when its process was paused may finish;
+//     are an overlap. Overlapping starts less than two lease durations apart
+//     form an episode, reported with every start of the shard in it (by any
+//     worker). A handler already running when its process was paused may
+//     finish;
+//   - stale lease (self-fencing): a worker starts no record, on a lease it
+//     took before, after resuming from a pause (each lasts at least a lease
+//     duration) or more than a lease duration after it was cut off from
+//     DynamoDB;
 //   - per-key order: no original record starts before every earlier record
 //     of its key (in production order) ended a handling; counted copies give
 //     up their place, as the README says;

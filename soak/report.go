@@ -109,7 +109,7 @@ func (r *Report) String() string {
 	tw.Flush()
 	b.WriteString("\n")
 
-	cols := []Check{CheckLost, CheckOverlap, CheckOrder, CheckDuplicate, CheckCopy, CheckFlap, CheckExit}
+	cols := []Check{CheckLost, CheckOverlap, CheckFence, CheckOrder, CheckDuplicate, CheckCopy, CheckFlap, CheckExit}
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "fault kind\twindows\t")
 	for _, c := range cols {
