@@ -41,7 +41,8 @@ unit:
 integration: tools standins
 	scripts/standins.sh start
 	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/... && \
-	  (cd soak && LAMBDAADAPTER_SOAK_STANDINS=running $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v .); \
+	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/... && \
+	   LAMBDAADAPTER_SOAK_STANDINS=running $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v .); \
 	  rc=$$?; scripts/standins.sh stop; exit $$rc
 
 # The seeded fault soak (the module soak/): bootstrap -mode=ecs workers and the

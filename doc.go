@@ -44,8 +44,11 @@
 // WithMaxAttempts or a dead-letter target is set (a dead-letter target alone
 // caps at 3 attempts). A counted copy is written to the record's own stream
 // (the stream of an enhanced fan-out consumer ARN) with the same payload,
-// user headers and partition key, and x-ruststream-retry-count set to the
-// attempt that failed ("1" on the first copy); the original settles only
+// user headers and partition key, x-ruststream-retry-count set to the
+// attempt that failed ("1" on the first copy), and x-lambdaadapter-origin
+// naming the original's shard, sequence number and sub-sequence number
+// (kept on later copies: package idempotency's default key is derived from
+// it, so an original and its copies share one key); the original settles only
 // once its copy, delay message or dead letter is written, and stays
 // unsettled when that write fails. No record is ever lost; delivery is at
 // least once.
@@ -61,6 +64,11 @@
 //	Retry(err),        copy written, then settles; the n-th  same
 //	counted            failed attempt is dead-lettered, or
 //	                   retired (logged) without a target
+//	Retry/RetryAfter   unsettled, counted or not: reported   unsettled, counted or not: delivered
+//	with err matching  as above; no copy, delay message or   again in process after a backoff with
+//	idempotency.       dead letter                           the same Attempt (no attempt counted);
+//	ErrInProgress                                            nothing written
+//	(held elsewhere)
 //	RetryAfter(d,err)  d ≤ 5s and before deadline - margin:  d ≤ 5s: copy written after d (the record
 //	                   copy written after d; longer: delay   holds the checkpoint meanwhile); longer:
 //	                   queue (WithDelayQueue), else as       delay queue, else as Retry with a warning
@@ -76,22 +84,34 @@
 //
 // In long-running mode only the record is delivered again, not its shard:
 // records that settled are not handled twice. Every in-process delivery
-// counts as an attempt toward the cap. If the shard is handed over, lost or
+// counts as an attempt toward the cap, except that of a record held by a run
+// in progress elsewhere (idempotency.ErrInProgress): its handler did not
+// run, so it counts none. If the shard is handed over, lost or
 // stopped while a record waits for its next attempt, the record comes again
 // from the checkpoint, on the shard's next owner.
 //
 // In Lambda mode, writes (copies, delay messages, dead letters) go out in
-// shard order: a record's write goes out only once it is its shard's first
-// unsettled record, one write per shard at a time, the writes of different
-// shards together in one PutRecords (or SendMessageBatch) call. A write
-// that fails leaves its record unsettled and nothing after it in its shard
-// is written (Lambda delivers those records again), so no record that
-// Lambda delivers again already has a copy. The cost: copies on one shard go out one round trip
-// each, and a RetryAfter delay holds back the writes of later records of its
-// shard. Writes stop a fifth of the margin before the deadline; what is not
-// written by then stays unsettled and is reported. In long-running mode
-// writes are batched freely (PutRecords of up to 500 records, several calls
-// at once) while the lanes go on.
+// shard order, in batches: a record's write goes out once every earlier
+// record of its shard has settled or has its own write under way, in
+// PutRecords calls of up to 500 entries (SendMessageBatch of 10), one round
+// at a time, only failed entries retried. A write that fails for good leaves
+// its record unsettled; Lambda delivers it again with the records after it.
+// Writes of those later records made in the same call are remembered (up to
+// 20,000 records, in the execution environment's memory), and those records
+// settle without their handler when they come again to the same execution
+// environment; delivered to another one, they are handled again and written
+// again (the one bound on "one copy chain per record"). A RetryAfter delay
+// holds back the writes of later records of its shard. Writes stop a fifth
+// of the margin before the deadline; what is not written by then stays
+// unsettled and is reported. In long-running mode writes are batched freely
+// (PutRecords of up to 500 records, several calls at once) while the lanes
+// go on, and a write that fails is made again after the retry backoff
+// without running the handler again or counting an attempt.
+//
+// A record whose copy or delay message can never be written (the added
+// headers push it over the size limit) ends at once, as at the cap: to the
+// dead-letter target (a dead-letter stream gets it as it arrived when its
+// dead letter is too large too), else retired with an error log.
 //
 // A durable delay is an SQS message (DelaySeconds up to 15 minutes, chained
 // for longer) that is forwarded to the stream as the counted copy once due.
@@ -145,7 +165,8 @@
 //	dead letter        its own key; the dead letter carries
 //	                   x-dead-letter-sub-sequence-number
 //	restart inside     -                                     the lease stores the sub-sequence: the next
-//	an aggregate                                             owner skips the user records that settled
+//	an aggregate                                             owner skips the user records up to the
+//	                                                         first unsettled one; the rest come again
 //	wrong MD5          an ordinary record                    same
 //	MD5 matches, body  poison: not handed to the handler;    same
 //	malformed          like Drop with an error naming it
@@ -168,7 +189,8 @@
 // carry user headers that way), the user headers, and the delivery headers
 // partition-key, kinesis-sequence-number and kinesis-shard-id. Attempt is 1
 // on a first delivery and x-ruststream-retry-count + 1 on a counted copy; in
-// long-running mode each in-process delivery adds one. (Lambda does not say
+// long-running mode each in-process delivery adds one (except after a Retry
+// matching idempotency.ErrInProgress, which attempted nothing). (Lambda does not say
 // how often it delivered a record: a record it delivers again after an
 // uncounted Retry has the same Attempt as before.) A counted retry gives up
 // the record's place in its key's order, since its copy is appended to the
@@ -200,6 +222,21 @@
 // written and the leases released, so other instances take them at once.
 // Nothing the adapter started runs after Run returns, except a handler
 // that ignores its cancelled context (logged).
+//
+// Leases fence themselves: an instance hands a shard's records to the
+// handler only while its lease is fresh. With lease duration D
+// (WithLeaseDuration, 10s), renewals every D/3 and a margin of D/10, a lease
+// whose last successful write started more than D − D/10 ago on the
+// instance's monotonic clock is dropped locally — reading stops, no further
+// record starts, running handlers' contexts are cancelled, nothing more is
+// written for it — while another instance counts it expired only D after
+// it saw that write's counter. The check runs before every hand-off to a
+// lane, so an instance cut off from DynamoDB, or paused (SIGSTOP, a frozen
+// container, a long GC) and resumed, never handles a shard at the same time
+// as the instance that took it over. The bound assumes monotonic clocks that
+// advance while a process is paused and differ in rate by far less than
+// 10 %; a handler already running may finish, and what it returns changes
+// nothing.
 //
 // WithEnhancedFanOut(name) reads with enhanced fan-out instead of
 // GetRecords: the stream consumer name is registered (or found registered)

@@ -1,9 +1,12 @@
 package lambdaadapter_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +18,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
+	"github.com/shardsettle/lambdaadapter/observe/emf"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -399,4 +403,71 @@ func TestTraceHookWithoutHandler(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestECSIdleStreamWritesMillisBehindLatest: a long-running worker reading
+// an idle stream writes MillisBehindLatest (0: at the tip) in every flush
+// interval. The template's MillisBehindLatest alarm treats missing data as
+// breaching on that premise: a minute without it means nothing read the
+// stream, not that the stream was idle.
+func TestECSIdleStreamWritesMillisBehindLatest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := awsfake.NewKinesis()
+		k.CreateStream("idle", 2)
+		var out lockedBuffer
+		e := emf.New(&out, emf.WithService("svc"))
+		a, err := lambdaadapter.New(byPayload, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("idle"),
+			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
+			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithHooks(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		const intervals = 5
+		time.Sleep(intervals*emf.DefaultInterval + emf.DefaultInterval/2)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		var behind []float64
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var doc struct {
+				Stream             string
+				MillisBehindLatest []float64
+			}
+			if err := json.Unmarshal([]byte(line), &doc); err != nil {
+				t.Fatalf("EMF line %q: %v", line, err)
+			}
+			if doc.Stream == "idle" && doc.MillisBehindLatest != nil {
+				if len(doc.MillisBehindLatest) != 2 || doc.MillisBehindLatest[0] != 0 || doc.MillisBehindLatest[1] != 0 {
+					t.Errorf("MillisBehindLatest %v, want 0 for each of the 2 shards", doc.MillisBehindLatest)
+				}
+				behind = append(behind, doc.MillisBehindLatest...)
+			}
+		}
+		// One document per interval, and one more at the stop.
+		if n := len(behind) / 2; n < intervals {
+			t.Errorf("MillisBehindLatest written in %d flushes of an idle stream, want every one of the %d intervals:\n%s", n, intervals, out.String())
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

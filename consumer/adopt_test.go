@@ -28,40 +28,41 @@ func TestNoAdoptionOfOwnHandOver(t *testing.T) {
 		}
 		c := newConsumer(t, Config{Kinesis: newStream(1), Store: store, Owner: "a"}, handler(newRecorder()))
 		c.listed = map[string]kinesistypes.Shard{id: {}}
-		c.readCtx = t.Context()
+		testShard(t, c, "unused") // the engine session a started shard needs
 		return c, store, l
 	}
 	started := func(c *Consumer) bool {
 		c.mu.Lock()
-		defer c.mu.Unlock()
 		s := c.shards[id]
-		if s != nil { // stop what a wrong adoption started
-			s.stopReading()
-			s.ck.abandon()
+		c.mu.Unlock()
+		if s != nil { // stop what an adoption started
+			s.stopAt(stopLost)
+			<-s.done
 		}
+		c.group.Wait()
 		return s != nil
 	}
 
 	t.Run("hand-over in progress", func(t *testing.T) {
+		// The shard being handed over stays held until its transfer is
+		// written: the plan hands it over and does not adopt it.
 		c, store, l := setUp(t)
-		defer c.tasks.Wait()
 		if _, err := store.RequestHandoff(t.Context(), l, "b"); err != nil {
 			t.Fatal(err)
 		}
-		c.lettingGo[id] = true // handOff forgot the shard and has not transferred it yet
 		snap, err := store.Snapshot(t.Context(), testStream)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.balanceWith(t.Context(), snap)
-		if started(c) {
-			t.Error("the worker took up again the shard it is handing over")
+		p := planBalance(planInput{me: "a", snap: snap, held: map[string]bool{id: true},
+			view: view{listed: c.listed, maxListed: id, byID: map[string]lease.Lease{id: snap.Leases[0]}}})
+		if len(p.adopt) != 0 || len(p.handOver) != 1 || p.handOver[0].to != "b" {
+			t.Errorf("plan adopts %v and hands over %v; want to hand it over to b only", p.adopt, p.handOver)
 		}
 	})
 
 	t.Run("snapshot older than the transfer", func(t *testing.T) {
 		c, store, l := setUp(t)
-		defer c.tasks.Wait()
 		snap, err := store.Snapshot(t.Context(), testStream) // still says "a"
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +81,6 @@ func TestNoAdoptionOfOwnHandOver(t *testing.T) {
 
 	t.Run("handed to it", func(t *testing.T) {
 		c, store, l := setUp(t)
-		defer c.tasks.Wait()
 		// "b" held it and handed it to "a".
 		l, err := store.Take(t.Context(), l, "b")
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -60,31 +59,35 @@ func (c *Consumer) unregister() {
 	}
 }
 
-// renew heartbeats and renews every held lease, concurrently: a lease that
-// was lost stops its shard at once, and a lease another worker asked for is
-// handed over.
+// renew heartbeats and renews every held lease, concurrently. A lease that
+// was lost stops its shard at once (shard.renew); a lease another worker
+// asked for is handed over; one that fails otherwise is tried again at the
+// next round, and its shard stops on its own once its fence lapses (see
+// fenceMargin).
 func (c *Consumer) renew(ctx context.Context) {
 	_ = c.heartbeat(ctx)
-	c.mu.Lock()
-	held := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		held = append(held, s)
-	}
-	c.mu.Unlock()
-	_ = concurrently(held, func(s *shard) error {
+	_ = concurrently(c.heldShards(), func(s *shard) error {
 		l, err := s.renew(ctx)
 		switch {
-		case lost(err):
-			c.lose(s, "lease lost at renewal")
-		case err != nil:
-			if ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+		case err == nil:
+			if l.Handoff != "" && l.Handoff != c.cfg.Owner {
+				c.handOver(ctx, s, l.Handoff)
 			}
-		case l.Handoff != "" && l.Handoff != c.cfg.Owner:
-			c.handOff(s, l.Handoff)
+		case !lost(err) && !errors.Is(err, errStopped) && ctx.Err() == nil:
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: renewing a lease failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()),
+				slog.Duration("fenced_in", s.untilFence()))
 		}
 		return nil
 	})
+}
+
+// handOver asks s to stop and hand its lease over to the worker to, which
+// asked for it (seen in a renewal's answer or a read of the table).
+func (c *Consumer) handOver(ctx context.Context, s *shard, to string) {
+	if !s.stopping() {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: handing a lease over", slog.String(attrShardID, s.id), slog.String("to", to))
+	}
+	s.stopGracefully(stopRequest{reason: stopHandedOver, to: to})
 }
 
 // balance reads the stream's rows and balances on them.
@@ -101,20 +104,9 @@ func (c *Consumer) balance(ctx context.Context) {
 	c.balanceWith(ctx, snap)
 }
 
-// balanceWith balances on the stream's rows as just read. Each live worker
-// (registered with a recent heartbeat, or holding a lease that is not
-// expired) aims at ceil(shards / workers) leases: this worker takes free and
-// expired leases up to that share, and, when none is free, asks busier
-// workers to hand leases over (RequestHandoff): the owner stops reading the
-// shard, settles what it has in flight, checkpoints and transfers the lease,
-// and only then this worker reads it, so a planned move re-delivers
-// nothing. A lease whose owner died expires and is taken as before.
-//
-// It also stops shards whose lease another worker holds now, hands over
-// leases other workers asked for, starts leases handed over to it, and
-// removes the rows of shards trimmed away and of workers that died.
+// balanceWith balances on the stream's rows as just read: it plans
+// (planBalance, a pure function of what it read) and carries the plan out.
 func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
-	me := c.cfg.Owner
 	c.mu.Lock()
 	if c.stopped || c.listed == nil {
 		c.mu.Unlock()
@@ -122,150 +114,85 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 	}
 	c.tracker.Observe(snap.Leases)
 	c.tracker.ObserveWorkers(snap.Workers)
-	v := view{listed: c.listed, maxListed: c.maxListed, byID: make(map[string]lease.Lease, len(snap.Leases))}
+	in := planInput{me: c.cfg.Owner, snap: snap, held: make(map[string]bool, len(c.shards)), expired: map[string]bool{}, dead: map[string]bool{},
+		view: view{listed: c.listed, maxListed: c.maxListed, byID: make(map[string]lease.Lease, len(snap.Leases))}}
 	for _, l := range snap.Leases {
-		v.byID[l.Key.ShardID] = l
-	}
-	var (
-		lostShards []*shard
-		handoffs   []handoff
-		adopt      []lease.Lease
-		eligible   []lease.Lease
-		available  []lease.Lease
-		cleanup    []lease.Lease
-		deadRows   []lease.Worker
-		mine       int
-		requested  int
-	)
-	for id, s := range c.shards {
-		l, ok := v.byID[id]
-		switch {
-		case !ok || l.Owner != me:
-			lostShards = append(lostShards, s)
-		case l.Handoff != "" && l.Handoff != me:
-			s.setLease(l)
-			handoffs = append(handoffs, handoff{s, l.Handoff})
+		in.view.byID[l.Key.ShardID] = l
+		if l.Owner != "" && c.tracker.Expired(l) {
+			in.expired[l.Key.ShardID] = true
 		}
 	}
-	live := map[string]int{me: 0}
 	for _, w := range snap.Workers {
-		switch {
-		case w.Owner == me:
-		case c.tracker.WorkerExpired(w):
-			deadRows = append(deadRows, w)
-		default:
-			live[w.Owner] = 0
+		if c.tracker.WorkerExpired(w) {
+			in.dead[w.Owner] = true
 		}
 	}
-	for _, l := range snap.Leases {
-		id := l.Key.ShardID
-		if v.trimmed(id) {
-			if c.cleanable(l, v, snap.Leases) {
-				cleanup = append(cleanup, l)
-			}
-			continue
-		}
-		if _, ok := v.listed[id]; !ok || l.Checkpoint == lease.ShardEnd || !v.parentsDone(l) {
-			continue // newer than the listing, finished, or waiting for its parents
-		}
-		eligible = append(eligible, l)
-		if l.Handoff == me {
-			requested++
-		}
-		switch {
-		case l.Owner == me:
-			mine++
-			if c.shards[id] == nil && !c.lettingGo[id] {
-				adopt = append(adopt, l)
-			}
-		case l.Owner == "" || c.tracker.Expired(l):
-			available = append(available, l)
-		default:
-			live[l.Owner]++
-		}
+	held := make(map[string]*shard, len(c.shards))
+	for id, s := range c.shards {
+		in.held[id] = true
+		held[id] = s
 	}
 	c.mu.Unlock()
+	c.act(ctx, planBalance(in), held, in.view)
+}
 
-	for _, s := range lostShards {
-		c.lose(s, "lease taken by another worker")
+// act carries out the plan p, made with the shards held and the view v.
+func (c *Consumer) act(ctx context.Context, p plan, held map[string]*shard, v view) {
+	for _, id := range p.lose {
+		held[id].stopAt(stopLost)
 	}
-	for _, h := range handoffs {
-		c.handOff(h.s, h.to)
+	for _, h := range p.handOver {
+		s := held[h.row.Key.ShardID]
+		s.setLease(h.row)
+		c.handOver(ctx, s, h.to)
 	}
-	for _, l := range adopt {
+	for _, l := range p.adopt {
 		c.adopt(ctx, l, v)
 	}
-	c.cleanUp(ctx, cleanup, deadRows)
-	if len(eligible) == 0 {
-		return
-	}
-	target := (len(eligible) + len(live) - 1) / len(live)
+	c.cleanUp(ctx, p.cleanup, p.dead)
 	// Free and expired leases up to the share, taken concurrently; a lease
 	// another worker took first is replaced by the next one.
-	for len(available) > 0 && mine < target {
-		n := min(target-mine, len(available))
-		var took atomic.Int64
+	available, want, took := p.take, p.want, 0
+	for len(available) > 0 && want > 0 {
+		n := min(want, len(available))
+		var ok atomic.Int64
 		_ = concurrently(available[:n], func(l lease.Lease) error {
 			if c.take(ctx, l, v) {
-				took.Add(1)
+				ok.Add(1)
 			}
 			return nil
 		})
-		mine += int(took.Load())
+		want -= int(ok.Load())
+		took += int(ok.Load())
 		available = available[n:]
 	}
-	if mine+requested >= target {
-		return
-	}
-	c.request(ctx, eligible, live, target, mine+requested)
-}
-
-// handoff is a lease another worker asked this worker for.
-type handoff struct {
-	s  *shard
-	to string
-}
-
-// request asks the busiest workers for leases until this worker (holding
-// or having asked for have) reaches target: from a worker above the share,
-// or at the share while this worker is at least two below it (6 shards, 4
-// workers: 2, 2, 1, 1). One request per lease; a lease already asked for
-// by another worker is left alone.
-func (c *Consumer) request(ctx context.Context, eligible []lease.Lease, live map[string]int, target, have int) {
-	me := c.cfg.Owner
-	owners := make([]string, 0, len(live))
-	for o := range live {
-		if o != me {
-			owners = append(owners, o)
-		}
-	}
-	slices.SortFunc(owners, func(a, b string) int { return live[b] - live[a] })
-	for _, o := range owners {
-		for _, l := range eligible {
-			if have >= target {
-				return
-			}
-			n := live[o]
-			if !(n > target || (n == target && have < target-1)) {
+	for _, a := range p.requests(took) {
+		got := 0
+		for _, l := range a.leases {
+			if got == a.n {
 				break
 			}
-			if l.Owner != o || l.Handoff != "" || c.tracker.Expired(l) {
-				continue
+			if c.request(ctx, l) {
+				got++
 			}
-			sctx, cancel := c.storeContext(ctx)
-			_, err := c.cfg.Store.RequestHandoff(sctx, l, me)
-			cancel()
-			if err != nil {
-				if !lost(err) && ctx.Err() == nil {
-					c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: asking for a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
-				}
-				continue
-			}
-			c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: asked for a lease", slog.String(attrShardID, l.Key.ShardID), slog.String("from", o))
-			live[o]--
-			have++
 		}
 	}
+}
+
+// request asks the owner of l to hand it over to this worker; it reports
+// whether the request was written.
+func (c *Consumer) request(ctx context.Context, l lease.Lease) bool {
+	sctx, cancel := c.storeContext(ctx)
+	_, err := c.cfg.Store.RequestHandoff(sctx, l, c.cfg.Owner)
+	cancel()
+	if err != nil {
+		if !lost(err) && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: asking for a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
+		return false
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: asked for a lease", slog.String(attrShardID, l.Key.ShardID), slog.String("from", l.Owner))
+	return true
 }
 
 // view is what balancing knows of the stream: the last complete listing
@@ -294,29 +221,6 @@ func (v view) parentsDone(l lease.Lease) bool {
 			continue
 		}
 		return false
-	}
-	return true
-}
-
-// cleanable reports whether the row l of a trimmed shard may be deleted
-// now: it is free, expired or this worker's without a reader, and nothing
-// needs it any more (it is SHARD_END, or every child has a checkpoint of its
-// own, so no child would start from the configured position instead of
-// continuing after it). c.mu must be held.
-func (c *Consumer) cleanable(l lease.Lease, v view, all []lease.Lease) bool {
-	switch {
-	case l.Owner == "" || c.tracker.Expired(l):
-	case l.Owner == c.cfg.Owner && c.shards[l.Key.ShardID] == nil:
-	default:
-		return false
-	}
-	if l.Checkpoint == lease.ShardEnd {
-		return true
-	}
-	for _, child := range all {
-		if slices.Contains(child.ParentShardIDs, l.Key.ShardID) && child.Checkpoint == "" {
-			return false
-		}
 	}
 	return true
 }
@@ -382,6 +286,7 @@ func (c *Consumer) take(ctx context.Context, l lease.Lease, v view) bool {
 func (c *Consumer) claim(ctx context.Context, l lease.Lease, v view, doing string,
 	write func(context.Context, lease.Lease) (lease.Lease, error), from string) bool {
 	sctx, cancel := c.storeContext(ctx)
+	since := time.Now()
 	held, err := write(sctx, l)
 	cancel()
 	if err != nil {
@@ -390,16 +295,16 @@ func (c *Consumer) claim(ctx context.Context, l lease.Lease, v view, doing strin
 		}
 		return false
 	}
-	return c.start(ctx, held, v, from)
+	return c.start(ctx, held, since, v, from)
 }
 
-// start starts reading the shard of the lease held, which this worker now
-// owns.
-func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from string) bool {
+// start starts the shard of the lease held, which this worker now owns
+// through a write that started at since.
+func (c *Consumer) start(ctx context.Context, held lease.Lease, since time.Time, v view, from string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
-		return false
+		return false // the lease expires: another worker takes it
 	}
 	if s := c.shards[held.Key.ShardID]; s != nil {
 		s.setLease(held)
@@ -407,7 +312,7 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease taken", slog.String(attrShardID, held.Key.ShardID),
 		slog.String("from", from), slog.String("checkpoint", held.Checkpoint), slog.Int64("counter", held.Counter))
-	s := c.newShard(held)
+	s := c.newShard(held, since)
 	kind := observe.LeaseTaken
 	switch {
 	case from == "handed over":
@@ -426,9 +331,7 @@ func (c *Consumer) start(ctx context.Context, held lease.Lease, v view, from str
 		// it starts there again once the parents' rows are deleted.
 		s.ck.update(settle.Position{Seq: pos.sentinel()})
 	}
-	s.rmu.Lock()
-	s.startReaderLocked(pos, s.es.Watermark().Epoch())
-	s.rmu.Unlock()
+	c.group.Go(func() { s.run(pos) })
 	return true
 }
 
@@ -468,53 +371,6 @@ func (c *Consumer) startFor(l lease.Lease, v view) Position {
 	return c.cfg.Start
 }
 
-// handOff hands the lease of s over to the worker to that asked for it:
-// reading stops, the records in flight settle (records waiting for a retry
-// are left to the new owner), and the lease is transferred to to with the
-// final checkpoint, in one conditional write; to reads on from that
-// checkpoint: a planned move re-delivers nothing that settled. It runs in
-// a goroutine of its own.
-func (c *Consumer) handOff(s *shard, to string) {
-	if !s.handing.CompareAndSwap(false, true) {
-		return
-	}
-	c.spawn(func() {
-		ctx := context.Background()
-		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: handing a lease over", slog.String(attrShardID, s.id), slog.String("to", to))
-		c.stopShard(s)
-		if !c.forgetLettingGo(s) {
-			return // lost, ended or shut down meanwhile
-		}
-		defer c.letGo(s.id)
-		s.es.Reset("")
-		l, err := s.ck.finish(ctx, func(ctx context.Context, held lease.Lease) (lease.Lease, error) {
-			return c.cfg.Store.Transfer(ctx, held, to)
-		})
-		if err != nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: handing a lease over failed; releasing it", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
-			s.release(ctx)
-			return
-		}
-		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease handed over", slog.String(attrShardID, s.id), slog.String("to", to), slog.String("checkpoint", l.Checkpoint))
-		c.leaseEvent(s.id, observe.LeaseHandedOn)
-	})
-}
-
-// gone gives up a shard that no longer exists (trimmed away): its lease is
-// released, and balancing deletes its row once it is no longer listed.
-func (c *Consumer) gone(s *shard) {
-	ctx := context.Background()
-	c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard no longer exists (trimmed away); releasing its lease", slog.String(attrShardID, s.id))
-	c.stopShard(s)
-	if !c.forgetLettingGo(s) {
-		return
-	}
-	defer c.kickEnded() // after letGo: the children may start
-	defer c.letGo(s.id)
-	s.es.Reset("")
-	s.release(ctx)
-}
-
 // endedGap is the least time between two listings for ended shards (see
 // afterEnded).
 const endedGap = time.Second
@@ -542,20 +398,4 @@ func (c *Consumer) kickEnded() {
 	case c.ended <- struct{}{}:
 	default: // a kick is pending already
 	}
-}
-
-// stopShard stops reading s, gives up its retries, waits (at most
-// ShutdownTimeout) for its records in flight, and stops its periodic
-// checkpoints: the last one goes with the Transfer or Release that follows
-// (checkpointer.finish).
-func (c *Consumer) stopShard(s *shard) {
-	s.stopReading()
-	c.sess.Quiesce(s.es)
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
-	defer cancel()
-	if !s.es.WaitIdle(ctx) {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: records still in flight after the shutdown timeout; they come again from the checkpoint",
-			slog.String(attrShardID, s.id), slog.Int("in_flight", s.es.Inflight()))
-	}
-	s.ck.halt()
 }

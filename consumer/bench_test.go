@@ -154,9 +154,7 @@ func BenchmarkRegister(b *testing.B) {
 	k := newCannedStream(1, 500, 512)
 	recs := k.records[k.shards[0]]
 	c := newConsumer(b, Config{Kinesis: k}, handler(message.HandlerFunc(func(context.Context, *message.Message) message.Outcome { return message.Ack() })))
-	s := c.newShard(lease.Lease{Key: lease.Key{Stream: testStream, ShardID: k.shards[0]}})
-	defer c.tasks.Wait()
-	defer s.ck.abandon()
+	s := testShard(b, c, k.shards[0])
 	b.ReportAllocs()
 	for b.Loop() {
 		e := s.es.Reset("")

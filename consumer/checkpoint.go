@@ -17,7 +17,8 @@ import (
 // lease counting as the first, so a worker that just took a lease does not
 // write it again at once — each write with a deadline, and always a last
 // one on hand-over, shard end and shutdown. Its loop is one goroutine,
-// owned by the consumer.
+// owned by the shard (shard.run), and it writes only while the shard's
+// lease is fresh (its fence, see fenceMargin).
 type checkpointer struct {
 	s *shard
 
@@ -36,10 +37,8 @@ type checkpointer struct {
 }
 
 func newCheckpointer(s *shard) *checkpointer {
-	k := &checkpointer{s: s, have: settle.Position{Seq: s.lease.Checkpoint, Parts: s.lease.SubSequence}, last: time.Now(),
+	return &checkpointer{s: s, have: settle.Position{Seq: s.lease.Checkpoint, Parts: s.lease.SubSequence}, last: time.Now(),
 		kick: make(chan struct{}, 1), quit: make(chan struct{}), exit: make(chan struct{})}
-	s.c.spawn(k.loop)
-	return k
 }
 
 // update asks for pos to be written (a sequence number with, inside a KPL
@@ -102,7 +101,9 @@ func (k *checkpointer) flush(ctx context.Context) bool {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	k.mu.Lock()
-	if k.dead || k.want.Seq == "" || k.want == k.have {
+	if k.dead || k.want.Seq == "" || k.want == k.have || !k.s.es.Live() {
+		// Nothing to write, or the lease is being given up or was not
+		// renewed in time: the shard stops, and writes nothing.
 		k.mu.Unlock()
 		return true
 	}
@@ -128,7 +129,7 @@ func (k *checkpointer) flush(ctx context.Context) bool {
 		return true
 	case lost(err):
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint refused: lease lost", slog.String(attrShardID, s.id))
-		s.c.lose(s, "checkpoint refused: lease lost")
+		s.stopAt(stopLost)
 		return true
 	default:
 		s.c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: checkpoint write failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))

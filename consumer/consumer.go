@@ -34,7 +34,8 @@ var ErrStreamNotFound = errors.New("stream not found")
 
 // Consumer reads a stream's shards through leases and runs the engine's
 // handler over their records with exact per-record settlement. Create it
-// with New; run it with Run (once). Its methods are safe for concurrent use.
+// with New; run it with Run (once), stop it by cancelling Run's context or
+// with Shutdown. Its methods are safe for concurrent use.
 type Consumer struct {
 	cfg  Config
 	log  *slog.Logger
@@ -49,17 +50,11 @@ type Consumer struct {
 	getRecordsOpts []func(*kinesis.Options)
 
 	mu        sync.Mutex
-	shards    map[string]*shard // held shards, by shard id
+	shards    map[string]*shard // held shards (reading or stopping), by shard id
 	tracker   *lease.Tracker
 	listed    map[string]kinesistypes.Shard // last complete ListShards answer, by shard id
 	maxListed string                        // the highest shard id listed
-	requested map[string]bool               // shards this worker asked another to hand over
-	// lettingGo holds the shards this worker is handing over or giving up:
-	// no longer in shards, while their rows may still name this worker,
-	// which must not take them up again as handed to it (see balance).
-	lettingGo map[string]bool
-	stopped   bool
-	readCtx   context.Context // readers' parent; cancelled at shutdown
+	stopped   bool                          // Run is stopping: no shard is started any more
 	// self is this worker's row as the last heartbeat returned it, so that
 	// unregister need not read the table; zero (unknown) after a heartbeat
 	// failed, which may have been applied all the same.
@@ -70,8 +65,16 @@ type Consumer struct {
 	ended chan struct{}
 
 	started atomic.Bool
-	readers sync.WaitGroup // every reader
-	tasks   sync.WaitGroup // every other goroutine the consumer starts
+	// group holds every goroutine Run starts (the shards', the renewer,
+	// the dispatcher, the forwarder, the reporter, ...): Run returns only
+	// after each has ended.
+	group sync.WaitGroup
+	// shutdown is closed by Shutdown (once); shutdownCtx, set before, then
+	// bounds the graceful stop.
+	shutdown     chan struct{}
+	shutdownOnce sync.Once
+	shutdownCtx  context.Context
+	ran          chan struct{} // closed when Run returns
 }
 
 // New validates cfg and returns a Consumer.
@@ -88,16 +91,16 @@ func New(cfg Config) (*Consumer, error) {
 		cfg.Owner = lease.NewOwnerID(host, task)
 	}
 	return &Consumer{
-		cfg:       cfg,
-		obs:       cfg.Engine.Config().Hooks,
-		log:       cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
-		ch:        make(chan []engine.Delivery, ChannelSize/chunkSize),
-		shards:    map[string]*shard{},
-		tracker:   lease.NewTracker(cfg.LeaseDuration),
-		requested: map[string]bool{},
-		ended:     make(chan struct{}, 1),
-		lettingGo: map[string]bool{},
-		fan:       newFanOut(&cfg),
+		cfg:      cfg,
+		obs:      cfg.Engine.Config().Hooks,
+		log:      cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
+		ch:       make(chan []engine.Delivery, ChannelSize/chunkSize),
+		shards:   map[string]*shard{},
+		tracker:  lease.NewTracker(cfg.LeaseDuration),
+		ended:    make(chan struct{}, 1),
+		fan:      newFanOut(&cfg),
+		shutdown: make(chan struct{}),
+		ran:      make(chan struct{}),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
 	}, nil
@@ -118,14 +121,26 @@ func (c *Consumer) Owned() []string {
 	return ids
 }
 
-// spawn runs f in a goroutine the consumer owns: Run waits for it before
-// it returns.
-func (c *Consumer) spawn(f func()) {
-	c.tasks.Add(1)
-	go func() {
-		defer c.tasks.Done()
+// heldShards returns the shards held now.
+func (c *Consumer) heldShards() []*shard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := make([]*shard, 0, len(c.shards))
+	for _, s := range c.shards {
+		held = append(held, s)
+	}
+	return held
+}
+
+// goGroup runs f in a goroutine of Run's group; it returns a channel closed
+// when f returned, for the steps of the stop that wait for one goroutine.
+func (c *Consumer) goGroup(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	c.group.Go(func() {
+		defer close(done)
 		f()
-	}()
+	})
+	return done
 }
 
 // storeContext bounds one lease-store call: a hung call must not hold a
@@ -136,57 +151,48 @@ func (c *Consumer) storeContext(ctx context.Context) (context.Context, context.C
 
 func (c *Consumer) storeTimeout() time.Duration { return max(c.cfg.LeaseDuration/3, time.Second) }
 
-// Run consumes until ctx is cancelled, then stops gracefully: it stops
-// reading, lets the records in flight settle (at most ShutdownTimeout),
-// writes every shard's checkpoint and releases its leases so other workers
-// take them at once. It returns nil after a graceful stop, or at once an
-// error when it cannot start: a missing lease table (lease.ErrTableNotFound),
-// a table that is not a lease table (lease.ErrNotLeaseTable) or a missing
-// stream (ErrStreamNotFound). Every goroutine Run starts has
-// ended when it returns, except a handler that ignores its cancelled
-// context past the shutdown timeout (logged).
+// Run consumes until ctx is cancelled or Shutdown is called, then stops
+// gracefully: it stops reading, lets the records in flight settle (at most
+// ShutdownTimeout, or until Shutdown's context ends), writes every shard's
+// checkpoint and releases its leases so other workers take them at once.
+// It returns nil after a graceful stop, or at once an error when it cannot
+// start: a missing lease table (lease.ErrTableNotFound), a table that is not
+// a lease table (lease.ErrNotLeaseTable) or a missing stream
+// (ErrStreamNotFound). Every goroutine Run starts has ended when it
+// returns, except a handler that ignores its cancelled context past the
+// shutdown timeout (logged).
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return errors.New("consumer: Run called twice")
 	}
-	readCtx, stopReaders := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopReaders()
-	c.mu.Lock()
-	c.readCtx = readCtx
-	c.mu.Unlock()
+	defer close(c.ran)
+	defer c.group.Wait()
 	c.sess = c.cfg.Engine.Start(context.WithoutCancel(ctx), engine.SessionConfig{
-		Mode:        engine.ModeLongRunning,
-		Lanes:       c.cfg.Concurrency,
-		MaxQueued:   c.cfg.MaxWaiting,
-		Backoff:     engine.ExponentialBackoff(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff),
-		BatchSize:   c.cfg.BatchSize,
-		BatchWindow: c.cfg.BatchWindow,
+		Mode:         engine.ModeLongRunning,
+		Lanes:        c.cfg.Concurrency,
+		MaxQueued:    c.cfg.MaxWaiting,
+		Backoff:      engine.ExponentialBackoff(c.cfg.RetryBackoff, c.cfg.MaxRetryBackoff),
+		BatchSize:    c.cfg.BatchSize,
+		BatchWindow:  c.cfg.BatchWindow,
+		WriteTimeout: writeTimeout,
 	})
 	dispatchCtx, stopDispatch := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopDispatch()
-	dispatched := make(chan struct{})
-	go func() {
-		defer close(dispatched)
-		c.dispatch(dispatchCtx)
-	}()
+	dispatched := c.goGroup(func() { c.dispatch(dispatchCtx) })
 
 	// Make this worker known first, so others count it when they balance.
 	if err := c.heartbeat(ctx); err != nil && unusableTable(err) {
-		c.abort(stopReaders, dispatched)
+		c.abandon(dispatched)
 		return err
 	}
 	// The stream's ARN (for messages and copies) is looked up while the
 	// shards are listed; readers start only after both.
-	resolved := make(chan struct{})
-	go func() {
-		defer close(resolved)
-		c.resolveStreamARN(ctx)
-	}()
+	resolved := c.goGroup(func() { c.resolveStreamARN(ctx) })
 	snap, err := c.discover(ctx)
 	<-resolved
 	if err != nil && !errors.Is(err, context.Canceled) {
 		if unusableTable(err) || errors.Is(err, ErrStreamNotFound) {
-			c.abort(stopReaders, dispatched)
+			c.abandon(dispatched)
 			c.unregister() // the heartbeat above made it known
 			return err
 		}
@@ -195,7 +201,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// Enhanced fan-out: the stream consumer is ACTIVE before any reader
 	// subscribes.
 	if err := c.startFanOut(ctx); err != nil {
-		c.abort(stopReaders, dispatched)
+		c.abandon(dispatched)
 		c.unregister()
 		if ctx.Err() != nil {
 			return nil // stopped while waiting: nothing was read
@@ -212,31 +218,34 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// Renewal has a goroutine and a timer of its own, so slow listing or
 	// balancing never delays it past the lease duration.
 	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		renew := time.NewTicker(c.cfg.LeaseDuration / 3)
-		defer renew.Stop()
-		for {
-			select {
-			case <-renewCtx.Done():
-				return
-			case <-renew.C:
-				c.renew(renewCtx)
-			}
-		}
-	}()
-	forwarded := make(chan struct{})
-	go func() {
-		defer close(forwarded)
-		c.forwarder(ctx)
-	}()
+	defer stopRenewing()
+	renewed := c.goGroup(func() { c.renewer(renewCtx) })
+	c.goGroup(func() { c.forwarder(ctx) })
 	reportCtx, stopReporting := context.WithCancel(context.WithoutCancel(ctx))
-	reported := make(chan struct{})
-	go func() {
-		defer close(reported)
-		c.reporter(reportCtx)
-	}()
+	defer stopReporting()
+	c.goGroup(func() { c.reporter(reportCtx) })
+	c.loop(ctx)
+
+	// The graceful stop: leases stay renewed while the records in flight
+	// settle and each shard writes its last checkpoint with its release.
+	c.stopShards()
+	stopRenewing()
+	<-renewed
+	close(c.ch)
+	<-dispatched
+	c.stopSession(stopDispatch)
+	// After the last heartbeat: a heartbeat in flight cannot bring the
+	// worker row back.
+	c.unregister()
+	stopReporting()
+	c.group.Wait()
+	c.report(context.Background()) // the last flush, before Run returns
+	return nil
+}
+
+// loop lists the shards and balances until ctx is cancelled or Shutdown is
+// called.
+func (c *Consumer) loop(ctx context.Context) {
 	take := time.NewTicker(c.cfg.LeaseDuration / 2)
 	defer take.Stop()
 	list := time.NewTicker(c.cfg.ListInterval)
@@ -245,11 +254,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	endedTimer.Stop()
 	defer endedTimer.Stop()
 	var lastEnded time.Time
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return
+		case <-c.shutdown:
+			return
 		case <-take.C:
 			c.balance(ctx)
 		case <-c.ended:
@@ -269,19 +279,87 @@ loop:
 			}
 		}
 	}
-	// Leases stay renewed while records in flight settle.
-	c.shutdown(stopReaders, stopDispatch, dispatched)
-	stopRenewing()
-	<-renewed
-	// After the last heartbeat: a heartbeat in flight cannot bring the
-	// worker row back.
-	c.unregister()
-	<-forwarded
-	c.tasks.Wait()
-	stopReporting()
-	<-reported
-	c.report(context.Background()) // the last flush, before Run returns
-	return nil
+}
+
+// Shutdown stops Run gracefully, as cancelling Run's context does, and
+// waits until Run returned or ctx ended. ctx bounds the wait for the
+// records in flight too (besides ShutdownTimeout): when it ends, each
+// shard's last checkpoint is written with its release at once, and what
+// was still in flight comes again from there. It returns ctx's error when
+// ctx ended first; calling it before Run, or more than once, is allowed
+// (the first context bounds the stop).
+func (c *Consumer) Shutdown(ctx context.Context) error {
+	c.shutdownOnce.Do(func() {
+		c.shutdownCtx = ctx
+		close(c.shutdown)
+	})
+	if !c.started.Load() {
+		return nil
+	}
+	select {
+	case <-c.ran:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// stopContext is the context that bounds the graceful stop besides
+// ShutdownTimeout: Shutdown's, else none.
+func (c *Consumer) stopContext() context.Context {
+	select {
+	case <-c.shutdown:
+		return c.shutdownCtx
+	default:
+		return nil
+	}
+}
+
+// stopShards stops every held shard gracefully, all at once, and waits
+// until each stopped; no shard is started any more.
+func (c *Consumer) stopShards() {
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	req := stopRequest{reason: stopShutdown, ctx: c.stopContext()}
+	held := c.heldShards()
+	for _, s := range held {
+		s.stopGracefully(req)
+	}
+	for _, s := range held {
+		<-s.done
+	}
+}
+
+// stopSession ends the engine's session once every shard stopped: the
+// records of no shard are in flight any more, but for handlers that ignored
+// their cancelled context through their shard's stop (logged there), which
+// get one second more.
+func (c *Consumer) stopSession(stopDispatch context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	stopDispatch()
+	if !c.sess.Stop(ctx, time.Second) {
+		c.log.LogAttrs(ctx, slog.LevelError, "consumer: a handler did not return after its context was cancelled; Run returns without it (what it returns changes nothing)")
+	}
+}
+
+// renewer heartbeats and renews every held lease every third of the lease
+// duration until ctx ends.
+func (c *Consumer) renewer(ctx context.Context) { every(ctx, c.cfg.LeaseDuration/3, c.renew) }
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
 }
 
 // unusableTable reports whether err says the lease table is missing or is
@@ -301,16 +379,7 @@ func (c *Consumer) reporter(ctx context.Context) {
 	if c.obs.Empty() {
 		return
 	}
-	t := time.NewTicker(c.cfg.MetricsInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.report(ctx)
-		}
-	}
+	every(ctx, c.cfg.MetricsInterval, c.report)
 }
 
 // reportTimeout bounds one flush of the hooks.
@@ -323,12 +392,7 @@ func (c *Consumer) report(ctx context.Context) {
 		return
 	}
 	if c.obs.WantsInFlight() {
-		c.mu.Lock()
-		shards := make([]*shard, 0, len(c.shards))
-		for _, s := range c.shards {
-			shards = append(shards, s)
-		}
-		c.mu.Unlock()
+		shards := c.heldShards()
 		f := observe.InFlight{Stream: c.streamRef(), LeasesHeld: len(shards)}
 		var oldest time.Time
 		for _, s := range shards {
@@ -347,9 +411,8 @@ func (c *Consumer) report(ctx context.Context) {
 	c.obs.Flush(ctx)
 }
 
-// abort undoes a start that failed: nothing was read yet.
-func (c *Consumer) abort(stopReaders context.CancelFunc, dispatched <-chan struct{}) {
-	stopReaders()
+// abandon undoes a start that failed: nothing was read yet.
+func (c *Consumer) abandon(dispatched <-chan struct{}) {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
@@ -358,7 +421,6 @@ func (c *Consumer) abort(stopReaders context.CancelFunc, dispatched <-chan struc
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
 	defer cancel()
 	c.sess.Stop(ctx, c.cfg.ShutdownTimeout)
-	c.tasks.Wait()
 }
 
 // dispatch hands the records the readers read to the engine until the
@@ -375,114 +437,53 @@ func (c *Consumer) dispatch(ctx context.Context) {
 	}
 }
 
-// shutdown is the graceful stop, bounded by ShutdownTimeout for the records
-// in flight (and once more for handlers that do not return when their
-// context is cancelled), and by the store's call timeout for the final
-// checkpoints and releases.
-func (c *Consumer) shutdown(stopReaders, stopDispatch context.CancelFunc, dispatched <-chan struct{}) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
-	defer cancel()
-	stopAfter := context.AfterFunc(ctx, stopDispatch)
-	defer stopAfter()
+// shardStopped is a shard's report that it stopped for r (to: the worker a
+// hand-over went to; err: the error of its last lease write, if any): the
+// consumer forgets it, says so, and lists the shards at once for an ended
+// or vanished one, whose children may start now.
+func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 	c.mu.Lock()
-	c.stopped = true
-	owned := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		owned = append(owned, s)
+	if c.shards[s.id] == s {
+		delete(c.shards, s.id)
 	}
-	c.mu.Unlock()
-	for _, s := range owned {
-		s.leaving.Store(true)
-	}
-	stopReaders()
-	c.readers.Wait()
-	close(c.ch)
-	// No record is retried any more: those waiting for a retry are given
-	// up now (they come again from the checkpoint), and the shards settle
-	// what they can.
-	for _, s := range owned {
-		c.sess.Quiesce(s.es)
-	}
-	<-dispatched
-	for _, s := range owned {
-		s.es.WaitIdle(ctx)
-	}
-	n := 0
-	for _, s := range owned {
-		n += s.es.Inflight()
-	}
-	if n > 0 {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shutdown timeout with records in flight; they come again from the checkpoint", slog.Int("in_flight", n))
-	}
-	if !c.sess.Stop(ctx, c.cfg.ShutdownTimeout) {
-		c.log.LogAttrs(ctx, slog.LevelError, "consumer: a handler did not return after its context was cancelled; Run returns without it (what it returns changes nothing)")
-	}
-	c.mu.Lock()
-	c.shards = map[string]*shard{}
-	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, s := range owned {
-		wg.Go(func() {
-			bg := context.Background()
-			s.ck.halt()
-			s.es.Reset("") // anything still running is stale now
-			s.release(bg)  // with the final checkpoint
-		})
-	}
-	wg.Wait()
-}
-
-// lose stops a shard whose lease another worker holds now: at once,
-// without writing anything more.
-func (c *Consumer) lose(s *shard, why string) {
-	c.spawn(func() {
-		if !c.forget(s) {
-			return
-		}
-		s.es.Reset("") // records in flight settle stale
-		s.stopReading()
-		s.ck.abandon()
-		c.log.LogAttrs(context.Background(), slog.LevelWarn, "consumer: shard dropped: "+why, slog.String(attrShardID, s.id))
-		c.leaseEvent(s.id, observe.LeaseLost)
-	})
-}
-
-// leaseEvent tells the lease hooks about a change of the leases held.
-func (c *Consumer) leaseEvent(shardID string, kind observe.LeaseEventKind) {
-	c.mu.Lock()
 	held := len(c.shards)
 	c.mu.Unlock()
-	c.obs.Lease(observe.Lease{Stream: c.cfg.Stream, ShardID: shardID, Kind: kind, Held: held})
-}
-
-// forget removes s from the held shards; it reports whether s was held.
-func (c *Consumer) forget(s *shard) bool { return c.forgetShard(s, false) }
-
-// forgetLettingGo is forget for a shard whose lease this worker goes on to
-// hand over or release: until letGo, balancing does not take the shard up
-// again although its row still names this worker (the row changes only
-// with the transfer or the release).
-func (c *Consumer) forgetLettingGo(s *shard) bool { return c.forgetShard(s, true) }
-
-func (c *Consumer) forgetShard(s *shard, lettingGo bool) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shards[s.id] != s {
-		return false
+	ctx := context.Background()
+	attrs := []slog.Attr{slog.String(attrShardID, s.id), slog.String("stop", r.String())}
+	if err != nil {
+		attrs = append(attrs, slog.String(attrError, err.Error()))
 	}
-	delete(c.shards, s.id)
-	if lettingGo {
-		c.lettingGo[s.id] = true
+	event := func(kind observe.LeaseEventKind) {
+		c.obs.Lease(observe.Lease{Stream: c.cfg.Stream, ShardID: s.id, Kind: kind, Held: held})
 	}
-	return true
-}
-
-// letGo ends forgetLettingGo: the lease was handed over or released (or
-// that failed, and the row says so).
-func (c *Consumer) letGo(id string) {
-	c.mu.Lock()
-	delete(c.lettingGo, id)
-	c.mu.Unlock()
+	switch {
+	case r == stopLost:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard dropped: lease taken by another worker", attrs...)
+		event(observe.LeaseLost)
+	case r == stopFenced:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard dropped: lease not renewed in time (fenced); another worker may take it", attrs...)
+		event(observe.LeaseLost)
+	case lost(err):
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard dropped: lease taken by another worker before its last write", attrs...)
+		event(observe.LeaseLost)
+	case err != nil && r == stopEnded:
+		// Whoever holds the lease next reads the shard to its end again.
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard end not checkpointed", attrs...)
+	case err != nil:
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: releasing a lease failed; it expires instead", attrs...)
+	case r == stopHandedOver:
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease handed over", append(attrs, slog.String("to", to), slog.String("checkpoint", s.held().Checkpoint))...)
+		event(observe.LeaseHandedOn)
+	default:
+		if r == stopEnded {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: shard ended", attrs...)
+		}
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease released", attrs...)
+		event(observe.LeaseReleased)
+	}
+	if r == stopEnded || r == stopGone {
+		c.kickEnded()
+	}
 }
 
 // Seek moves running readers: every held shard to pos, or, for an
@@ -508,6 +509,10 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 			p.kind = posAtSequence
 		}
 		s.rmu.Lock()
+		if s.noReader {
+			s.rmu.Unlock()
+			continue // stopping: its next holder reads on from its checkpoint
+		}
 		s.stopReaderLocked()
 		// The old reader has exited: nothing of its epoch is registered
 		// any more. The new epoch starts with nothing ended.

@@ -31,8 +31,9 @@ const (
 	delayVisibility = 60
 	// delayBatch is the most messages one ReceiveMessage call returns.
 	delayBatch = 10
-	// writeTimeout bounds one forward: its writes and deletes, retries
-	// included.
+	// writeTimeout bounds one forward of delay messages (its writes and
+	// deletes), and one round of the engine's writes (copies, dead letters,
+	// delay messages), retries included.
 	writeTimeout = 30 * time.Second
 )
 

@@ -29,7 +29,43 @@
 //     lease-store call has a deadline (a third of the lease duration, at
 //     least 1s), and a shard's lease writes wait in turn without holding
 //     the lease value, so a hung store call delays a renewal by at most one
-//     call deadline.
+//     call deadline. A lease write whose answer was lost after DynamoDB
+//     applied it (the SDK's retry then failed its condition) is recognised
+//     by the store as this write (see lease.Store) and counts as made, not as
+//     a lost lease; it was applied after the call started, so the fence
+//     below still dates it from the call's start. A write that got no answer
+//     at all before its deadline is not recognised: if it was applied, the
+//     next write from the same lease fails, and the shard stops as lost.
+//   - Self-fencing: a worker hands a shard's records to handlers only while
+//     its lease is fresh. With lease duration D (Config.LeaseDuration),
+//     renewals every D/3 and a margin of D/10, a lease whose last successful
+//     write (take, renewal or checkpoint) started more than D − D/10 ago on
+//     this process's monotonic clock is dropped locally: the shard stops at
+//     once (reason "fenced"): its reader stops, no further record of it
+//     starts, its running handlers' contexts are cancelled, and nothing more
+//     is written for it — no checkpoint, and no copy, dead letter or delay
+//     message (a write round ends by the earliest such deadline among its
+//     shards). Another worker counts the lease expired at the earliest D
+//     after it read the counter of that write, which it read after the
+//     write started, so the first worker stops at least D/10 before the
+//     second may take the lease. The check runs before every hand-off of a
+//     record to a lane (engine.Shard.Live) and before every write, so a
+//     process that was paused (SIGSTOP, a frozen container, a long GC) and
+//     resumes starts nothing of a lease that went stale meanwhile. The bound
+//     assumes each host's monotonic clock advances while the process is
+//     paused (Linux CLOCK_MONOTONIC does for SIGSTOP and cgroup freezes, not
+//     for a suspended VM), clock rates that differ by far less than 10 %,
+//     and writes that reach AWS within the margin after they left. A handler
+//     already running may finish; what it returns changes nothing.
+//   - Shards: each held shard is one value with a named life (shard.go):
+//     it owns its reader (and fetcher), its checkpointer and its fence
+//     timer, starts them when the lease is taken, and stops them through
+//     one path for one reason — lost, fenced (both at once, writing
+//     nothing), ended, gone, handed over or shut down (graceful: reading
+//     stops, what is in flight settles, and the lease's last write takes
+//     the last checkpoint along) — which it reports to the Consumer.
+//     Balancing plans from one read of the table (planBalance, a pure
+//     function) and then carries the plan out.
 //   - Workers: each worker heartbeats a row of its own in the lease table
 //     (at start and at every renewal round) and removes it when Run ends;
 //     the row of a worker whose counter stood still for the lease duration
@@ -43,7 +79,11 @@
 //     Config.ShutdownTimeout), and transfers the lease with its last
 //     checkpoint in one conditional write (lease.Store.Transfer); the new
 //     owner reads on from that checkpoint, so a planned move
-//     re-delivers nothing that settled. The new owner starts a lease handed
+//     re-delivers nothing that settled. Past the timeout the owner cancels
+//     the shard's handlers and waits, as long again, for the shard's writes
+//     under way to return before it transfers, so that a copy does not land
+//     after the transfer (a write whose answer never came may still land:
+//     its record then has a second copy). The new owner starts a lease handed
 //     to it only after renewing it on the counter it read (a stale read
 //     starts nothing), and the old owner never takes up again a lease it is
 //     handing over, though its row names it until the transfer. At start-up
@@ -98,8 +138,14 @@
 //     written only when the watermark moves, only while the lease is held,
 //     with at most one write in flight (the newest value wins) and at most one
 //     write per Config.CheckpointInterval (the lease's take counting as the
-//     first), and always on hand-over, shard end and shutdown. A kill -9 re-delivers about one interval of records; a
-//     graceful stop none.
+//     first), and always on hand-over, shard end and shutdown. A kill -9
+//     re-delivers about one interval of records. A graceful stop (shutdown,
+//     hand-over) re-delivers nothing when every record settled in time;
+//     otherwise the checkpoint stops before the first record that did not,
+//     and it and every record after it come again, settled ones too (other
+//     keys, or user records of the same KPL aggregate after it: the lease
+//     stores how many of the aggregate's user records settled in a row
+//     from its first, lease.Lease.SubSequence).
 //   - Retries: a record that stays unsettled (an uncounted Retry, or a copy,
 //     dead letter, delay message or reply that could not be written) holds
 //     its shard's checkpoint and is delivered again in process after a
@@ -138,9 +184,11 @@
 //     serialised (one reader at a time, always); the shard's watermark starts
 //     afresh, records read before the seek are dropped on their way out of
 //     the channel, and their late settlements change nothing.
-//   - Shutdown: Run stops reading, lets deliveries in flight settle (at most
-//     Config.ShutdownTimeout; records waiting for an in-process retry are
-//     left to the next owner), releases the leases, each with its last
+//   - Shutdown: when Run's context is cancelled or Shutdown is called, Run
+//     stops reading, lets deliveries in flight settle (at most
+//     Config.ShutdownTimeout, or until Shutdown's context ends; records
+//     waiting for an in-process retry are left to the next owner), releases
+//     the leases, each with its last
 //     checkpoint in the same conditional write, and removes its worker row. Every goroutine and timer it started has
 //     ended when it returns — no delayed copy is written afterwards —
 //     except a handler that ignores its cancelled context (logged).

@@ -252,4 +252,16 @@ func (h *hangingStore) Renew(ctx context.Context, held lease.Lease) (lease.Lease
 
 var errTest = errors.New("test")
 
+// testShard returns a shard of c that is not run (the test drives it),
+// with an engine session for c when it has none (stopped at the test's
+// end).
+func testShard(tb testing.TB, c *Consumer, id string) *shard {
+	tb.Helper()
+	if c.sess == nil {
+		c.sess = c.cfg.Engine.Start(context.Background(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 1})
+		tb.Cleanup(func() { c.sess.Stop(context.Background(), time.Second) })
+	}
+	return c.newShard(lease.Lease{Key: lease.Key{Stream: testStream, ShardID: id}}, time.Now())
+}
+
 var _ = aws.String

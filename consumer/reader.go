@@ -32,14 +32,13 @@ func (r *reader) stop() {
 	<-r.done
 }
 
-// startReader starts the reader of s at pos, registering its records in
-// epoch e of the shard's watermark.
-func (c *Consumer) startReader(s *shard, pos Position, e settle.Epoch) *reader {
-	ctx, cancel := context.WithCancel(c.readCtx)
+// startReader starts the reader of the shard at pos, registering its
+// records in epoch e of the shard's watermark. It ends with the shard's
+// life, or when stopped.
+func (s *shard) startReader(pos Position, e settle.Epoch) *reader {
+	ctx, cancel := context.WithCancel(s.life)
 	r := &reader{cancel: cancel, done: make(chan struct{})}
-	c.readers.Add(1)
 	go func() {
-		defer c.readers.Done()
 		defer close(r.done)
 		s.read(ctx, pos, e)
 	}()
@@ -109,7 +108,8 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 		}
 		switch {
 		case b.gone:
-			c.spawn(func() { c.gone(s) })
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: shard no longer exists (trimmed away); releasing its lease", slog.String(attrShardID, s.id))
+			s.stopGracefully(stopRequest{reason: stopGone})
 			return
 		case b.end:
 			// The shard is closed and fully read.

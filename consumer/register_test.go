@@ -12,7 +12,6 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 	"github.com/shardsettle/lambdaadapter/internal/pool"
-	"github.com/shardsettle/lambdaadapter/lease"
 )
 
 // kinesisRecord is a Kinesis record of the shard, as GetRecords returns it.
@@ -28,11 +27,7 @@ func kinesisRecord(seq, key string, data []byte) kinesistypes.Record {
 // Each message gets its own headers, envelope headers first.
 func TestRegisterAnswer(t *testing.T) {
 	c := newConsumer(t, Config{Kinesis: newStream(1)}, handler(newRecorder()))
-	s := c.newShard(lease.Lease{Key: lease.Key{Stream: testStream, ShardID: shardID(0)}})
-	// The shard's checkpointer runs from newShard on; nothing may outlive
-	// the test (the leak checks of later tests would see it).
-	defer c.tasks.Wait()
-	defer s.ck.abandon()
+	s := testShard(t, c, shardID(0))
 	e := s.es.Reset("")
 	enveloped, err := envelope.Encode(envelope.Headers{{Name: "x-a", Value: "1"}}, []byte("r4"))
 	if err != nil {

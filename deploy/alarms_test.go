@@ -40,13 +40,24 @@ type alarmSpec struct {
 	modes []string
 	// metric is the metric watched in a stack with parameters p.
 	metric func(p map[string]any) string
-	// unit is the unit the exporter writes the metric in; the threshold is
-	// in it.
+	// unit is the unit the exporter (or AWS) writes the metric in; the
+	// threshold is in it.
 	unit      string
 	statistic string
 	// threshold is the alarm's threshold in a stack with parameters p.
 	threshold          func(p map[string]any) float64
 	periods, datapoint int
+	// missing is the alarm's TreatMissingData: notBreaching for a metric
+	// written only when there is something to count (a count, the age of
+	// records there are), breaching for one written in every interval while
+	// the consumer runs (a heartbeat: missing means it does not), ignore
+	// for one AWS publishes per batch sent.
+	missing string
+	// lambdaMetric marks an alarm on AWS/Lambda's own metrics of the
+	// function (namespace AWS/Lambda, dimension FunctionName), which Lambda
+	// publishes whatever the function's code does; the others watch what
+	// observe/emf writes.
+	lambdaMetric bool
 }
 
 // named returns a metric function for a fixed metric name.
@@ -59,16 +70,44 @@ func zero(map[string]any) float64 { return 0 }
 
 // lagThreshold is OldestRecordAgeAlarmSeconds in milliseconds.
 func lagThreshold(p map[string]any) float64 {
-	secs, err := strconv.ParseFloat(p["OldestRecordAgeAlarmSeconds"].(string), 64)
+	return secondsParam(p, "OldestRecordAgeAlarmSeconds") * 1000
+}
+
+// iteratorAgeThreshold is IteratorAgeAlarmSeconds in milliseconds.
+func iteratorAgeThreshold(p map[string]any) float64 {
+	return secondsParam(p, "IteratorAgeAlarmSeconds") * 1000
+}
+
+// secondsParam is a whole-seconds parameter of an evaluated stack (whose
+// parameters include the defaults).
+func secondsParam(p map[string]any, name string) float64 {
+	v, ok := p[name].(string)
+	if !ok {
+		panic(name + " is not set")
+	}
+	secs, err := strconv.ParseFloat(v, 64)
 	if err != nil {
 		panic(err)
 	}
-	return secs * 1000
+	return secs
 }
+
+// lambdaOnly are the alarms of Lambda mode only.
+var lambdaOnly = []string{"lambda"}
+
+// awsLambdaMetrics are the AWS/Lambda metrics the alarms may watch, with
+// the unit AWS publishes them in: IteratorAge for functions with a stream
+// event source, per batch sent (the age of its last record when the event
+// source sends it), and Errors per invocation that fails (timeouts and
+// crashes included). AWS publishes both with the dimension FunctionName
+// alone: the aggregate over the function's versions and aliases.
+var awsLambdaMetrics = map[string]string{"IteratorAge": "Milliseconds", "Errors": "Count"}
 
 var alarmSpecs = []alarmSpec{
 	// The consumer is behind or a record is stuck: 5 minutes in a row.
-	{"OldestRecordAgeAlarm", bothModes, named("OldestRecordAge"), "Milliseconds", "Maximum", lagThreshold, 5, 5},
+	// Written only when there are records (Lambda: per invocation that
+	// reaches its end), so an idle stream writes none.
+	{"OldestRecordAgeAlarm", bothModes, named("OldestRecordAge"), "Milliseconds", "Maximum", lagThreshold, 5, 5, "notBreaching", false},
 	// Records gave up: dead letters, or, without a dead-letter target,
 	// records retired at the cap.
 	{"GaveUpAlarm", bothModes, func(p map[string]any) string {
@@ -76,12 +115,21 @@ var alarmSpecs = []alarmSpec{
 			return "RecordsRetired"
 		}
 		return "DeadLetters"
-	}, "Count", "Sum", zero, 1, 1},
+	}, "Count", "Sum", zero, 1, 1, "notBreaching", false},
 	// Writes that keep failing hold their shards: 3 minutes in a row.
-	{"WriteFailuresAlarm", bothModes, named("WriteFailures"), "Count", "Sum", zero, 3, 3},
-	{"PoisonRecordsAlarm", bothModes, named("PoisonRecords"), "Count", "Sum", zero, 1, 1},
-	{"CheckpointFailuresAlarm", ecsOnly, named("CheckpointFailures"), "Count", "Sum", zero, 3, 3},
-	{"MillisBehindLatestAlarm", ecsOnly, named("MillisBehindLatest"), "Milliseconds", "Maximum", lagThreshold, 5, 5},
+	{"WriteFailuresAlarm", bothModes, named("WriteFailures"), "Count", "Sum", zero, 3, 3, "notBreaching", false},
+	{"PoisonRecordsAlarm", bothModes, named("PoisonRecords"), "Count", "Sum", zero, 1, 1, "notBreaching", false},
+	{"CheckpointFailuresAlarm", ecsOnly, named("CheckpointFailures"), "Count", "Sum", zero, 3, 3, "notBreaching", false},
+	// Written after every GetRecords, 0 at the tip of an idle stream
+	// (TestECSIdleStreamWritesMillisBehindLatest in the library): 5
+	// minutes without it mean no task read the stream.
+	{"MillisBehindLatestAlarm", ecsOnly, named("MillisBehindLatest"), "Milliseconds", "Maximum", lagThreshold, 5, 5, "breaching", false},
+	// Lambda mode: what Lambda publishes itself, also for an invocation
+	// that timed out or crashed and so wrote no EMF line. IteratorAge per
+	// batch sent (none when idle, one per function timeout while a shard
+	// is stuck): its state holds between batches.
+	{"IteratorAgeAlarm", lambdaOnly, named("IteratorAge"), "Milliseconds", "Maximum", iteratorAgeThreshold, 1, 1, "ignore", true},
+	{"FunctionErrorsAlarm", lambdaOnly, named("Errors"), "Count", "Sum", zero, 1, 1, "notBreaching", true},
 }
 
 // observabilityCombinations are the cases of combinations() with metrics,
@@ -125,9 +173,10 @@ func observabilityCombinations() []combination {
 // each watches: only with Alarms=true, only in its modes; the namespace
 // and dimensions of the metrics the adapter writes (service = the stack's
 // name, which POWERTOOLS_SERVICE_NAME is set to; Stream = the consumed
-// stream's name), the metric, statistic, threshold, one-minute periods,
-// missing data as not breaching (counts are written only when not zero),
-// and notifications to AlarmTopicArn only when one is given.
+// stream's name; for the AWS/Lambda alarms, FunctionName = the function),
+// the metric, statistic, threshold, one-minute periods, the treatment of
+// missing data (alarmSpec.missing), and notifications to AlarmTopicArn
+// only when one is given.
 func TestAlarms(t *testing.T) {
 	known := map[string]bool{}
 	for _, a := range alarmSpecs {
@@ -162,13 +211,17 @@ func TestAlarms(t *testing.T) {
 			names = append(names, "${"+spec.id+"}")
 			at := c.name + ": " + spec.id
 			wantDims := map[string]string{"service": "${AWS::StackName}", "Stream": streamName(s)}
+			namespace := emf.DefaultNamespace
+			if spec.lambdaMetric {
+				wantDims, namespace = map[string]string{"FunctionName": "${" + functionID + "}"}, "AWS/Lambda"
+			}
 			if diff := cmp.Diff(wantDims, alarmDimensions(a)); diff != "" {
 				t.Errorf("%s: dimensions (-want +got):\n%s", at, diff)
 			}
 			got := []any{deref(a.Namespace), deref(a.MetricName), deref(a.Statistic), deref(a.ExtendedStatistic), deref(a.Threshold),
 				deref(a.Period), a.EvaluationPeriods, deref(a.DatapointsToAlarm), a.ComparisonOperator, deref(a.TreatMissingData), deref(a.Unit), len(a.Metrics)}
-			want := []any{emf.DefaultNamespace, spec.metric(s.Params), spec.statistic, "", spec.threshold(s.Params),
-				60, spec.periods, spec.datapoint, "GreaterThanThreshold", "notBreaching", "", 0}
+			want := []any{namespace, spec.metric(s.Params), spec.statistic, "", spec.threshold(s.Params),
+				60, spec.periods, spec.datapoint, "GreaterThanThreshold", spec.missing, "", 0}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("%s: [namespace metric statistic extended threshold period periods datapoints comparison missing unit metrics] (-want +got):\n%s", at, diff)
 			}
@@ -227,8 +280,8 @@ func TestAlarmsWatchWhatTheAdapterWrites(t *testing.T) {
 		s := evaluate(t, c.params)
 		written := exporterMetrics(t, s)
 		for _, spec := range alarmSpecs {
-			if _, ok := s.Resources[spec.id]; !ok {
-				continue
+			if _, ok := s.Resources[spec.id]; !ok || spec.lambdaMetric {
+				continue // AWS/Lambda's own: TestLambdaMetricAlarms
 			}
 			a := &cloudwatch.Alarm{}
 			if err := s.Decode(spec.id, a); err != nil {
@@ -246,6 +299,68 @@ func TestAlarmsWatchWhatTheAdapterWrites(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no combination with alarms")
+	}
+}
+
+// TestLambdaMetricAlarms checks the alarms on AWS/Lambda's own metrics in
+// every Lambda-mode combination with alarms: each watches a metric AWS
+// publishes for a function with a Kinesis event source, in the unit the
+// threshold is in, of the function the stack's Kinesis event source
+// invokes (its FunctionName dimension is the function's name, and the
+// function publishes no versions or aliases, so the aggregate AWS
+// publishes under FunctionName alone is that function's). Without them a
+// stuck shard whose invocations time out would go unnoticed: a timed-out
+// invocation writes no EMF line, and the EMF alarms treat missing data as
+// not breaching.
+func TestLambdaMetricAlarms(t *testing.T) {
+	n := 0
+	for _, c := range observabilityCombinations() {
+		if c.params["Alarms"] != "true" {
+			continue
+		}
+		s := evaluate(t, c.params)
+		if s.Params["Mode"] != "lambda" {
+			continue
+		}
+		_, fn, events := function(t, s)
+		if fn.FunctionName != nil {
+			t.Errorf("%s: the function has a fixed name %q; the alarms' FunctionName is its Ref", c.name, *fn.FunctionName)
+		}
+		if props := s.Resources[functionID].Properties; props["AutoPublishAlias"] != nil || props["VersionDescription"] != nil {
+			t.Errorf("%s: the function publishes versions or an alias: the event source would invoke it, and FunctionName alone aggregates them all", c.name)
+		}
+		// The stream's one event source is the function's own event (SAM
+		// maps it to the function, unqualified without AutoPublishAlias);
+		// no mapping of its own elsewhere in the stack.
+		if ks := eventsOfType(events, "Kinesis"); len(ks) != 1 {
+			t.Fatalf("%s: %d Kinesis events", c.name, len(ks))
+		}
+		if ids := idsOfType(s, "AWS::Lambda::EventSourceMapping"); len(ids) != 0 {
+			t.Errorf("%s: event source mappings %v besides the function's events", c.name, ids)
+		}
+		for _, spec := range alarmSpecs {
+			if !spec.lambdaMetric {
+				continue
+			}
+			n++
+			a := &cloudwatch.Alarm{}
+			if err := s.Decode(spec.id, a); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			unit, ok := awsLambdaMetrics[deref(a.MetricName)]
+			switch {
+			case deref(a.Namespace) != "AWS/Lambda" || !ok:
+				t.Errorf("%s: %s watches %s %s, not an AWS/Lambda metric of a stream event source (%v)", c.name, spec.id, deref(a.Namespace), deref(a.MetricName), slices.Sorted(maps.Keys(awsLambdaMetrics)))
+			case unit != spec.unit:
+				t.Errorf("%s: %s: AWS publishes %s in %s, the threshold is in %s", c.name, spec.id, deref(a.MetricName), unit, spec.unit)
+			}
+			if diff := cmp.Diff(map[string]string{"FunctionName": "${" + functionID + "}"}, alarmDimensions(a)); diff != "" {
+				t.Errorf("%s: %s dimensions (-want +got):\n%s", c.name, spec.id, diff)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no Lambda-mode combination with alarms")
 	}
 }
 
@@ -482,6 +597,11 @@ func TestAlarmParameters(t *testing.T) {
 		{"OldestRecordAgeAlarmSeconds", "1.5", false},
 		{"OldestRecordAgeAlarmSeconds", "-5", false},
 		{"OldestRecordAgeAlarmSeconds", "", false},
+		{"IteratorAgeAlarmSeconds", "300", true},
+		{"IteratorAgeAlarmSeconds", "1", true},
+		{"IteratorAgeAlarmSeconds", "0", false},
+		{"IteratorAgeAlarmSeconds", "60.5", false},
+		{"IteratorAgeAlarmSeconds", "", false},
 		{"AlarmTopicArn", alarmTopic, true},
 		{"AlarmTopicArn", "arn:aws-cn:sns:cn-north-1:123456789012:ops_alerts-1", true},
 		{"AlarmTopicArn", "arn:aws:sqs:eu-west-1:123456789012:oncall", false},

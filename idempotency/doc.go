@@ -24,7 +24,8 @@
 // returns Ack or Drop. A delivery that finds its key completed is
 // acknowledged without running the handler; one that finds it claimed by a
 // run in progress stays unsettled (Retry, matching ErrInProgress) and
-// comes again; it is never dropped. A run that returns Retry or RetryAfter,
+// comes again, in every retry configuration (see Counted retries); it is
+// never dropped, retired or copied. A run that returns Retry or RetryAfter,
 // or panics, deletes its claim, so the adapter's retry path runs as without
 // this package.
 //
@@ -37,14 +38,41 @@
 // side effect is itself idempotent (a conditional write keyed like the
 // record) needs none of this.
 //
-// The default key (DefaultKey) identifies one delivered record: stream,
-// shard, sequence number and sub-sequence number. It recognises Lambda's
-// redeliveries of a batch after a reported failure, records redelivered to
-// the next owner of a shard in long-running mode after a crash, and the
-// user records of a KPL aggregate that Lambda redelivers whole. A counted
-// copy (written by a counted Retry) or a record a producer wrote twice has
-// a sequence number of its own: to recognise those, derive the key from
-// the payload with WithKeyFunc.
+// The default key (DefaultKey) identifies one record: stream, shard,
+// sequence number and sub-sequence number of the original. It recognises
+// Lambda's redeliveries of a batch after a reported failure, records
+// redelivered to the next owner of a shard in long-running mode after a
+// crash, the user records of a KPL aggregate that Lambda redelivers whole,
+// and the counted copies of a record: a copy has a sequence number of its
+// own, but carries the original's coordinates in its x-lambdaadapter-origin
+// header (publish.OriginHeader, set on the first copy and kept on later
+// ones), and the default key is taken from that header when it is present.
+// An original and its copies therefore share one key, and two copies of one
+// record (two copy chains, which a crash between a copy's write and the
+// checkpoint can start) run the handler once. A record a producer wrote
+// twice has two sequence numbers and no such header: to recognise it,
+// derive the key from the payload with WithKeyFunc. The header is trusted
+// as it is: a producer that sets it on a record of its own makes that
+// record share the key it names.
+//
+// # Counted retries
+//
+// With WithMaxAttempts or a dead-letter target, a Retry becomes a counted
+// copy, and the attempt at the cap a dead letter or a retired record. A
+// delivery refused because its key is in progress elsewhere is none of
+// these: the handler did not run. Its Retry matches ErrInProgress, which
+// the adapter recognises: the record stays unsettled whatever the cap or
+// target, no attempt is counted and nothing is written. In Lambda mode it
+// is reported and Lambda delivers it again (with everything after it on
+// its shard); in long-running mode it is delivered again in process after
+// the retry backoff, with the same Attempt. When the other run completes,
+// the next delivery is acknowledged without running; when it fails (and
+// releases its claim), the next delivery runs the handler. A record is
+// therefore never retired or dead-lettered unhandled because another run
+// held it, and never handled on a copy while that run holds its key. The
+// cost: a claim left behind by a crash holds its record (and, in Lambda
+// mode, its shard) until the claim's in-progress expiry; a claim without
+// one (written by Powertools) holds until the item expires.
 //
 // # Table layout
 //
@@ -60,6 +88,8 @@
 //	data                    S  on COMPLETED: {"outcome":"ack"} or
 //	                           {"outcome":"drop","reason":"..."}
 //	validation              S  with WithPayloadValidation: hex SHA-256 of the payload
+//	claim_token             S  not Powertools': a random token of the claim that wrote
+//	                           the item, new for each claim (see below)
 //
 // The claim is Powertools' conditional PutItem of an INPROGRESS item:
 //
@@ -72,6 +102,29 @@
 // token, since a later claim can only take over once it has passed, and so
 // always writes a greater one. A run whose claim was taken over therefore
 // never overwrites the other run's item.
+//
+// # Lost answers
+//
+// A write whose answer is lost after DynamoDB applied it (a timeout, a
+// reset connection, a 500 after the write) is sent again by the SDK's
+// retryer, and the retry's condition fails because of the first attempt.
+// Each of the three writes recognises its own applied write in the item
+// that failed the condition (returned by DynamoDB, or read back with a
+// consistent GetItem where the service returns none, as dynalite does):
+//
+//   - a claim whose item is INPROGRESS with its own claim_token, in-progress
+//     expiration, expiration and validation was applied: the handler runs.
+//     Without the token, it would take its own claim for a run in progress
+//     elsewhere and leave the record unsettled until the claim expired.
+//   - a completion whose item is COMPLETED with its claim_token, expiration
+//     and data was applied: nothing is logged.
+//   - a release that finds no item, or the item of a later claim (another
+//     claim_token), has nothing of its own left to delete: nothing is
+//     logged and nothing is deleted.
+//
+// A token is 128 random bits (crypto/rand.Text) and only its own claim
+// writes it, so no other delivery's item is taken for this one's, even
+// one claimed at the same millisecond.
 //
 // # Ids and sharing a table
 //
@@ -109,7 +162,8 @@
 //	  a failed Message.Reply
 //	COMPLETED (by Ack)        Ack, handler not run                unchanged
 //	COMPLETED (by Drop)       Drop (ErrDuplicate), not run        unchanged
-//	INPROGRESS, not expired   Retry (ErrInProgress), not run      unchanged
+//	INPROGRESS, not expired   Retry (ErrInProgress), not run;     unchanged
+//	                          unsettled even when counted
 //	no key (WithKeyFunc err)  Retry (ErrKey), not run             none
 //	claim fails (DynamoDB)    Retry (ErrStore), not run           unchanged
 //	completion fails          the handler's outcome; logged       INPROGRESS until its expiry
@@ -124,6 +178,7 @@
 // Each delivery that runs the handler costs one PutItem and one UpdateItem
 // (or DeleteItem); one that is skipped, one PutItem (DynamoDB returns the
 // item that refused the claim; a service that does not, such as dynalite,
-// costs a GetItem more). The IAM actions are dynamodb:PutItem, UpdateItem,
+// costs a GetItem more, as does a completion or release whose condition
+// fails there). The IAM actions are dynamodb:PutItem, UpdateItem,
 // DeleteItem and GetItem on the table.
 package idempotency

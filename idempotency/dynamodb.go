@@ -31,6 +31,11 @@ const (
 	attrStatus               = "status"                 // S, INPROGRESS or COMPLETED
 	attrData                 = "data"                   // S, the stored result: {"outcome":"ack"} ...
 	attrValidation           = "validation"             // S, hex SHA-256 of the payload (WithPayloadValidation)
+	// attrClaimToken is not Powertools': a random token unique to the
+	// claim that wrote the item (kept by its completion), by which a
+	// claim, completion or release whose answer was lost recognises its
+	// own write.
+	attrClaimToken = "claim_token" // S
 )
 
 // Values of the status attribute, as Powertools writes them.
@@ -63,6 +68,7 @@ type record struct {
 	inProgressExpiration int64 // epoch milliseconds; 0 when absent
 	data                 string
 	validation           string
+	token                string // the claim's token; "" on an item of Powertools or of an older version
 }
 
 // result is what the data attribute of a completed item holds: the
@@ -91,16 +97,26 @@ func keyOf(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrID: str(id)}
 }
 
-// claim writes an INPROGRESS item for id that expires (TTL) at expiration
-// (epoch seconds) and whose claim expires at claimMS (epoch milliseconds),
-// on Powertools' condition evaluated at now. When the condition fails it
-// returns claimed false and the item that stood in the way (nil when the
-// service did not return it; the caller reads it then).
-func (s *store) claim(ctx context.Context, id string, now time.Time, expiration, claimMS int64, validation string) (claimed bool, old *record, err error) {
+// claimOf is one claim of an id: its token (crypto/rand.Text, new for each
+// claim) and its in-progress expiry (epoch milliseconds), the fencing token
+// of its completion and release.
+type claimOf struct {
+	token string
+	ms    int64
+}
+
+// claim writes an INPROGRESS item for id with the claim c, that expires
+// (TTL) at expiration (epoch seconds), on Powertools' condition evaluated
+// at now. When the condition fails it returns claimed false and the item
+// that stood in the way (nil when the service did not return it; the
+// caller reads it then). The caller recognises its own claim in that item
+// (ownClaim): the claim was applied and its answer lost.
+func (s *store) claim(ctx context.Context, id string, now time.Time, expiration int64, c claimOf, validation string) (claimed bool, old *record, err error) {
 	item := keyOf(id)
 	item[attrExpiration] = number(expiration)
-	item[attrInProgressExpiration] = number(claimMS)
+	item[attrInProgressExpiration] = number(c.ms)
 	item[attrStatus] = str(statusInProgress)
+	item[attrClaimToken] = str(c.token)
 	if validation != "" {
 		item[attrValidation] = str(validation)
 	}
@@ -151,9 +167,23 @@ func (s *store) get(ctx context.Context, id string) (*record, error) {
 	return r, nil
 }
 
-// complete turns the claim claimMS of id into a COMPLETED item that
-// expires at expiration, holding res.
-func (s *store) complete(ctx context.Context, id string, claimMS, expiration int64, res result) error {
+// ownClaim reports whether r is the item the claim c wrote with expiration
+// and validation: the claim was applied, though its answer said otherwise
+// (it was lost, and the SDK's retry of the PutItem found the claim in
+// place). The token is new for each claim and written only by it, so no
+// other claim's item carries it.
+func ownClaim(r *record, c claimOf, expiration int64, validation string) bool {
+	return r.token == c.token && r.status == statusInProgress && r.inProgressExpiration == c.ms &&
+		r.expiration == expiration && r.validation == validation
+}
+
+// complete turns the claim c of id into a COMPLETED item that expires at
+// expiration, holding res. When its condition fails it reads the item (as
+// the exception returns it, or with a consistent GetItem) and succeeds
+// when the item is this very completion (its answer was lost and the SDK's
+// retry found the item completed): COMPLETED, with c's token, expiration
+// and res.
+func (s *store) complete(ctx context.Context, id string, c claimOf, expiration int64, res result) error {
 	data, err := json.Marshal(res)
 	if err != nil {
 		return &opError{op: opComplete, what: id, kind: ErrStore, cause: err}
@@ -168,31 +198,76 @@ func (s *store) complete(ctx context.Context, id string, claimMS, expiration int
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":completed": str(statusCompleted), ":expiration": number(expiration), ":data": str(string(data)),
-			":inprogress": str(statusInProgress), ":claim": number(claimMS),
+			":inprogress": str(statusInProgress), ":claim": number(c.ms),
 		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
-		return s.fail(opComplete, id, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	r, rerr := s.refusedItem(ctx, opComplete, id, err)
+	if rerr != nil {
+		return rerr
+	}
+	if r != nil && r.token == c.token && r.status == statusCompleted && r.expiration == expiration && r.data == string(data) {
+		return nil // this completion, applied; its answer was lost
+	}
+	return s.fail(opComplete, id, err)
 }
 
-// release deletes the claim claimMS of id, so that the record's next
-// delivery runs the handler at once.
-func (s *store) release(ctx context.Context, id string, claimMS int64) error {
+// release deletes the claim c of id, so that the record's next delivery
+// runs the handler at once. When its condition fails it reads the item (as
+// the exception returns it, or with a consistent GetItem) and succeeds when
+// no claim of c is left to delete: the item is gone (this delete was
+// applied and its answer lost, or the item expired) or belongs to a later
+// claim (which could only be made once c was deleted or had expired).
+func (s *store) release(ctx context.Context, id string, c claimOf) error {
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      keyOf(id),
 		ConditionExpression:      aws.String(ownCondition),
 		ExpressionAttributeNames: map[string]string{"#status": attrStatus, "#in_progress_expiration": attrInProgressExpiration},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":inprogress": str(statusInProgress), ":claim": number(claimMS),
+			":inprogress": str(statusInProgress), ":claim": number(c.ms),
 		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
-		return s.fail(opRelease, id, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	r, rerr := s.refusedItem(ctx, opRelease, id, err)
+	if rerr != nil {
+		return rerr
+	}
+	if r == nil || r.token != c.token {
+		return nil // nothing of c is left
+	}
+	return s.fail(opRelease, id, err)
+}
+
+// refusedItem returns the item that made the condition of op on id fail
+// with err, a ConditionalCheckFailedException: the one the exception
+// carries (ReturnValuesOnConditionCheckFailure ALL_OLD), else the one a
+// consistent GetItem reads (dynalite returns none); nil when there is
+// none. When err is another error, or the item cannot be read or decoded,
+// it returns the error to report.
+func (s *store) refusedItem(ctx context.Context, op, id string, err error) (*record, error) {
+	var refused *types.ConditionalCheckFailedException
+	if !errors.As(err, &refused) {
+		return nil, s.fail(op, id, err)
+	}
+	if len(refused.Item) > 0 {
+		r, derr := decode(refused.Item)
+		if derr != nil {
+			return nil, &opError{op: op, what: id, kind: ErrStore, cause: derr}
+		}
+		return r, nil
+	}
+	r, gerr := s.get(ctx, id)
+	if gerr != nil {
+		return nil, &opError{op: op, what: id, kind: ErrStore, cause: fmt.Errorf("%w (%w); reading the item back: %w", errClaimLost, err, gerr)}
+	}
+	return r, nil
 }
 
 // fail classifies err, the error of a DynamoDB call, with errors.As on the
@@ -230,6 +305,9 @@ func decode(item map[string]types.AttributeValue) (*record, error) {
 		return nil, err
 	}
 	if r.validation, err = stringAttr(item, attrValidation, false); err != nil {
+		return nil, err
+	}
+	if r.token, err = stringAttr(item, attrClaimToken, false); err != nil {
 		return nil, err
 	}
 	return &r, nil

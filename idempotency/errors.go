@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 var (
@@ -13,7 +15,12 @@ var (
 	// worker, invocation or lane is handling the same record (or one with
 	// the same key) right now. The handler was not run; the record stays
 	// unsettled and comes again, and then finds the other run's result.
-	ErrInProgress = errors.New("idempotency: record in progress elsewhere")
+	// It is the one reason the adapter takes as "attempted nothing": a
+	// Retry (or RetryAfter) whose error matches it stays unsettled even
+	// under WithMaxAttempts or a dead-letter target, without counting an
+	// attempt and without a counted copy, delay message or dead letter
+	// (see the package documentation, "Counted retries").
+	ErrInProgress error = heldError("idempotency: record in progress elsewhere")
 	// ErrKey is matched by the error of the Retry a Handler returns when it
 	// cannot derive the record's key: the key function (WithKeyFunc)
 	// returned an error (the error matches that error too) or an empty
@@ -119,3 +126,11 @@ func (e *keyError) Error() string {
 }
 
 func (e *keyError) Unwrap() []error { return []error{ErrKey, e.cause} }
+
+// heldError is ErrInProgress: it also matches the engine's marker of a
+// retry that attempted nothing (message.ErrHeldElsewhere), which keeps the
+// record unsettled whatever the cap.
+type heldError string
+
+func (e heldError) Error() string { return string(e) }
+func (e heldError) Unwrap() error { return message.ErrHeldElsewhere }

@@ -34,6 +34,11 @@ type fakeDB struct {
 	// fail, when set, is asked before every call (without the lock held);
 	// a non-nil error is returned instead, wrapped as the SDK wraps it.
 	fail func(op string, id string) error
+	// lose, when set, is asked after every write the fake applied; when it
+	// returns true the write's answer is lost: the fake evaluates the same
+	// request again, as the SDK's retryer sends it after a timeout, a reset
+	// connection or a 500, and answers what that attempt gets.
+	lose func(op string, id string) bool
 
 	mu    sync.Mutex
 	items map[string]map[string]types.AttributeValue
@@ -113,11 +118,24 @@ func (f *fakeDB) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func
 	return &dynamodb.GetItemOutput{Item: f.item(id)}, nil
 }
 
+// lost reports whether the answer of the write op of id, applied, is lost.
+func (f *fakeDB) lost(op, id string) bool {
+	return f.lose != nil && f.lose(op, id)
+}
+
 func (f *fakeDB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	id, err := f.begin("PutItem", in.TableName, in.Item)
 	if err != nil {
 		return nil, err
 	}
+	out, err := f.putItem(id, in)
+	if err == nil && f.lost("PutItem", id) {
+		return f.putItem(id, in)
+	}
+	return out, err
+}
+
+func (f *fakeDB) putItem(id string, in *dynamodb.PutItemInput) (*dynamodb.PutItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.items[id]
@@ -137,6 +155,14 @@ func (f *fakeDB) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ .
 	if err != nil {
 		return nil, err
 	}
+	out, err := f.updateItem(id, in)
+	if err == nil && f.lost("UpdateItem", id) {
+		return f.updateItem(id, in)
+	}
+	return out, err
+}
+
+func (f *fakeDB) updateItem(id string, in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.items[id]
@@ -172,6 +198,14 @@ func (f *fakeDB) DeleteItem(_ context.Context, in *dynamodb.DeleteItemInput, _ .
 	if err != nil {
 		return nil, err
 	}
+	out, err := f.deleteItem(id, in)
+	if err == nil && f.lost("DeleteItem", id) {
+		return f.deleteItem(id, in)
+	}
+	return out, err
+}
+
+func (f *fakeDB) deleteItem(id string, in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old := f.items[id]

@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/publish"
 )
 
 // Defaults.
@@ -78,10 +80,10 @@ type config struct {
 }
 
 // WithKeyFunc derives each record's key with f instead of the default
-// (stream ARN, shard id, sequence number and sub-sequence number). A key
-// taken from the payload, such as an order id, also recognises the counted
-// copies of a record and records a producer wrote twice, which have sequence
-// numbers of their own. When f returns an error or "", the record stays
+// (DefaultKey: stream ARN, shard id, sequence number and sub-sequence number
+// of the original record, which its counted copies share). A key taken from
+// the payload, such as an order id, also recognises records a producer
+// wrote twice, which have sequence numbers of their own. When f returns an error or "", the record stays
 // unsettled: the Handler returns Retry with an error matching ErrKey (and
 // f's error) without running the handler.
 func WithKeyFunc(f KeyFunc) Option {
@@ -206,16 +208,48 @@ func New(next lambdaadapter.Handler, client DynamoDBAPI, table string, opts ...O
 // "STREAM_ARN#SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER", e.g.
 // "arn:aws:kinesis:us-east-1:123456789012:stream/orders#shardId-000000000000#49590338271490256608559692538361571095921575989136588898#0".
 // The sub-sequence number is the index of a KPL user record in its
-// aggregate (0 for an ordinary record). It identifies one delivered
-// record: redeliveries by Lambda, by the next owner of a shard in
-// long-running mode, and of a KPL aggregate's user records, but not a
-// counted copy (written with a new sequence number) or a record a producer
-// wrote twice.
+// aggregate (0 for an ordinary record). The coordinates are those of the
+// original record: a counted copy (or a durable delay's copy) carries them
+// in its x-lambdaadapter-origin header (publish.OriginHeader,
+// "SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER"), and its key is the
+// original's, not one of its own new sequence number. So the key
+// identifies one record across Lambda's redeliveries, the next owner of a
+// shard in long-running mode, the user records of a KPL aggregate that
+// Lambda redelivers whole, and the original's counted copies; not a record
+// a producer wrote twice. A header that is not of that form (not written
+// by the adapter) is ignored: the record's own coordinates are used.
 func DefaultKey(m *lambdaadapter.Message) (string, error) {
+	if v, ok := m.Headers.Lookup(publish.OriginHeader); ok && validOrigin(v) {
+		return m.StreamARN + "#" + v, nil
+	}
 	if m.ShardID == "" || m.SequenceNumber == "" {
 		return "", errors.New("the message has no shard id or sequence number")
 	}
 	return m.StreamARN + "#" + m.ShardID + "#" + m.SequenceNumber + "#" + strconv.Itoa(m.SubSequenceNumber), nil
+}
+
+// validOrigin reports whether v has the form of publish.OriginHeader: a
+// shard id without '#', then a sequence number and a sub-sequence number
+// of decimal digits.
+func validOrigin(v string) bool {
+	shard, rest, ok := strings.Cut(v, "#")
+	if !ok || shard == "" {
+		return false
+	}
+	seq, sub, ok := strings.Cut(rest, "#")
+	return ok && digits(seq) && digits(sub)
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ID returns the id of m's item in the table: "PREFIX#KEY", where a key
@@ -251,7 +285,8 @@ func (h *Handler) ID(m *lambdaadapter.Message) (string, error) {
 //     ErrDuplicate.
 //   - the key is claimed by a run in progress: the handler is not run;
 //     Retry with an error matching ErrInProgress is returned (the record
-//     stays unsettled and is never dropped for it).
+//     stays unsettled, even under a cap or a dead-letter target, without
+//     counting an attempt: it is never dropped, retired or copied for it).
 //   - the key cannot be derived, or the claim fails (DynamoDB error,
 //     throttling, ctx ended): Retry with an error matching ErrKey or
 //     ErrStore.
@@ -280,14 +315,15 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 	for range claimAttempts {
 		now := time.Now()
 		expiry := h.inProgressExpiry(ctx, now)
-		claimMS := now.Add(expiry).UnixMilli()
-		claimed, old, err := h.store.claim(ctx, id, now, now.Add(h.cfg.ttl).Unix(), claimMS, validation)
+		c := claimOf{token: rand.Text(), ms: now.Add(expiry).UnixMilli()}
+		expiration := now.Add(h.cfg.ttl).Unix()
+		claimed, old, err := h.store.claim(ctx, id, now, expiration, c, validation)
 		if err != nil {
 			h.log(ctx, slog.LevelWarn, "idempotency: claim failed", id, m, slog.String(attrLogError, err.Error()))
 			return lambdaadapter.Retry(err)
 		}
 		if claimed {
-			return h.run(ctx, m, id, claimMS)
+			return h.run(ctx, m, id, c)
 		}
 		if old == nil { // the service did not return the item
 			if old, err = h.store.get(ctx, id); err != nil {
@@ -299,6 +335,11 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 			}
 		}
 		switch {
+		case ownClaim(old, c, expiration, validation):
+			// The claim was applied and its answer lost: the SDK's retry
+			// of it found this very claim in place.
+			h.log(ctx, slog.LevelDebug, "idempotency: the claim's answer was lost; the item is this delivery's claim", id, m)
+			return h.run(ctx, m, id, c)
 		case claimable(old, now):
 			// The item read is one the claim would have replaced: it
 			// changed after the claim was refused. Claim again.
@@ -339,9 +380,8 @@ func (h *Handler) inProgressExpiry(ctx context.Context, now time.Time) time.Dura
 	return min(max(d, time.Millisecond), h.cfg.ttl)
 }
 
-// run runs the handler under the claim claimMS of id and records its
-// result.
-func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, claimMS int64) lambdaadapter.Outcome {
+// run runs the handler under the claim c of id and records its result.
+func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, c claimOf) lambdaadapter.Outcome {
 	// The handler gets a copy of m whose replies go through m and are
 	// watched: a failed reply leaves the record unsettled whatever the
 	// handler returns, so it must not be recorded as completed.
@@ -353,14 +393,14 @@ func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, 
 	returned := false
 	defer func() {
 		if !returned { // a panic (or runtime.Goexit): the adapter retries
-			h.release(ctx, m, id, claimMS)
+			h.release(ctx, m, id, c)
 		}
 	}()
 	out := h.next.HandleRecord(ctx, &mc)
 	returned = true
 
 	if !out.Settles() || replies.failed.Load() {
-		h.release(ctx, m, id, claimMS)
+		h.release(ctx, m, id, c)
 		return out
 	}
 	res := result{Outcome: out.Kind().String()}
@@ -372,18 +412,18 @@ func (h *Handler) run(ctx context.Context, m *lambdaadapter.Message, id string, 
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := h.store.complete(wctx, id, claimMS, time.Now().Add(h.cfg.ttl).Unix(), res); err != nil {
+	if err := h.store.complete(wctx, id, c, time.Now().Add(h.cfg.ttl).Unix(), res); err != nil {
 		h.log(ctx, slog.LevelError, "idempotency: the handler succeeded but its result was not recorded; a delivery after the claim's expiry runs it again", id, m,
 			slog.String(attrLogOutcome, out.Kind().String()), slog.String(attrLogError, err.Error()))
 	}
 	return out
 }
 
-// release deletes the claim claimMS of id, logging a failure.
-func (h *Handler) release(ctx context.Context, m *lambdaadapter.Message, id string, claimMS int64) {
+// release deletes the claim c of id, logging a failure.
+func (h *Handler) release(ctx context.Context, m *lambdaadapter.Message, id string, c claimOf) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if err := h.store.release(wctx, id, claimMS); err != nil {
+	if err := h.store.release(wctx, id, c); err != nil {
 		h.log(ctx, slog.LevelError, "idempotency: the claim of a failed run was not deleted; it holds off other deliveries until its expiry", id, m,
 			slog.String(attrLogError, err.Error()))
 	}

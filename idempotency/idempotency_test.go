@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +19,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/idempotency"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
+	"github.com/shardsettle/lambdaadapter/publish"
 )
 
 const (
@@ -478,6 +481,24 @@ func TestDefaultKey(t *testing.T) {
 	if _, err := idempotency.DefaultKey(&lambdaadapter.Message{ShardID: shardID}); err == nil {
 		t.Error("DefaultKey without a sequence number: no error")
 	}
+	// A counted copy: its own coordinates differ, the origin header names
+	// the original's.
+	own := streamARN + "#shardId-000000000002#" + seq2 + "#0"
+	for _, tt := range []struct{ origin, want string }{
+		{shardID + "#" + seq1 + "#0", streamARN + "#" + shardID + "#" + seq1 + "#0"},
+		{shardID + "#" + seq1 + "#7", streamARN + "#" + shardID + "#" + seq1 + "#7"},
+		{"", own}, // not of the form: ignored
+		{shardID + "#" + seq1, own},
+		{shardID + "#x" + seq1 + "#0", own},
+		{"#" + seq1 + "#0", own},
+		{shardID + "#" + seq1 + "#0#1", own},
+	} {
+		c := &lambdaadapter.Message{StreamARN: streamARN, ShardID: "shardId-000000000002", SequenceNumber: seq2, Attempt: 2,
+			Headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "1"}, {Name: publish.OriginHeader, Value: tt.origin}}}
+		if key, err := idempotency.DefaultKey(c); key != tt.want || err != nil {
+			t.Errorf("DefaultKey with origin %q = %q, %v; want %q", tt.origin, key, err, tt.want)
+		}
+	}
 }
 
 func TestPayloadValidation(t *testing.T) {
@@ -750,4 +771,135 @@ func TestReplies(t *testing.T) {
 	if replies != 1 {
 		t.Errorf("%d replies written, want 1", replies)
 	}
+}
+
+// TestInProgressUnderCountedRetries: a record whose key is claimed by a
+// run in progress elsewhere stays unsettled under a cap or a dead-letter
+// target, as without one: reported (Lambda delivers it again), with no
+// copy, no dead letter and no attempt counted, however often it comes. With
+// a cap of 1 it was retired unhandled (lost when the other run then
+// failed); with a cap of 3 a copy was written. Once the other run fails and
+// releases its claim, the next delivery runs the handler, once.
+func TestInProgressUnderCountedRetries(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []lambdaadapter.Option
+	}{
+		{"cap 1", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1)}},
+		{"cap 3", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)}},
+		{"dead-letter stream, cap 1", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dead-letters")}},
+		{"dead-letter queue (cap 3)", []lambdaadapter.Option{lambdaadapter.WithDeadLetterQueue("https://sqs.us-east-1.amazonaws.com/123456789012/dl")}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := newFakeDB(t)
+			next := returning(lambdaadapter.Ack())
+			h := newHandler(t, next, db)
+			b := lambdaadaptertest.NewBatch("orders")
+			seq := b.Add("user-1", []byte(`{"id":"order-1"}`))
+			b.Add("user-1", []byte(`{"id":"order-2"}`))
+			id, err := h.ID(&lambdaadapter.Message{StreamARN: "arn:aws:kinesis:us-east-1:123456789012:stream/orders", ShardID: lambdaadaptertest.DefaultShardID, SequenceNumber: seq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another run (a timed-out invocation's, another worker's)
+			// holds the first record's key.
+			now := time.Now()
+			db.put(map[string]types.AttributeValue{
+				"id":                     &types.AttributeValueMemberS{Value: id},
+				"status":                 &types.AttributeValueMemberS{Value: "INPROGRESS"},
+				"expiration":             &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).Unix(), 10)},
+				"in_progress_expiration": &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)},
+			})
+			for i := range 3 {
+				res := lambdaadaptertest.Run(t, h, b, tt.opts...)
+				if !slices.Equal(res.Failures, []string{seq}) {
+					t.Fatalf("delivery %d while held: reported %v, want the held record %s", i+1, res.Failures, seq)
+				}
+				if w := res.Kinesis.Written(); len(w) != 0 {
+					t.Fatalf("delivery %d while held: %d records written (a copy or dead letter), want none: %+v", i+1, len(w), w)
+				}
+				if s := res.SQS.Sent(); len(s) != 0 {
+					t.Fatalf("delivery %d while held: %d SQS messages, want none", i+1, len(s))
+				}
+			}
+			if n := next.n.Load(); n != 0 {
+				t.Fatalf("handler ran %d times while the key was held elsewhere", n)
+			}
+			// The other run fails: its claim is released.
+			db.mu.Lock()
+			delete(db.items, id)
+			db.mu.Unlock()
+			res := lambdaadaptertest.Run(t, h, b, tt.opts...)
+			if !res.AllSettled() || len(res.Kinesis.Written()) != 0 || len(res.SQS.Sent()) != 0 {
+				t.Fatalf("after the release: reported %v, wrote %d records and %d messages; want all settled, nothing written",
+					res.Failures, len(res.Kinesis.Written()), len(res.SQS.Sent()))
+			}
+			if n := next.n.Load(); n != 2 {
+				t.Errorf("handler ran %d times, want 2 (each record once)", n)
+			}
+			if st := sAttr(db.item(id), "status"); st != "COMPLETED" {
+				t.Errorf("held record's item is %q after its run, want COMPLETED", st)
+			}
+		})
+	}
+}
+
+// TestCopiesShareTheOriginalsKey: a counted copy carries the original's
+// coordinates (x-lambdaadapter-origin), and the default key is taken from
+// them, so the original and its copies share one key: a second copy chain
+// of one record (two copies of it, as a crash between a copy's write and
+// the checkpoint leaves) runs the handler once.
+func TestCopiesShareTheOriginalsKey(t *testing.T) {
+	db := newFakeDB(t)
+	next := &runs{next: func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		if m.Attempt == 1 {
+			return lambdaadapter.Retry(errors.New("transient"))
+		}
+		return lambdaadapter.Ack()
+	}}
+	h := newHandler(t, next, db)
+	b := lambdaadaptertest.NewBatch("orders")
+	seq := b.Add("user-1", []byte(`{"id":"order-1"}`), "x-tenant", "acme")
+	first := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithMaxAttempts(3))
+	w := first.Kinesis.Written()
+	if !first.AllSettled() || len(w) != 1 {
+		t.Fatalf("first run: reported %v, wrote %d records; want a settled original and one copy", first.Failures, len(w))
+	}
+	origin := lambdaadaptertest.DefaultShardID + "#" + seq + "#0"
+	if got := w[0].Headers.Get(publish.OriginHeader); got != origin {
+		t.Fatalf("copy's %s = %q, want %q", publish.OriginHeader, got, origin)
+	}
+	if len(db.ids()) != 0 {
+		t.Fatalf("the failed run left items %q", db.ids())
+	}
+	// Two copies of the record arrive (two copy chains).
+	copies := lambdaadaptertest.NewBatch("orders")
+	var hdrs []string
+	for _, x := range w[0].Headers {
+		hdrs = append(hdrs, x.Name, x.Value)
+	}
+	copies.Add(w[0].PartitionKey, w[0].Payload, hdrs...)
+	copies.Add(w[0].PartitionKey, w[0].Payload, hdrs...)
+	res := lambdaadaptertest.Run(t, h, copies, lambdaadapter.WithMaxAttempts(3))
+	if !res.AllSettled() || len(res.Kinesis.Written()) != 0 {
+		t.Fatalf("copies: reported %v, wrote %d records", res.Failures, len(res.Kinesis.Written()))
+	}
+	if n := next.n.Load(); n != 2 {
+		t.Errorf("handler ran %d times, want 2: the original (Retry), then one of its two copies", n)
+	}
+	if ids := db.ids(); !slices.Equal(ids, []string{wantIDOf(seq)}) {
+		t.Errorf("items %q, want the original's only (%s)", ids, wantIDOf(seq))
+	}
+	// The original delivered again (a Lambda retry of its batch) is
+	// recognised too.
+	if res := lambdaadaptertest.Run(t, h, b, lambdaadapter.WithMaxAttempts(3)); !res.AllSettled() || len(res.Kinesis.Written()) != 0 {
+		t.Fatalf("original again: reported %v, wrote %d records", res.Failures, len(res.Kinesis.Written()))
+	}
+	if n := next.n.Load(); n != 2 {
+		t.Errorf("handler ran %d times after the original came again, want 2", n)
+	}
+}
+
+func wantIDOf(seq string) string {
+	return "orders-fn#arn:aws:kinesis:us-east-1:123456789012:stream/orders#" + lambdaadaptertest.DefaultShardID + "#" + seq + "#0"
 }

@@ -471,6 +471,13 @@ type ecsFeeder struct {
 // total of 0 means no limit. The feeder stops when the test ends.
 func ecsStartFeeder(t *testing.T, env *standin.Env, stream, prefix string, batch int, every time.Duration, total int) *ecsFeeder {
 	t.Helper()
+	return ecsStartFeederOf(t, env, stream, batch, every, total, func(from, n int) []ecsEntry { return ecsNumbered(prefix, from, n) })
+}
+
+// ecsStartFeederOf is ecsStartFeeder writing the entries entries(from, n)
+// gives for the records from, ..., from+n-1.
+func ecsStartFeederOf(t *testing.T, env *standin.Env, stream string, batch int, every time.Duration, total int, entries func(from, n int) []ecsEntry) *ecsFeeder {
+	t.Helper()
 	f := &ecsFeeder{stopc: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -482,7 +489,7 @@ func ecsStartFeeder(t *testing.T, env *standin.Env, stream, prefix string, batch
 			if total > 0 {
 				k = min(k, total-n)
 			}
-			ids, err := ecsWriteEntries(ctx, env, stream, ecsNumbered(prefix, n, k))
+			ids, err := ecsWriteEntries(ctx, env, stream, entries(n, k))
 			f.mu.Lock()
 			f.ids = append(f.ids, ids...)
 			if err != nil && f.err == nil {

@@ -58,7 +58,14 @@ const (
 const (
 	retryCountHeader   = envelope.RetryCountHeader
 	firstArrivalHeader = "x-lambdaadapter-first-arrival"
+	originHeader       = "x-lambdaadapter-origin"
 )
+
+// originOf is the x-lambdaadapter-origin of orig's copies: its shard,
+// sequence number and sub-sequence number (0: a plain record).
+func originOf(orig standin.Record) string {
+	return orig.ShardID + "#" + aws.ToString(orig.SequenceNumber) + "#0"
+}
 
 // retryEmulator starts an emulator whose function talks to the stand-ins of
 // env, with the function timeout and LAMBDAADAPTER_* settings given.
@@ -68,7 +75,7 @@ func retryEmulator(t *testing.T, env *standin.Env, timeoutSeconds int, settings 
 }
 
 // sdkContext returns a context for the test's own SDK calls.
-func sdkContext(t *testing.T) context.Context {
+func sdkContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), sdkTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -91,7 +98,7 @@ func enveloped(t *testing.T, payload string, nameValues ...string) []byte {
 
 // putRecords writes entries to the stream with PutRecords, at most 500 per
 // call, and fails the test unless every entry was written.
-func putRecords(t *testing.T, env *standin.Env, stream string, entries []kinesistypes.PutRecordsRequestEntry) {
+func putRecords(t testing.TB, env *standin.Env, stream string, entries []kinesistypes.PutRecordsRequestEntry) {
 	t.Helper()
 	ctx := sdkContext(t)
 	for len(entries) > 0 {
@@ -186,7 +193,7 @@ func readExactly(t *testing.T, env *standin.Env, stream string, n int) []standin
 
 // awaitRecords reads the stream until it holds at least n records and
 // fails the test, listing what it read, unless it holds exactly n.
-func awaitRecords(t *testing.T, env *standin.Env, stream string, n int) []standin.Record {
+func awaitRecords(t testing.TB, env *standin.Env, stream string, n int) []standin.Record {
 	t.Helper()
 	recs := env.ReadAll(t.Context(), t, stream, n, awaitRead)
 	if len(recs) != n {
@@ -257,7 +264,7 @@ type kinesisEventRecord struct {
 // kinesisEvent returns the invocation payload Lambda's event source mapping
 // sends for records read from the stream streamARN: base64 data, float
 // seconds with milliseconds as arrival time, eventID shardId:sequenceNumber.
-func kinesisEvent(t *testing.T, streamARN string, recs []standin.Record) []byte {
+func kinesisEvent(t testing.TB, streamARN string, recs []standin.Record) []byte {
 	t.Helper()
 	ev := struct {
 		Records []kinesisEventRecord `json:"Records"`
@@ -415,6 +422,7 @@ func checkCopy(t *testing.T, c, orig standin.Record, n int, userHeaders ...strin
 		Headers: append(header(userHeaders...), header(
 			retryCountHeader, strconv.Itoa(n),
 			firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat),
+			originHeader, originOf(orig),
 		)...),
 	}
 	got := view{PartitionKey: aws.ToString(c.PartitionKey), ShardID: c.ShardID, Payload: string(payload), Headers: h}
@@ -604,7 +612,7 @@ func TestRetryDurableDelay(t *testing.T) {
 			wantDelayed := publish.Delayed{
 				StreamARN:    srcARN,
 				PartitionKey: key,
-				Headers:      header(retryCountHeader, "1", firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat)),
+				Headers:      header(retryCountHeader, "1", firstArrivalHeader, arrivalMillis(orig).Format(publish.TimeFormat), originHeader, originOf(orig)),
 				Payload:      []byte(payload),
 			}
 			if diff := cmp.Diff(wantDelayed, d); diff != "" {

@@ -17,14 +17,14 @@
 //
 // Writes: a Retry on a counted configuration, a RetryAfter and a dead letter
 // become writes (counted copies to the record's stream, delay messages, dead
-// letters), made while the lanes run, in shard order: a record's write goes
-// out only once it is its shard's first unsettled record (every earlier
-// record settled), one write per shard at a time, so a write that fails
-// stops every later write of its shard and no record that Lambda delivers
-// again already has a copy. Writes of different shards go out together, one
-// of each shard per PutRecords (or SendMessageBatch) call: 1,000 copies on
-// one shard take 1,000 calls one after another, 1,000 over four shards
-// about 250. A RetryAfter copy waiting for its delay holds back the writes
+// letters), made while the lanes run, in shard order and in batches: a
+// record's write goes out once every earlier record of its shard settled or
+// has its own write under way, in PutRecords calls of up to 500 entries
+// (1,000 copies on one shard take two calls); a write that fails for good
+// stops every later write of its shard not yet sent, and those sent with it
+// are remembered so that their records settle without their handler when
+// Lambda delivers them again to this execution environment (see package
+// engine). A RetryAfter copy waiting for its delay holds back the writes
 // of later records of its shard. Writes end at a fifth of the margin before
 // the deadline; each record settles only once its write succeeded, and what
 // is not written by then stays unsettled and is reported. An SQS event from

@@ -137,6 +137,7 @@
 //	handoff          S        owner id of the worker that asked for the lease (RequestHandoff); absent when none
 //	renewedAt        S        writer's wall clock at the last write, RFC 3339 UTC with milliseconds; display only
 //	stream           S        the stream's name (List filters on it)
+//	writeToken       S        random token of the last take, renew, checkpoint, transfer or release (see below); absent before one
 //
 // Rows written before handoff existed have no handoff attribute and read as
 // leases nobody asked for. Each registered worker has a row of its own in
@@ -174,7 +175,23 @@
 // ExpressionAttributeNames. UpdateItem returns the new row (ReturnValues
 // ALL_NEW). A
 // ConditionalCheckFailedException becomes ErrLeaseLost, a
-// ResourceNotFoundException ErrTableNotFound. When DynamoDB refuses a
+// ResourceNotFoundException ErrTableNotFound.
+//
+// Take, Renew, Checkpoint, Transfer and Release also SET writeToken to a
+// random token (crypto/rand.Text) new for each call and unchanged across
+// the client's retries of its request. When such a write's answer is lost
+// after DynamoDB applied it (a timeout, a reset connection, a 500 after
+// the write), the SDK sends it again and the retry's condition fails: the
+// counter already moved on. On every ConditionalCheckFailedException of a
+// fenced write, DynamoDB reads the row back (GetItem, ConsistentRead) and,
+// when it carries the call's token, counter held+1, the owner the write
+// set and the checkpoint it wrote, returns it as the write's result
+// instead of ErrLeaseLost. No other write can leave that token (another
+// worker's, or this process's own earlier write from the same held lease,
+// has a token of its own); a handoff requested after the write does not
+// bump the counter and is returned as part of the row. When the row cannot
+// be read back the error stays ErrLeaseLost. This costs one GetItem per
+// failed condition, and nothing otherwise. When DynamoDB refuses a
 // Heartbeat as invalid (a ValidationException), Heartbeat calls Check to
 // tell a table of another key schema (ErrNotLeaseTable) from another
 // error. No transactions and no

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
@@ -40,6 +41,10 @@ const (
 	attrRenewedAt   = "renewedAt"
 	attrStream      = "stream"
 	attrHandoff     = "handoff"
+	// attrWriteToken is a random token that every fenced write of a lease
+	// sets, unique to that write (see DynamoDB.write): how a write whose
+	// answer was lost recognises its own row.
+	attrWriteToken = "writeToken"
 	// Worker rows only: they have no stream attribute, so that a List
 	// filtering on stream (of this version or an older one) never sees
 	// them.
@@ -449,10 +454,14 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		return Lease{}, err
 	}
 	cond, names, values := fenceCondition(held)
-	names["#r"] = attrRenewedAt
+	// The write's own token, sent unchanged in every attempt the client's
+	// retryer makes of this request (see applied).
+	token := rand.Text()
+	names["#r"], names["#wt"] = attrRenewedAt, attrWriteToken
 	values[":next"] = number(held.Counter + 1)
 	values[":now"] = &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)}
-	set := []string{"#c = :next", "#r = :now"}
+	values[":wt"] = &types.AttributeValueMemberS{Value: token}
+	set := []string{"#c = :next", "#r = :now", "#wt = :wt"}
 	var remove []string
 	switch op {
 	case opTake, opTransfer:
@@ -499,12 +508,108 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
 	})
+	var refused *types.ConditionalCheckFailedException
+	if errors.As(err, &refused) {
+		newOwner := held.Owner
+		switch op {
+		case opTake, opTransfer:
+			newOwner = owner
+		case opRelease:
+			newOwner = ""
+		}
+		return d.applied(ctx, op, held, written{owner: newOwner, seq: seq, sub: sub, token: token}, err)
+	}
 	if err != nil {
 		return Lease{}, d.fail(op, held.Key.String(), err)
 	}
 	l, err := decode(out.Attributes)
 	if err != nil {
 		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
+	}
+	return l, nil
+}
+
+// written is what a fenced write sets besides the counter: the owner the
+// row has afterwards, the checkpoint (seq, sub) when the write sets one (seq
+// not empty), and the write's token.
+type written struct {
+	owner, seq string
+	sub        int
+	token      string
+}
+
+// applied decides, after the condition of the write op of held failed with
+// refused, whether the write was applied all the same: whether its answer
+// was lost after DynamoDB applied it (a timeout, a connection reset or a
+// 500 after the write), the client's retryer sent it again, and the retry's
+// condition failed because the first attempt had moved the counter on. It
+// reads the row with a consistent GetItem and returns it as the write's
+// result when it is exactly the row the write produces: the write's token,
+// counter held.Counter+1, the owner w.owner, and the checkpoint w.seq with
+// sub-sequence w.sub when the write sets one. Otherwise, or when the row is
+// gone or cannot be read, it returns the error of a lost lease, as for any
+// failed condition: the caller stops using the lease, which is safe even
+// when the write was applied after all (it only leaves the lease unrenewed
+// until it expires).
+//
+// This cannot take another write for this one. The token is random (128
+// bits from crypto/rand), new for each call of write, and sent unchanged in
+// each attempt of its request, so a row carrying it was last written by an
+// attempt of this very request: not by another worker, nor by another write
+// of this process from the same held lease (a renewal racing a take of a
+// lease handed over, say), which has a token of its own. Every fenced write
+// of this version sets the token, so a later one replaces it; an older
+// version's write leaves it in place but bumps the counter, which the
+// counter check catches. The owner and checkpoint checks are then implied,
+// and kept as a guard. Unique owner ids and the consumer's one lease write
+// at a time per shard would not be enough without the token: a write of
+// this owner from the same held lease finds exactly the row it would
+// produce when an earlier one was applied (a renewal of a lease handed
+// over, made from a snapshot outside the shard's turn; a write repeated
+// from a stale copy), and would pass for applied when it was refused.
+//
+// RequestHandoff is the one write that changes a lease without bumping the
+// counter or setting the token: a request that came after this write
+// leaves the row this write's, with Handoff set, and is returned as such
+// (the caller sees the request, as in the answer of any later write), so
+// Handoff is not compared. It cannot make a false match either: a row this
+// write did not produce does not carry its token. A false miss (a later
+// write bumped the counter before the read) costs what any failed
+// condition costs, ErrLeaseLost, and is safe.
+//
+// The write's success is only as fresh as the call: the row was written by
+// an attempt sent after the call began, which is when a caller such as the
+// consumer dates its renewal (it extends its fence from the call's start).
+func (d *DynamoDB) applied(ctx context.Context, op string, held Lease, w written, refused error) (Lease, error) {
+	lost := func(detail error) (Lease, error) {
+		cause := refused
+		if detail != nil {
+			cause = fmt.Errorf("%w (%w)", refused, detail)
+		}
+		return Lease{}, &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: cause}
+	}
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            keyItem(held.Key),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return lost(fmt.Errorf("reading the row back to see whether the write was applied: %w", err))
+	}
+	if len(out.Item) == 0 {
+		return lost(errNoRow)
+	}
+	token, err := stringAttr(out.Item, attrWriteToken, false)
+	if err != nil {
+		return lost(fmt.Errorf("malformed row: %w", err))
+	}
+	l, err := decode(out.Item)
+	if err != nil {
+		return lost(err)
+	}
+	if token != w.token || l.Counter != held.Counter+1 || l.Owner != w.owner ||
+		(w.seq != "" && (l.Checkpoint != w.seq || l.SubSequence != w.sub)) {
+		return lost(fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter))
 	}
 	return l, nil
 }

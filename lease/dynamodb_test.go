@@ -577,47 +577,47 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 	}{
 		{"take free", lease.Lease{Key: heldW1.Key, Counter: 3}, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND attribute_not_exists(#o)",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND attribute_not_exists(#o)",
 			map[string]string{":c": "3", ":next": "4", ":owner": "w2", ":zero": "0", ":one": "1"}},
 		{"steal", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1"}},
 		{"take own", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w1")
-		}, "SET #c = :next, #r = :now, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w1"}},
 		{"transfer", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Transfer(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1"}},
 		{"transfer to self", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Transfer(ctx, held, "w1")
-		}, "SET #c = :next, #r = :now, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w1"}},
 		{"renew", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Renew(ctx, held)
-		}, "SET #c = :next, #r = :now", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1"}},
 		{"checkpoint", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Checkpoint(ctx, held, lease.ShardEnd, 0)
-		}, "SET #c = :next, #r = :now, #cp = :cp REMOVE #sub", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #cp = :cp REMOVE #sub", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "SHARD_END"}},
 		{"checkpoint inside an aggregate", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Checkpoint(ctx, held, "12345", 3)
-		}, "SET #c = :next, #r = :now, #cp = :cp, #sub = :sub", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #cp = :cp, #sub = :sub", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "12345", ":sub": "3"}},
 		{"release", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Release(ctx, held)
-		}, "SET #c = :next, #r = :now REMOVE #o, #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt REMOVE #o, #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1"}},
 		{"release with the last checkpoint", withCheckpoint(heldW1, "12345", 0), func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Release(ctx, held)
-		}, "SET #c = :next, #r = :now, #cp = :cp REMOVE #o, #h, #sub", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #cp = :cp REMOVE #o, #h, #sub", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":cp": "12345"}},
 		{"transfer with the last checkpoint inside an aggregate", withCheckpoint(heldW1, "12345", 2), func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Transfer(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one, #cp = :cp, #sub = :sub REMOVE #h", "#c = :c AND #o = :o",
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one, #cp = :cp, #sub = :sub REMOVE #h", "#c = :c AND #o = :o",
 			map[string]string{":c": "7", ":next": "8", ":o": "w1", ":owner": "w2", ":zero": "0", ":one": "1", ":cp": "12345", ":sub": "2"}},
 		{"request handoff", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.RequestHandoff(ctx, held, "w2")
@@ -650,6 +650,14 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 					t.Errorf(":now = %q, want RFC 3339 UTC with milliseconds", values[":now"])
 				}
 				delete(values, ":now")
+				if tc.name == "request handoff" {
+					if _, ok := values[":wt"]; ok {
+						t.Error("RequestHandoff sets a write token")
+					}
+				} else if !regexp.MustCompile(`^[A-Z2-7]{26}$`).MatchString(values[":wt"]) {
+					t.Errorf(":wt = %q, want a random token (crypto/rand.Text)", values[":wt"])
+				}
+				delete(values, ":wt")
 				if diff := cmp.Diff(tc.wantValues, values); diff != "" {
 					t.Errorf("values (-want +got):\n%s", diff)
 				}

@@ -209,6 +209,12 @@ var (
 	// RequestHandoff (the lease has another owner, or another worker asked
 	// first) and RemoveWorker (the worker heartbeat since, or its row is
 	// gone).
+	//
+	// A write that was applied but whose answer was lost (see Store) is not
+	// reported with it, with one exception that errs on the safe side: when
+	// the store cannot tell (DynamoDB could not read the row back), it
+	// reports ErrLeaseLost, and a caller that stops using the lease then
+	// leaves a lease that may be its own unrenewed until it expires.
 	ErrLeaseLost = errors.New("lease: lease lost")
 	// ErrNotFound is matched by the error of Get for a key that has no row.
 	ErrNotFound = errors.New("lease: no such lease")
@@ -247,6 +253,17 @@ var (
 // lease have exactly one winner. A canceled context makes a call return the
 // context's error; a write cut short that way may or may not have been
 // applied, so the caller should Get the lease before trusting it again.
+//
+// A fenced write (Take, Renew, Checkpoint, Release, Transfer) whose answer
+// was lost after it was applied, so that the client's retry of it found
+// the counter already moved on, succeeds and returns the row it wrote, as
+// if the first answer had arrived: DynamoDB reads the row back and
+// recognises its own write by a token unique to the call. A write repeated
+// from the held lease it already consumed, even by the same process, still
+// fails with ErrLeaseLost. RequestHandoff needs nothing of the kind (its
+// retry finds its own request and succeeds). Delete and RemoveWorker
+// cannot tell their own applied delete from another's: a lost answer to
+// either reports ErrLeaseLost, and the row is gone either way.
 type Store interface {
 	// Ensure creates the lease of k, free (no owner), at counter 0, with
 	// no checkpoint and the given parent shard ids, unless a row for k

@@ -95,8 +95,11 @@
 // stream with its partition key, its payload and its user headers (the
 // delivery headers dropped), x-ruststream-retry-count set to the attempt
 // that failed ("1" on the first copy of an original, as ruststream-kinesis
-// writes it), and FirstArrivalHeader carrying the original's arrival time
-// from the first copy on. A durable delay carries the same headers.
+// writes it), FirstArrivalHeader carrying the original's arrival time and
+// OriginHeader carrying the original's coordinates
+// ("SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER") from the first copy on. A
+// durable delay carries the same headers. A dead letter carries neither
+// (FirstArrivalHeader becomes its first-arrival field or header).
 //
 // ForwardDelayed is the delay-queue forwarding both modes share: it writes
 // the due delay messages to their streams with one PutBatch and sends the

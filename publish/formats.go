@@ -449,3 +449,15 @@ func ParseDelayed(body []byte) (Delayed, bool, error) {
 // first arrived (TimeFormat), so a dead letter written after several copies
 // still reports it (DeadLetter.FirstArrival).
 const FirstArrivalHeader = "x-lambdaadapter-first-arrival"
+
+// OriginHeader carries, on counted copies, the coordinates of the original
+// record in its stream: "SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER"
+// (the sub-sequence number is the index of a KPL user record in its
+// aggregate, 0 for an ordinary record), e.g.
+// "shardId-000000000001#49590338271490256608559692538361571095921575989136588898#0".
+// It is set on the first copy and carried unchanged on later ones (and on
+// a durable delay's copy), so an original and all its copies name one
+// record: idempotency.DefaultKey derives its key from it. A dead letter
+// does not carry it (its x-dead-letter-* headers name the delivery given
+// up on), so a dead letter written back to the stream is a new record.
+const OriginHeader = "x-lambdaadapter-origin"

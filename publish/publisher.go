@@ -225,6 +225,14 @@ func putBuf(bp *[]byte) {
 	}
 }
 
+// Check reports the error Put would refuse r with before any call (a
+// missing stream, a partition key or record too large: ErrInvalidRecord,
+// ErrTooLarge), or nil.
+func (p *Publisher) Check(r *Record) error {
+	_, _, err := p.check(r)
+	return err
+}
+
 // check resolves r's key and validates r. It returns the key and the size of
 // r's data (envelope included), or the error r fails with.
 func (p *Publisher) check(r *Record) (key string, dataLen int, err error) {

@@ -148,6 +148,13 @@ func MessageSize(m *QueueMessage) int {
 	return n
 }
 
+// Check reports the error Send would refuse m with before any call (an
+// empty URL or body, bad attributes: ErrInvalidMessage; too large:
+// ErrMessageTooLarge), or nil.
+func (q *Queue) Check(url string, m *QueueMessage) error {
+	return q.check(queueOp(url), url, m)
+}
+
 // check returns the error m fails with before any call, or nil.
 func (q *Queue) check(op target, url string, m *QueueMessage) error {
 	invalid := func(what string) error { return &opError{op: op, what: what, is: []error{ErrInvalidMessage}} }

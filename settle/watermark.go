@@ -412,6 +412,74 @@ func (w *Watermark) FirstUnsettled() (seq string, ok bool) {
 	return "", false
 }
 
+// UnsettledBefore returns how many parts before t are not settled: the
+// parts of the deliveries of t's epoch that came before t's, and the parts
+// of t's own delivery numbered below t's. It counts up to limit+1 at most
+// (the exact count when it is at most limit), so its cost is bounded by the
+// deliveries between the oldest unsettled one and t. It returns -1 for a
+// ticket of another epoch or one never issued. It is safe for concurrent
+// use.
+func (w *Watermark) UnsettledBefore(t Ticket, limit int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t.w != w || t.epoch != w.epoch {
+		return -1
+	}
+	start := w.base + uint64(w.head)
+	if t.index < start {
+		return 0 // the checkpoint passed t's delivery, and so everything before it
+	}
+	end := t.index - w.base
+	if end >= uint64(len(w.entries)) {
+		return -1
+	}
+	n := 0
+	for i := uint64(w.head); i < end && n <= limit; i++ {
+		n += int(w.entries[i].left)
+	}
+	e := &w.entries[end]
+	for p := 0; p < t.part && n <= limit; p++ {
+		if e.bits != nil && e.bits[p/64]&(1<<(p%64)) == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Before reports whether t comes before u in their watermark's delivery
+// order (an earlier delivery, or an earlier part of the same one). Tickets
+// of different epochs compare by epoch.
+func (t Ticket) Before(u Ticket) bool {
+	if t.epoch != u.epoch {
+		return t.epoch < u.epoch
+	}
+	if t.index != u.index {
+		return t.index < u.index
+	}
+	return t.part < u.part
+}
+
+// FirstUnsettledTicket returns the ticket of the oldest part of this epoch
+// that is not settled: the first unsettled part of the oldest unsettled
+// delivery. ok is false when every delivery is settled. It is safe for
+// concurrent use.
+func (w *Watermark) FirstUnsettledTicket() (t Ticket, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.head >= len(w.entries) {
+		return Ticket{}, false
+	}
+	e := &w.entries[w.head]
+	p := 0
+	if e.bits != nil {
+		p = int(e.prefix)
+		for p < int(e.parts) && e.bits[p/64]&(1<<(p%64)) != 0 {
+			p++
+		}
+	}
+	return Ticket{w: w, epoch: w.epoch, index: w.base + uint64(w.head), part: p}, true
+}
+
 // Pending returns the number of deliveries of this epoch that are delivered
 // but not settled, counting a multi-part delivery once. It is safe for
 // concurrent use.

@@ -26,6 +26,7 @@ import (
 
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/idempotency"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 )
@@ -106,7 +107,8 @@ type Handling struct {
 	Sub        string // kinesis-sub-sequence-number, "" on a plain record
 	Aggregated bool
 	At         time.Time
-	Call       int // 0-based index among the handlings of this payload
+	Call       int    // 0-based index among the handlings of this payload
+	DefaultKey string // idempotency.DefaultKey of the message ("" when it has none)
 }
 
 // Log records every handling, in order.
@@ -125,9 +127,10 @@ func (l *Log) Handler(script func(h Handling, m *lambdaadapter.Message) lambdaad
 			l.n = map[string]int{}
 		}
 		p := string(m.Payload)
+		key, _ := idempotency.DefaultKey(m)
 		h := Handling{Payload: p, Key: m.PartitionKey, Shard: m.ShardID, Attempt: m.Attempt,
 			RetryCount: m.Headers.Get(envelope.RetryCountHeader), At: time.Now(), Call: l.n[p],
-			Sub: m.Headers.Get(envelope.SubSequenceNumberHeader), Aggregated: m.Aggregated}
+			Sub: m.Headers.Get(envelope.SubSequenceNumberHeader), Aggregated: m.Aggregated, DefaultKey: key}
 		l.n[p]++
 		l.hs = append(l.hs, h)
 		l.mu.Unlock()

@@ -19,17 +19,24 @@
 //     record: Lambda mode reports it (the Lambda event source delivers it again
 //     with everything after it, so the engine starts no later record of its
 //     shard and writes nothing for one); long-running mode delivers it again
-//     in process after a backoff, with Message.Attempt counted up, while the
+//     in process after a backoff, with Message.Attempt counted up (not for a
+//     record held by a run elsewhere, retry.Decision.Uncounted), while the
 //     later records of its key wait for it.
 //
-// Writes in Lambda mode go out in shard order: a record's copy, delay message
-// or dead letter is written only once every earlier record of its shard has
-// settled, so a write that fails stops every later write of its shard, and no
-// record that Lambda delivers again already has a copy (one record never has
-// two copy chains). Writes of different shards go out together. In
-// long-running mode an unsettled record is delivered again in process, so
-// writes are batched freely (PutRecords of up to 500 records, several calls
-// at once).
+// Writes in Lambda mode go out in shard order, in batches: a record's copy,
+// delay message or dead letter is written once every earlier record of its
+// shard (every earlier part, inside a KPL aggregate) has settled or has its
+// own write under way; the writer sends what is ready in rounds of up to 500
+// (publish.PutBatch, SendBatch), one round at a time. A write that fails for
+// good leaves its record unsettled, and no write after it is released; the
+// writes after it that went out in the same round are remembered (written),
+// so that when Lambda delivers those records again to this engine they
+// settle without their handler: one record never has two copy chains unless
+// the redelivery goes to another execution environment. In long-running
+// mode an unsettled record is delivered again in process, so writes are
+// batched freely (PutRecords of up to 500 records, several calls at once),
+// and a write that fails is made again after a backoff (it counts no
+// attempt), unless its shard is being handed over, lost or stopped.
 //
 // The engine starts goroutines only inside a Session, which owns them:
 // Session.Wait (Lambda) and Session.Stop (long-running) return after every
@@ -145,6 +152,9 @@ func (c Config) Validate() error {
 type Engine struct {
 	cfg Config
 	log *slog.Logger
+	// written: the records (Lambda mode) whose write was made beyond their
+	// shard's first unsettled record, recognised when they come again.
+	written written
 }
 
 // New validates cfg and returns an Engine.

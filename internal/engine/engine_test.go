@@ -31,10 +31,12 @@ import (
 const testARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"
 
 func TestCopyOf(t *testing.T) {
+	const origin = "shardId-000000000001#4959#0"
 	tests := []struct {
 		name        string
 		headers     envelope.Headers
 		attempt     int
+		sub         int
 		wantHeaders envelope.Headers
 	}{
 		{
@@ -47,33 +49,47 @@ func TestCopyOf(t *testing.T) {
 			},
 			attempt: 1,
 			wantHeaders: envelope.Headers{{Name: "content-type", Value: "application/json"}, {Name: "x-ruststream-retry-count", Value: "1"},
-				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}, {Name: publish.OriginHeader, Value: origin}},
 		},
 		{
-			name:    "counted copy, in place",
-			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"}, {Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+			name: "first copy of a KPL user record",
+			headers: envelope.Headers{
+				{Name: "kinesis-sequence-number", Value: "4959"},
+				{Name: "kinesis-sub-sequence-number", Value: "3"},
+			},
+			attempt: 1, sub: 3,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "1"},
+				{Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000001#4959#3"}},
+		},
+		{
+			name: "counted copy, in place",
+			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "3"}, {Name: "x-a", Value: "1"}, {Name: "partition-key", Value: "user-42"},
+				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000000#1234#2"}},
 			attempt: 4,
 			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "4"}, {Name: "x-a", Value: "1"},
-				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}},
+				{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000000#1234#2"}},
 		},
 		{
-			name:        "in-process redeliveries count",
-			headers:     envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
-			attempt:     5,
-			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "5"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+			name:    "in-process redeliveries count",
+			headers: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "1"}},
+			attempt: 5,
+			wantHeaders: envelope.Headers{{Name: "X-Ruststream-Retry-Count", Value: "5"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"},
+				{Name: publish.OriginHeader, Value: origin}},
 		},
 		{
-			name:        "saturated count",
-			headers:     envelope.Headers{{Name: "x-ruststream-retry-count", Value: "99999999999999999999999"}},
-			attempt:     math.MaxInt,
-			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"}},
+			name:    "saturated count",
+			headers: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "99999999999999999999999"}},
+			attempt: math.MaxInt,
+			wantHeaders: envelope.Headers{{Name: "x-ruststream-retry-count", Value: "9223372036854775807"}, {Name: publish.FirstArrivalHeader, Value: "2026-01-02T03:04:05.678Z"},
+				{Name: publish.OriginHeader, Value: origin}},
 		},
 	}
 	arrival := time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &message.Message{Payload: []byte("payload"), Headers: tt.headers, PartitionKey: "user-42", SequenceNumber: "4959",
-				ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: tt.attempt, ArrivalTime: arrival}
+				ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: tt.attempt, ArrivalTime: arrival,
+				Aggregated: tt.sub > 0, SubSequenceNumber: tt.sub}
 			before := tt.headers.Clone()
 			r := engine.CopyOf(m)
 			want := publish.Record{Stream: testARN, PartitionKey: "user-42", Headers: tt.wantHeaders, Payload: []byte("payload")}
@@ -84,6 +100,23 @@ func TestCopyOf(t *testing.T) {
 				t.Errorf("CopyOf changed the message's headers (-before +after):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDeadLetterOfCopy: a copy's dead letter moves the first arrival into
+// FirstArrival and leaves the origin header out (a dead letter written back
+// to the stream is a new record, not the original's copy).
+func TestDeadLetterOfCopy(t *testing.T) {
+	m := &message.Message{Payload: []byte("p"), PartitionKey: "k", SequenceNumber: "5000", ShardID: "shardId-000000000001", StreamARN: testARN, Attempt: 3,
+		Headers: envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "x-ruststream-retry-count", Value: "2"},
+			{Name: publish.FirstArrivalHeader, Value: "2025-01-01T00:00:00.000Z"}, {Name: publish.OriginHeader, Value: "shardId-000000000001#4959#0"}}}
+	dl := engine.DeadLetterOf(m, "cap", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	want := envelope.Headers{{Name: "x-a", Value: "1"}, {Name: "x-ruststream-retry-count", Value: "2"}}
+	if diff := cmp.Diff(want, dl.Headers); diff != "" {
+		t.Errorf("dead letter headers (-want +got):\n%s", diff)
+	}
+	if !dl.FirstArrival.Equal(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)) || dl.SequenceNumber != "5000" {
+		t.Errorf("dead letter first arrival %v, sequence number %s", dl.FirstArrival, dl.SequenceNumber)
 	}
 }
 
@@ -206,12 +239,18 @@ func TestReplyRacingReturn(t *testing.T) {
 }
 
 // TestLambdaNoCopyAfterAFailedWrite (fault 7): when A's copy cannot be
-// written, no record after A on its shard gets a copy — Lambda delivers
-// them again, so a copy now would start a second chain. Another shard's
-// copies are not held up.
+// written, A stays unsettled and Lambda delivers it again with every record
+// after it. Copies of later records written in the same PutRecords call as
+// A's are remembered: when those records come again to the same engine
+// (execution environment) they settle without their handler, so no record
+// gets a second copy (a second chain). Another shard's copies are not held
+// up.
 func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld(t, message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+		var calls sync.Map
+		w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			n, _ := calls.LoadOrStore(m.PartitionKey, new(atomic.Int32))
+			n.(*atomic.Int32).Add(1)
 			return message.Retry(errors.New("downstream 503"))
 		}))
 		w.k.Fail = func(_, key string, _ []byte) string {
@@ -222,7 +261,8 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		}
 		w.cfg.Policy.MaxAttempts = 3
 		e := w.engine(t)
-		sh, ds := shardOf(t, "shardId-000000000000", 4, func(i int) string { return fmt.Sprint("k", i) })
+		keyOf := func(i int) string { return fmt.Sprint("k", i) }
+		sh, ds := shardOf(t, "shardId-000000000000", 4, keyOf)
 		other, ods := shardOf(t, "shardId-000000000001", 3, func(i int) string { return fmt.Sprint("o", i) })
 		runLambda(t, e, 4, append(ds, ods...))
 		if got := firstUnsettled(sh); got != "1001" {
@@ -231,21 +271,121 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		if got := firstUnsettled(other); got != "" {
 			t.Errorf("other shard: first unsettled %q, want none", got)
 		}
+		// Lambda delivers 1001..1003 again; k1's copy works now.
+		w.k.Fail = nil
+		again := engine.NewShard("shardId-000000000000", engine.Hooks{})
+		var rds []*engine.Delivery
+		for i := 1; i < 4; i++ {
+			d, err := again.Deliver(again.Watermark().Epoch(), message.Message{
+				Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: keyOf(i), SequenceNumber: fmt.Sprint(1000 + i),
+				ShardID: "shardId-000000000000", StreamARN: testARN, Attempt: 1,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rds = append(rds, d)
+		}
+		runLambda(t, e, 4, rds)
+		if got := firstUnsettled(again); got != "" {
+			t.Errorf("redelivery: first unsettled %q, want none", got)
+		}
 		var copied []string
 		for _, x := range w.k.Written() {
 			copied = append(copied, x.PartitionKey)
 		}
 		slices.Sort(copied)
-		// k0 before the failure; the other shard's every record; nothing
-		// after the failed k1 of the first shard.
-		if want := []string{"k0", "o0", "o1", "o2"}; !slices.Equal(copied, want) {
-			t.Errorf("copies of %v, want %v", copied, want)
+		if want := []string{"k0", "k1", "k2", "k3", "o0", "o1", "o2"}; !slices.Equal(copied, want) {
+			t.Errorf("copies of %v over both deliveries, want %v: one copy per record", copied, want)
 		}
 		for _, x := range w.k.Written() {
 			if x.Headers.Get(envelope.RetryCountHeader) != "1" {
 				t.Errorf("copy %s with count %s", x.Payload, x.Headers.Get(envelope.RetryCountHeader))
 			}
 		}
+		// A record after k1 whose copy was made the first time is not
+		// handled again; one whose copy waited behind k1 is.
+		for _, k := range []string{"k2", "k3"} {
+			n, _ := calls.Load(k)
+			t.Logf("%s handled %d times", k, n.(*atomic.Int32).Load())
+		}
+		if n, _ := calls.Load("k1"); n.(*atomic.Int32).Load() != 2 {
+			t.Errorf("k1 handled %d times, want 2", n.(*atomic.Int32).Load())
+		}
+	})
+}
+
+// TestLambdaKPLCopyWaitsForEarlierUserRecord (review fault 5a): the user
+// records of one KPL aggregate share its sequence number. User record 1's
+// copy must not be written while user record 0 is still running: were user
+// record 0 then left unsettled, Lambda would deliver the whole aggregate
+// again and user record 1 would get a second copy. Once 0's copy is being
+// written, 1's goes out with it; when 0's fails and the aggregate comes
+// again to the same engine, 1 is recognised: one copy per user record.
+func TestLambdaKPLCopyWaitsForEarlierUserRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var calls [2]atomic.Int32
+		w := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+			calls[m.SubSequenceNumber].Add(1)
+			if m.SubSequenceNumber == 0 && calls[0].Load() == 1 {
+				<-release
+			}
+			return message.Retry(errors.New("downstream 503"))
+		}))
+		w.k.Fail = func(_, key string, _ []byte) string {
+			if key == "u0" {
+				return "InternalFailure"
+			}
+			return ""
+		}
+		w.cfg.Policy.MaxAttempts = 3
+		e := w.engine(t)
+		aggregate := func() (*engine.Shard, []*engine.Delivery) {
+			sh := engine.NewShard("shardId-000000000000", engine.Hooks{})
+			ds := make([]*engine.Delivery, 2)
+			for i := range ds {
+				ds[i] = &engine.Delivery{Msg: message.Message{Payload: []byte(fmt.Sprint("u", i)), PartitionKey: fmt.Sprint("u", i),
+					SequenceNumber: "1000", SubSequenceNumber: i, Aggregated: true, ShardID: "shardId-000000000000",
+					StreamARN: testARN, Attempt: 1}}
+			}
+			if err := sh.DeliverGroup(sh.Watermark().Epoch(), ds, 0); err != nil {
+				t.Fatal(err)
+			}
+			return sh, ds
+		}
+		sh, ds := aggregate()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runLambda(t, e, 2, ds)
+		}()
+		synctest.Wait() // user record 1 returned Retry; user record 0 still runs
+		if n := calls[1].Load(); n != 1 {
+			t.Fatalf("user record 1 handled %d times, want 1", n)
+		}
+		if got := w.k.Written(); len(got) != 0 {
+			t.Fatalf("a copy written while user record 0 still runs: %+v", got)
+		}
+		close(release)
+		<-done
+		if got := firstUnsettled(sh); got != "1000" {
+			t.Fatalf("first unsettled %q, want the aggregate", got)
+		}
+		w.k.Fail = nil
+		sh, ds = aggregate()
+		runLambda(t, e, 2, ds)
+		if got := firstUnsettled(sh); got != "" {
+			t.Fatalf("redelivery: first unsettled %q", got)
+		}
+		var copied []string
+		for _, x := range w.k.Written() {
+			copied = append(copied, x.PartitionKey)
+		}
+		slices.Sort(copied)
+		if want := []string{"u0", "u1"}; !slices.Equal(copied, want) {
+			t.Errorf("copies of %v over both deliveries, want %v", copied, want)
+		}
+		t.Logf("user record 1 handled %d times", calls[1].Load())
 	})
 }
 
@@ -681,4 +821,83 @@ func (g gatedPuts) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, 
 	case <-ctx.Done():
 	}
 	return g.Kinesis.PutRecords(ctx, in, optFns...)
+}
+
+// TestFenceLapse (self-fencing, a process paused or cut off): once the
+// deadline of a shard's fence has passed, no record of it starts any more,
+// even one already waiting for a lane, and what a handler that was running
+// returns writes nothing (no counted copy); the Lapsed hook is called once.
+// Another shard's records go on.
+func TestFenceLapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var handled []string
+		h := message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+			mu.Lock()
+			handled = append(handled, string(m.Payload))
+			mu.Unlock()
+			if m.ShardID == "fenced" && string(m.Payload) == "r0" {
+				time.Sleep(3 * time.Second) // a pause, past the fence's deadline
+				return message.Retry(errors.New("downstream failed"))
+			}
+			return message.Ack()
+		})
+		w := newWorld(t, h)
+		w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
+		if arn := w.k.CreateStream("orders", 1); arn != testARN {
+			t.Fatalf("stream %s, want %s", arn, testARN)
+		}
+		e := w.engine(t)
+		var lapses atomic.Int32
+		fenced := engine.NewShard("fenced", engine.Hooks{Lapsed: func() { lapses.Add(1) }})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		fenced.Fence(ctx)
+		if !fenced.Extend(time.Now().Add(2 * time.Second)) {
+			t.Fatal("Extend refused before the deadline")
+		}
+		other, ods := shardOf(t, "other", 1, func(int) string { return "b" })
+		var ds []*engine.Delivery
+		for i := range 3 {
+			d, err := fenced.Deliver(fenced.Watermark().Epoch(), message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: "a",
+				SequenceNumber: fmt.Sprint(1000 + i), ShardID: "fenced", StreamARN: testARN, Attempt: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, d)
+		}
+		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2})
+		for _, d := range append(ds, ods...) {
+			if err := s.Submit(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(handled)
+		mu.Unlock()
+		slices.Sort(got)
+		if want := []string{"r0", "r0"}; !slices.Equal(got, want) {
+			t.Errorf("handled %v, want %v (r0 of each shard; r1 and r2 of the fenced shard not started)", got, want)
+		}
+		if n := lapses.Load(); n != 1 {
+			t.Errorf("Lapsed called %d times, want 1", n)
+		}
+		if fenced.Extend(time.Now().Add(time.Hour)) || !fenced.Lapsed() || fenced.Live() {
+			t.Error("the fence came back after it lapsed")
+		}
+		if n := len(w.k.Records(testARN)); n != 0 {
+			t.Errorf("%d records written (a copy after the fence lapsed), want 0", n)
+		}
+		if seq := firstUnsettled(fenced); seq != "1000" {
+			t.Errorf("fenced shard's first unsettled %q, want 1000", seq)
+		}
+		if seq := firstUnsettled(other); seq != "" {
+			t.Errorf("other shard's first unsettled %q, want none", seq)
+		}
+		stopCtx, stop := context.WithTimeout(t.Context(), time.Second)
+		defer stop()
+		s.Stop(stopCtx, time.Second)
+	})
 }

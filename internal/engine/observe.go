@@ -69,7 +69,7 @@ func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe
 func (s *Session) startSpan(d *Delivery) {
 	if t := s.e.cfg.Hooks.Tracer(); t != nil {
 		o := d.observed()
-		o.hctx, o.endSpan = t.StartRecord(s.ctx, &d.Msg)
+		o.hctx, o.endSpan = t.StartRecord(d.shard.handlerContext(s.ctx), &d.Msg)
 	}
 }
 
@@ -114,9 +114,11 @@ func (s *Session) tooOld(d *Delivery) (time.Duration, bool) {
 func (s *Session) expire(d *Delivery, age time.Duration, lb *laneSettles) {
 	e := s.e
 	out := message.Drop(fmt.Errorf("%w: arrived %s ago (limit %s)", ErrMaxRecordAge, age.Round(time.Millisecond), e.cfg.MaxRecordAge))
-	if s.ctx.Err() != nil {
-		s.giveUp(d)
+	if s.ctx.Err() != nil || !d.shard.Live() {
+		// As conclude: nothing changes. The hooks read d before giveUp
+		// gives its memory back.
 		s.observe(d, out, observe.ActionUnsettled)
+		s.giveUp(d)
 		return
 	}
 	if !e.cfg.Policy.DeadLetter {

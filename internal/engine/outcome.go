@@ -28,7 +28,7 @@ func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
 		}
 		replyErr = d.closeReplies()
 	}()
-	ctx := s.ctx
+	ctx := d.shard.handlerContext(s.ctx)
 	if d.obs != nil && d.obs.hctx != nil {
 		ctx = d.obs.hctx
 	}
@@ -53,10 +53,11 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 	m := &d.Msg
 	e := s.e
 	ctx := s.ctx
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || !d.shard.Live() {
 		// Cut off (the Lambda deadline, a long-running stop past its
-		// timeout): the answer is being built or the lease released, and
-		// what the handler returned changes nothing.
+		// timeout, the shard's lease given up or not renewed in time): the
+		// answer is being built or the lease released, and what the
+		// handler returned changes nothing; nothing is written for it.
 		s.cutRecords.Store(true)
 		s.observe(d, out, observe.ActionUnsettled)
 		s.giveUp(d)
@@ -93,9 +94,30 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 		s.settleIn(d, lb)
 	case retry.Leave:
 		s.observe(d, out, observe.ActionUnsettled)
-		s.unsettled(d, out, nil, parks)
+		s.leave(d, out, nil, parks, !dec.Uncounted)
 	default:
 		w, err := e.newWrite(d, dec, out, time.Now())
+		if tooLarge(err) && dec.Action != retry.DeadLetter {
+			// Its copy or delay message can never be written (the added
+			// headers push it over the limit), so it can never reach the
+			// cap: it ends now, as at the cap.
+			note := "its " + dec.Action.String() + " is too large to write"
+			if !e.cfg.Policy.DeadLetter {
+				e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: record retired: "+note+
+					" and there is no dead-letter target (see README: oversize records)", m, out, err)
+				s.observe(d, out, observe.ActionRetired)
+				s.settleIn(d, lb)
+				return
+			}
+			dec = retry.Decision{Action: retry.DeadLetter, Note: note}
+			w, err = e.newWrite(d, dec, out, time.Now())
+		}
+		if tooLarge(err) && dec.Action == retry.DeadLetter && e.cfg.DeadLetterStream != "" {
+			// The dead letter's headers push it over the limit: the record
+			// goes to the dead-letter stream as it arrived.
+			dec.Note += "; dead-lettered as it arrived, without the dead-letter headers (too large with them)"
+			w, err = e.originalDeadLetter(d, dec, out)
+		}
 		if err != nil {
 			e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the "+dec.Action.String()+"; record left unsettled", m, out, err)
 			s.observe(d, out, observe.ActionUnsettled)
@@ -111,8 +133,9 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 
 // parked is a record a batch delivers again after its end.
 type parked struct {
-	d    *Delivery
-	wait time.Duration
+	d       *Delivery
+	wait    time.Duration
+	counted bool
 }
 
 // unsettled handles a record that stays unsettled: Lambda mode (and a shard
@@ -120,21 +143,29 @@ type parked struct {
 // the next delivery of its shard; long-running mode delivers it again after
 // a backoff.
 func (s *Session) unsettled(d *Delivery, out message.Outcome, err error, parks *[]parked) {
+	s.leave(d, out, err, parks, true)
+}
+
+// leave is unsettled; counted false delivers d again in process without
+// counting an attempt (its handler attempted nothing: a run in progress
+// elsewhere holds the record, retry.Decision.Uncounted), the backoff
+// growing all the same.
+func (s *Session) leave(d *Delivery, out message.Outcome, err error, parks *[]parked, counted bool) {
 	m := &d.Msg
 	if s.cfg.Mode == ModeLambda || d.shard.quiescing.Load() || s.isStopping() {
 		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err)
 		s.giveUp(d)
 		return
 	}
-	n := max(m.Attempt-retryBase(d), 1)
+	n := max(m.Attempt-retryBase(d)+d.uncounted, 1)
 	wait := s.cfg.Backoff(n)
 	s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err,
 		slog.Duration(AttrRetryIn, wait))
 	if parks != nil {
-		*parks = append(*parks, parked{d, wait})
+		*parks = append(*parks, parked{d, wait, counted})
 		return
 	}
-	s.park(d, wait)
+	s.park(d, wait, counted)
 }
 
 // retryBase is the attempt before the one d arrived with, so the backoff
@@ -439,6 +470,8 @@ func (s *Session) runBatch(batch []*Delivery) {
 		switch {
 		case d.Stale(), d.shard.after(d):
 			s.done(d)
+		case !d.shard.Live():
+			s.giveUp(d) // see handle
 		case d.Poison != nil:
 			s.startSpan(d)
 			s.conclude(d, message.Drop(d.Poison), nil, nil, nil)
@@ -468,7 +501,9 @@ func (s *Session) runBatch(batch []*Delivery) {
 	if s.e.cfg.Hooks.WantsRecords() {
 		start = time.Now()
 	}
-	outs := s.callBatch(live, ms)
+	ctx, stop := s.batchContext(live)
+	outs := s.callBatch(ctx, live, ms)
+	stop()
 	if !start.IsZero() {
 		took := time.Since(start)
 		for _, d := range live {
@@ -484,13 +519,40 @@ func (s *Session) runBatch(batch []*Delivery) {
 		s.conclude(d, out, d.closeReplies(), &parks, nil)
 	}
 	for i := len(parks) - 1; i >= 0; i-- {
-		s.park(parks[i].d, parks[i].wait)
+		s.park(parks[i].d, parks[i].wait, parks[i].counted)
 	}
 }
 
-// callBatch runs the BatchHandler, turning a panic into a Retry of every
-// element (logged once, with the stack).
-func (s *Session) callBatch(live []*Delivery, ms []*message.Message) (outs []message.Outcome) {
+// batchContext is the context of a BatchHandler call over live: the
+// session's, cancelled as well when the fence of any shard with a record in
+// the batch is (long-running mode: that shard's lease is given up). stop
+// releases it.
+func (s *Session) batchContext(live []*Delivery) (ctx context.Context, stop func()) {
+	var shards []*Shard
+	for _, d := range live {
+		if d.shard.fctx != nil && !slices.Contains(shards, d.shard) {
+			shards = append(shards, d.shard)
+		}
+	}
+	if len(shards) == 0 {
+		return s.ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	stops := make([]func() bool, len(shards))
+	for i, sh := range shards {
+		stops[i] = context.AfterFunc(sh.fctx, cancel)
+	}
+	return ctx, func() {
+		for _, f := range stops {
+			f()
+		}
+		cancel()
+	}
+}
+
+// callBatch runs the BatchHandler with ctx, turning a panic into a Retry of
+// every element (logged once, with the stack).
+func (s *Session) callBatch(ctx context.Context, live []*Delivery, ms []*message.Message) (outs []message.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("%w: %v", ErrPanic, p)
@@ -504,5 +566,5 @@ func (s *Session) callBatch(live []*Delivery, ms []*message.Message) (outs []mes
 			}
 		}
 	}()
-	return s.e.cfg.BatchHandler.HandleBatch(s.ctx, ms)
+	return s.e.cfg.BatchHandler.HandleBatch(ctx, ms)
 }

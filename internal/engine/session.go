@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -312,9 +313,24 @@ func (s *Session) startLanesLocked() {
 // ctx's error and d is not submitted). It returns an error, submitting
 // nothing, once the session is closed.
 func (s *Session) Submit(ctx context.Context, d *Delivery) error {
+	if s.cfg.Mode == ModeLambda && s.e.written.take(&d.Msg) {
+		if s.isClosed() {
+			s.e.written.put(&d.Msg) // not taken after all
+			return errClosed
+		}
+		d.sess = s
+		s.settleWritten(d)
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.submitLocked(ctx, d)
+}
+
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // SubmitEach is Submit for each of ds in order, taking the lock once for as
@@ -356,7 +372,7 @@ func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
 		return errClosed
 	}
 	d.sess = s
-	d.firstAttempt = d.Msg.Attempt
+	d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
 	s.enqueueLocked(d, false)
 	s.startLanesLocked()
 	return nil
@@ -388,16 +404,34 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 			return errClosed
 		}
 		s.ready = slices.Grow(s.ready, len(piece))
+		var known []*Delivery
 		for i := range piece {
 			d := &piece[i]
 			d.sess = s
-			d.firstAttempt = d.Msg.Attempt
+			d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
+			if s.cfg.Mode == ModeLambda && s.e.written.take(&d.Msg) {
+				known = append(known, d)
+				continue
+			}
 			s.enqueueInLocked(kss[i], d, false)
 		}
 		s.startLanesLocked()
 		s.mu.Unlock()
+		for _, d := range known {
+			s.settleWritten(d)
+		}
 	}
 	return nil
+}
+
+// settleWritten settles d, whose write an earlier invocation in this
+// execution environment made while a record before it stayed unsettled
+// (see written): its handler ran and what it asked for was written, so it
+// is not run again.
+func (s *Session) settleWritten(d *Delivery) {
+	s.e.logRecord(s.ctx, slog.LevelInfo, s.cfg.Mode,
+		"lambdaadapter: record settled without its handler: an earlier invocation wrote its copy, delay message or dead letter", &d.Msg, message.Outcome{}, nil)
+	s.settle(d)
 }
 
 // submitPiece is the most deliveries SubmitAll queues under one lock.
@@ -872,6 +906,12 @@ func (s *Session) handle(d *Delivery, lb *laneSettles) {
 	case d.shard.after(d) || s.deadKey(d):
 		s.done(d) // Lambda delivers it again / the next reader reads it
 		return
+	case !d.shard.Live():
+		// The shard's lease is being given up, or was not renewed in time
+		// (long-running mode): no record of it starts any more. It comes
+		// again from the checkpoint, to whoever holds the lease next.
+		s.giveUp(d)
+		return
 	}
 	// A record concluded without its handler (poison, too old) gets its
 	// span too, ended with what became of it.
@@ -907,9 +947,13 @@ func (s *Session) deadKey(d *Delivery) bool {
 }
 
 // park puts d back at the head of its key queue to be delivered again after
-// wait, with its attempt counted up; later records of its key wait for it.
-func (s *Session) park(d *Delivery, wait time.Duration) {
-	if d.Msg.Attempt < math.MaxInt {
+// wait, with its attempt counted up when counted; later records of its key
+// wait for it.
+func (s *Session) park(d *Delivery, wait time.Duration, counted bool) {
+	switch {
+	case !counted:
+		d.uncounted++
+	case d.Msg.Attempt < math.MaxInt:
 		d.Msg.Attempt++
 	}
 	s.mu.Lock()

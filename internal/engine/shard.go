@@ -26,6 +26,10 @@ type Hooks struct {
 	// TrackAge makes the shard remember the arrival times of its records
 	// until the checkpoint passes them, for OldestUnsettled.
 	TrackAge bool
+	// Lapsed is called once, from whichever goroutine finds it, when the
+	// shard's fence lapses (see Shard.Fence): a record was about to start
+	// after the fence's deadline. It must not block.
+	Lapsed func()
 }
 
 // Shard is one shard as the engine settles it: its watermark, the ordinal
@@ -58,6 +62,12 @@ type Shard struct {
 
 	amu  sync.Mutex
 	ages []arrival // registered records, oldest first, until the checkpoint passes them (TrackAge)
+
+	// The fence (long-running mode; see Fence). fctx is nil without one
+	// (Lambda mode): the shard is then always live.
+	fctx   context.Context
+	until  atomic.Pointer[time.Time] // the fence's deadline; nil: none yet
+	lapsed atomic.Bool               // the deadline passed once: for good
 }
 
 // arrival is a registered record's sequence number and arrival time.
@@ -111,6 +121,85 @@ func NewShard(id string, hooks Hooks) *Shard {
 	s := &Shard{id: id, wm: settle.NewWatermark(id), hooks: hooks}
 	s.blocked.Store(math.MaxInt64)
 	return s
+}
+
+// Fence ties the shard to a lease (long-running mode): ctx is the context
+// its handlers get, and its records start, and their writes go out, only
+// while ctx lives and before the deadline that Extend sets. The owner of the
+// lease cancels ctx when it gives the lease up or lost it, and extends the
+// deadline after each write of the lease that succeeded. Once the deadline
+// has passed the fence has lapsed, for good: Extend changes nothing more,
+// and the Lapsed hook is called. Call Fence once, before the first delivery
+// is registered.
+func (s *Shard) Fence(ctx context.Context) { s.fctx = ctx }
+
+// Extend moves the fence's deadline to until, if that is later. It reports
+// false, changing nothing, when the fence has lapsed already.
+func (s *Shard) Extend(until time.Time) bool {
+	for {
+		if s.lapsed.Load() {
+			return false
+		}
+		old := s.until.Load()
+		if old != nil && !until.After(*old) {
+			return true
+		}
+		if s.until.CompareAndSwap(old, &until) {
+			return !s.lapsed.Load()
+		}
+	}
+}
+
+// Live reports whether a record of the shard may start, or a write of one
+// go out, now: always without a fence; with one, while its context lives and
+// its deadline has not passed. A Live that finds the deadline passed lapses
+// the fence (calling the Lapsed hook).
+func (s *Shard) Live() bool {
+	if s.fctx == nil {
+		return true
+	}
+	if s.fctx.Err() != nil || s.lapsed.Load() {
+		return false
+	}
+	if u := s.until.Load(); u != nil && !time.Now().Before(*u) {
+		s.lapse()
+		return false
+	}
+	return true
+}
+
+// Lapsed reports whether the shard's fence has lapsed (see Fence).
+func (s *Shard) Lapsed() bool {
+	if s.fctx == nil {
+		return false
+	}
+	if u := s.until.Load(); u != nil && !s.lapsed.Load() && !time.Now().Before(*u) {
+		s.lapse() // a deadline that passed unnoticed
+	}
+	return s.lapsed.Load()
+}
+
+// Deadline returns the fence's deadline; ok is false without one.
+func (s *Shard) Deadline() (until time.Time, ok bool) {
+	if u := s.until.Load(); u != nil && s.fctx != nil {
+		return *u, true
+	}
+	return time.Time{}, false
+}
+
+// handlerContext is the context d's handler gets: its shard's fence's, else
+// the session's.
+func (s *Shard) handlerContext(sess context.Context) context.Context {
+	if s.fctx != nil {
+		return s.fctx
+	}
+	return sess
+}
+
+func (s *Shard) lapse() {
+	if s.lapsed.CompareAndSwap(false, true) && s.hooks.Lapsed != nil {
+		s.hooks.Lapsed()
+	}
 }
 
 // ID returns the shard's id.
@@ -242,22 +331,26 @@ func (s *Shard) Inflight() int {
 // WaitIdle waits until no delivery of the shard is in flight, or ctx ends;
 // it reports whether the shard is idle.
 func (s *Shard) WaitIdle(ctx context.Context) bool {
-	s.imu.Lock()
-	if s.inflight.Load() == 0 {
-		s.imu.Unlock()
-		return true
-	}
-	if s.idle == nil {
-		s.idle = make(chan struct{})
-	}
-	idle := s.idle
-	s.imu.Unlock()
 	select {
-	case <-idle:
+	case <-s.Idle():
 		return true
 	case <-ctx.Done():
 		return s.Inflight() == 0
 	}
+}
+
+// Idle returns a channel that is closed once no delivery of the shard is in
+// flight (at once when none is now).
+func (s *Shard) Idle() <-chan struct{} {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	if s.inflight.Load() == 0 {
+		return closed
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
 }
 
 func (s *Shard) track(n int) {
@@ -347,6 +440,7 @@ type Delivery struct {
 
 	next         *Delivery // the next delivery of its key, in its key queue
 	firstAttempt int       // Msg.Attempt when submitted
+	uncounted    int       // in-process redeliveries that counted no attempt (held elsewhere)
 
 	rmu      sync.Mutex  // serialises replies; guards replyErr
 	replying atomic.Bool // the handler runs: replies are accepted

@@ -31,7 +31,9 @@ type write struct {
 	url  string               // the SQS queue of an SQS write
 	qmsg publish.QueueMessage // the SQS message
 
-	heapIdx int
+	heapIdx  int
+	delayed  bool // ordered: released before it was due (see shardWrites.delayed)
+	failures int  // long-running: times it failed and is made again (writer.again)
 }
 
 // errNoPublisher is the error of a copy without a Kinesis client.
@@ -72,7 +74,45 @@ func (e *Engine) newWrite(d *Delivery, dec retry.Decision, out message.Outcome, 
 	default:
 		return nil, errors.New("no write for " + dec.Action.String())
 	}
+	if w.url == "" {
+		if err := e.cfg.Publisher.Check(&w.rec); err != nil {
+			return nil, err
+		}
+	} else if err := e.cfg.Queue.Check(w.url, &w.qmsg); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// originalDeadLetter is the write of d's record to the dead-letter stream as
+// it arrived: its payload with its own headers (the delivery headers left
+// out), under its partition key, without the dead-letter headers — the end
+// of a record whose dead letter is too large for a Kinesis record. It is no
+// larger than the record was, so it fits the stream's limit (unless the
+// publisher was given a lower one).
+func (e *Engine) originalDeadLetter(d *Delivery, dec retry.Decision, out message.Outcome) (*write, error) {
+	m := &d.Msg
+	h := make(envelope.Headers, 0, len(m.Headers))
+	for _, x := range m.Headers {
+		if !envelope.IsDeliveryHeader(x.Name) {
+			h = append(h, x)
+		}
+	}
+	key := m.PartitionKey
+	if key == "" {
+		key = m.Headers.Get(envelope.PartitionKeyHeader)
+	}
+	w := &write{d: d, dec: dec, out: out, heapIdx: -1,
+		rec: publish.Record{Stream: e.cfg.DeadLetterStream, PartitionKey: key, Headers: h, Payload: m.Payload}}
+	if err := e.cfg.Publisher.Check(&w.rec); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// tooLarge reports whether err says a write is too large to make.
+func tooLarge(err error) bool {
+	return errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge)
 }
 
 // reasonOf is a dead letter's reason: the decision's note and the handler's
@@ -91,10 +131,11 @@ func reasonOf(d retry.Decision, out message.Outcome) string {
 // x-ruststream-retry-count set to m.Attempt (the attempts made so far: the
 // copy's first delivery is attempt m.Attempt + 1; the first copy of an
 // original says "1") in place when present, else last, and
-// publish.FirstArrivalHeader set from m's arrival on the first copy and
+// publish.FirstArrivalHeader (m's arrival) and publish.OriginHeader (m's
+// shard, sequence number and sub-sequence number) set on the first copy and
 // carried unchanged on later ones. It does not modify m.
 func CopyOf(m *message.Message) publish.Record {
-	h := make(envelope.Headers, 0, len(m.Headers)+2)
+	h := make(envelope.Headers, 0, len(m.Headers)+3)
 	for _, x := range m.Headers {
 		if !envelope.IsDeliveryHeader(x.Name) {
 			h = append(h, x)
@@ -103,6 +144,9 @@ func CopyOf(m *message.Message) publish.Record {
 	h.Set(envelope.RetryCountHeader, strconv.Itoa(max(m.Attempt, 1)))
 	if _, ok := h.Lookup(publish.FirstArrivalHeader); !ok {
 		h.Set(publish.FirstArrivalHeader, formatTime(m.ArrivalTime))
+	}
+	if _, ok := h.Lookup(publish.OriginHeader); !ok {
+		h.Set(publish.OriginHeader, m.ShardID+"#"+m.SequenceNumber+"#"+strconv.Itoa(m.SubSequenceNumber))
 	}
 	key := m.PartitionKey
 	if key == "" {
@@ -113,7 +157,8 @@ func CopyOf(m *message.Message) publish.Record {
 
 // DeadLetterOf is the dead letter of m, given up on for reason at the time
 // at: its user headers (publish.FirstArrivalHeader moved into
-// FirstArrival), payload, key and coordinates, and Attempts = m.Attempt.
+// FirstArrival, publish.OriginHeader left out), payload, key and
+// coordinates, and Attempts = m.Attempt.
 func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadLetter {
 	first := m.ArrivalTime
 	if v, ok := m.Headers.Lookup(publish.FirstArrivalHeader); ok {
@@ -123,6 +168,7 @@ func DeadLetterOf(m *message.Message, reason string, at time.Time) publish.DeadL
 	}
 	h := m.Headers.Clone()
 	h.Del(publish.FirstArrivalHeader)
+	h.Del(publish.OriginHeader)
 	sub := ""
 	if m.Aggregated {
 		sub = strconv.Itoa(m.SubSequenceNumber)
@@ -152,10 +198,12 @@ func formatTime(t time.Time) string {
 // writer writes the session's copies, delay messages and dead letters:
 // Kinesis records with PutRecords, SQS messages with SendMessageBatch, as
 // many as are ready in one round. In Lambda mode (ordered) a record's write
-// is ready only once every earlier record of its shard has settled, and at
-// most one write per shard is under way; in long-running mode every write
-// is ready at once and several rounds run at the same time. A write after
-// RetryAfter(d) is ready d after the outcome.
+// is ready only once every earlier record of its shard has settled or has
+// its own write under way, so a shard's writes go out in its order, in
+// rounds of up to publish.MaxBatchRecords, one round at a time; in
+// long-running mode every write is ready at once and several rounds run at
+// the same time. A write after RetryAfter(d) is ready d after the outcome
+// (in Lambda mode it holds back the later writes of its shard until then).
 type writer struct {
 	s       *Session
 	ordered bool
@@ -163,7 +211,7 @@ type writer struct {
 	cancel  context.CancelFunc
 
 	mu       sync.Mutex
-	pending  map[*Shard][]*write // ordered: writes waiting for their turn, by ordinal
+	shards   map[*Shard]*shardWrites // ordered: each shard's writes
 	ready    []*write
 	later    writeHeap // ready but not due yet
 	inflight int
@@ -177,11 +225,18 @@ type writer struct {
 	waiters   int
 	changed   chan struct{} // nil until someone waits (changedLocked)
 	workers   sync.WaitGroup
-	// npending counts the writes in pending, so that a settlement with
+	// npending counts the writes waiting for their turn, so that a settlement with
 	// none waiting (the common case) does not take mu. It grows under mu
 	// before the record's shard is looked at, so a settlement that the
 	// look missed sees it.
 	npending atomic.Int64
+}
+
+// shardWrites is what the ordered writer keeps of one shard's writes.
+type shardWrites struct {
+	pending []*write // waiting for their turn, by ordinal
+	out     int      // released (ready, due later or under way) and not finished
+	delayed int      // of out, those released before they were due
 }
 
 // newWriter returns the session's writer. Its workers start with the first
@@ -237,15 +292,25 @@ func (w *writer) submit(wr *write) bool {
 		return true
 	}
 	sh := wr.d.shard
-	if w.pending == nil {
-		w.pending = map[*Shard][]*write{}
-	}
-	q := w.pending[sh]
-	i, _ := slices.BinarySearchFunc(q, wr.d.ord, func(x *write, ord int64) int { return int(x.d.ord - ord) })
-	w.pending[sh] = slices.Insert(q, i, wr)
+	sw := w.shardLocked(sh)
+	i, _ := slices.BinarySearchFunc(sw.pending, wr.d.ord, func(x *write, ord int64) int { return int(x.d.ord - ord) })
+	sw.pending = slices.Insert(sw.pending, i, wr)
 	w.npending.Add(1)
 	w.turnLocked(sh)
 	return true
+}
+
+// shardLocked returns what the writer keeps of sh, made on first use.
+func (w *writer) shardLocked(sh *Shard) *shardWrites {
+	sw := w.shards[sh]
+	if sw == nil {
+		if w.shards == nil {
+			w.shards = map[*Shard]*shardWrites{}
+		}
+		sw = &shardWrites{}
+		w.shards[sh] = sw
+	}
+	return sw
 }
 
 // moved tells the writer that a record of sh settled (ordered mode: the
@@ -259,26 +324,46 @@ func (w *writer) moved(sh *Shard) {
 	w.mu.Unlock()
 }
 
-// turnLocked moves the first pending write of sh on when its record is the
-// first unsettled record of its shard.
+// turnLocked releases the pending writes of sh whose turn it is, in order: a
+// write's turn comes once every unsettled record before it in its shard
+// (counted by watermark part, so the user records of one KPL aggregate each
+// wait for the ones before them) has its own write released and not
+// finished. While a write released before it was due waits for its time,
+// none after it is released.
 func (w *writer) turnLocked(sh *Shard) {
-	q := w.pending[sh]
-	if len(q) == 0 {
+	sw := w.shards[sh]
+	if sw == nil {
 		return
 	}
-	first, ok := sh.wm.FirstUnsettled()
-	if !ok || first != q[0].d.Msg.SequenceNumber || q[0].d.Stale() {
+	for len(sw.pending) > 0 && sw.delayed == 0 {
+		wr := sw.pending[0]
+		if wr.d.Stale() || sh.wm.UnsettledBefore(wr.d.ticket, sw.out) != sw.out {
+			return
+		}
+		sw.pending[0] = nil
+		sw.pending = sw.pending[1:]
+		w.npending.Add(-1)
+		sw.out++
+		if time.Until(wr.notBefore) > 0 {
+			wr.delayed = true
+			sw.delayed++
+		}
+		w.queueLocked(wr)
+	}
+}
+
+// dueLocked (ordered) notes that wr, released before it was due, is due:
+// the writes after it in its shard may have their turn.
+func (w *writer) dueLocked(wr *write) {
+	if !wr.delayed {
 		return
 	}
-	wr := q[0]
-	q[0] = nil
-	w.npending.Add(-1)
-	if len(q) == 1 {
-		delete(w.pending, sh)
-	} else {
-		w.pending[sh] = q[1:]
+	wr.delayed = false
+	sh := wr.d.shard
+	if sw := w.shards[sh]; sw != nil {
+		sw.delayed--
+		w.turnLocked(sh)
 	}
-	w.queueLocked(wr)
 }
 
 // queueLocked makes wr ready, or due later.
@@ -326,7 +411,9 @@ func (w *writer) next() []*write {
 	}()
 	for {
 		for len(w.later) > 0 && time.Until(w.later[0].notBefore) <= 0 {
-			w.ready = append(w.ready, heap.Pop(&w.later).(*write))
+			wr := heap.Pop(&w.later).(*write)
+			w.ready = append(w.ready, wr)
+			w.dueLocked(wr)
 		}
 		if w.closed {
 			return nil
@@ -399,7 +486,7 @@ func (w *writer) write(round []*write) {
 	ctx := w.ctx
 	if !w.ordered {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, w.s.cfg.WriteTimeout)
+		ctx, cancel = context.WithDeadline(ctx, w.roundDeadline(round))
 		defer cancel()
 	}
 	errs := make([]error, len(round))
@@ -408,7 +495,9 @@ func (w *writer) write(round []*write) {
 	byURL := map[string][]int{}
 	for i, wr := range round {
 		switch {
-		case wr.d.Stale():
+		case wr.d.Stale(), !wr.d.shard.Live():
+			// Sought, lost, or its lease not renewed in time: nothing is
+			// written for it any more.
 			errs[i] = errStale
 		case wr.url == "":
 			recs = append(recs, wr.rec)
@@ -449,6 +538,20 @@ func (w *writer) write(round []*write) {
 	w.mu.Unlock()
 }
 
+// roundDeadline (long-running mode) is when a round of writes must end: a
+// WriteTimeout from now, or sooner the deadline of the fence of a shard with
+// a write in it (see Shard.Fence), so that no write of a shard can still be
+// under way once another worker may have taken its lease.
+func (w *writer) roundDeadline(round []*write) time.Time {
+	at := time.Now().Add(w.s.cfg.WriteTimeout)
+	for _, wr := range round {
+		if u, ok := wr.d.shard.Deadline(); ok && u.Before(at) {
+			at = u
+		}
+	}
+	return at
+}
+
 // errStale marks a write dropped because its record's shard was sought or
 // lost since.
 var errStale = errors.New("stale")
@@ -459,13 +562,30 @@ func (w *writer) finish(wr *write, err error) {
 	s := w.s
 	d := wr.d
 	m := &d.Msg
+	if w.ordered {
+		w.unout(wr)
+		if err == nil {
+			s.e.written.noteBeyond(d)
+		}
+	}
 	if !errors.Is(err, errStale) {
 		s.e.cfg.Hooks.Write(observe.Write{Mode: observeMode(s.cfg.Mode), Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
 			ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	}
+	again := false
 	switch {
 	case errors.Is(err, errStale):
 		s.done(d)
+	case err != nil && w.again(wr, err):
+		// Long-running mode: the handler did its part; only the write
+		// failed (throttling longer than a round, an outage), so the write
+		// is made again after a backoff, counting no attempt, while later
+		// records of its key wait.
+		again = true
+		wr.failures++
+		wr.notBefore = time.Now().Add(s.cfg.Backoff(wr.failures))
+		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: writing the "+wr.dec.Action.String()+
+			" failed; the write is made again", m, wr.out, err, slog.Duration(AttrRetryIn, time.Until(wr.notBefore)))
 	case err != nil:
 		msg := "lambdaadapter: writing the " + wr.dec.Action.String() + " failed; record left unsettled"
 		if errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge) {
@@ -483,8 +603,41 @@ func (w *writer) finish(wr *write, err error) {
 	}
 	w.mu.Lock()
 	w.inflight--
+	if again {
+		w.queueLocked(wr)
+	}
 	w.broadcastLocked()
 	w.mu.Unlock()
+}
+
+// again (long-running mode) reports whether wr, which failed with err,
+// is made again rather than leaving its record unsettled: unless the
+// writer is stopping (its context ended), the record's shard is being
+// handed over, stopped or lost, or the session stops — then the record
+// comes again from the checkpoint, as any unsettled record does — or the
+// write can never be made (too large).
+func (w *writer) again(wr *write, err error) bool {
+	if w.ordered || w.ctx.Err() != nil || tooLarge(err) || errors.Is(err, errNoPublisher) {
+		return false
+	}
+	sh := wr.d.shard
+	return sh.Live() && !sh.quiescing.Load() && !w.s.isStopping()
+}
+
+// unout (ordered) counts wr no longer out, before its record settles: were
+// the settlement seen first, a record before wr without a write of its own
+// would look like wr's released write, and a write after it would be
+// released too early.
+func (w *writer) unout(wr *write) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sw := w.shards[wr.d.shard]; sw != nil {
+		sw.out--
+		if wr.delayed { // failed before it was due
+			wr.delayed = false
+			sw.delayed--
+		}
+	}
 }
 
 // drain (Lambda mode) waits until every write that can be made was made —
@@ -504,8 +657,11 @@ func (w *writer) drain() {
 		w.waiters--
 	}
 	w.closed = true
-	abandoned := w.pending
-	w.pending = nil
+	var abandoned [][]*write
+	for _, sw := range w.shards {
+		abandoned = append(abandoned, sw.pending)
+		sw.pending = nil
+	}
 	w.npending.Store(0)
 	w.broadcastLocked()
 	w.mu.Unlock()

@@ -199,6 +199,15 @@ func StreamARNFromSource(arn string) string {
 	return arn
 }
 
+// ErrHeldElsewhere is matched (with errors.Is) by the reason of a Retry or
+// RetryAfter that attempted nothing: the handler was not run because a run
+// in progress elsewhere holds the record (package idempotency's
+// ErrInProgress matches it). Such a record stays unsettled whatever the cap
+// or dead-letter target: no attempt is counted and no copy, delay message
+// or dead letter is written (see package retry). It is not part of the
+// public vocabulary; users return it only through idempotency.ErrInProgress.
+var ErrHeldElsewhere = errors.New("lambdaadapter: record held by a run in progress elsewhere")
+
 // Kind is the closed set of outcomes a handler can return.
 type Kind uint8
 

@@ -14,11 +14,24 @@
 //	RetryAfter(d)    d short: Copy after d            same, and the cap applies as for Retry
 //	                 d long: DelayQueue if configured,
 //	                 else as Retry (with a warning)
+//	Retry or         Leave, Uncounted                 Leave, Uncounted: no copy, no dead letter,
+//	RetryAfter,                                       whatever the cap
+//	held elsewhere
 //
 // A dead-letter target without WithMaxAttempts caps at DefaultMaxAttempts.
+//
+// "Held elsewhere" is a Retry or RetryAfter whose reason matches
+// message.ErrHeldElsewhere (idempotency.ErrInProgress does): the handler was
+// not run because a run in progress elsewhere holds the record. Counting it
+// would retire or dead-letter a record that nobody attempted (lost if the
+// other run then fails), and copying it would hand the handler a second
+// delivery while the first run still holds it; so it stays unsettled and
+// comes again, as an uncounted Retry does, and its redelivery counts no
+// attempt (Decision.Uncounted).
 package retry
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,6 +143,10 @@ type Decision struct {
 	// Note explains a decision worth logging ("cap reached after 3
 	// attempts", "delay 10m exceeds ... without WithDelayQueue").
 	Note string
+	// Uncounted, with Leave, says the handler attempted nothing (the record
+	// is held by a run in progress elsewhere): its next delivery counts no
+	// attempt.
+	Uncounted bool
 }
 
 // Decide returns what to do with a record whose handler returned out on
@@ -146,6 +163,9 @@ func (p Policy) Decide(out message.Outcome, attempt int, remaining time.Duration
 		}
 		return Decision{Action: Settle}
 	case message.KindRetryAfter:
+		if heldElsewhere(out) {
+			return Decision{Action: Leave, Uncounted: true}
+		}
 		if d, ok := p.capped(attempt); ok {
 			return d
 		}
@@ -164,8 +184,18 @@ func (p Policy) Decide(out message.Outcome, attempt int, remaining time.Duration
 		d.Note = fmt.Sprintf("retry_after(%s) is longer than can be waited here and no delay queue is set (WithDelayQueue): behaving as Retry", wait)
 		return d
 	default: // Retry, and the invalid zero Outcome
+		if heldElsewhere(out) {
+			return Decision{Action: Leave, Uncounted: true}
+		}
 		return p.retry(attempt)
 	}
+}
+
+// heldElsewhere reports whether out attempted nothing because a run in
+// progress elsewhere holds its record.
+func heldElsewhere(out message.Outcome) bool {
+	err := out.Err()
+	return err != nil && errors.Is(err, message.ErrHeldElsewhere)
 }
 
 func (p Policy) retry(attempt int) Decision {

@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,13 +59,56 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := tt.p.Decide(tt.out, tt.attempt, tt.remaining)
-			if d.Action != tt.want || d.Wait != tt.wait {
-				t.Errorf("Decide = %v wait %v, want %v wait %v", d.Action, d.Wait, tt.want, tt.wait)
+			if d.Action != tt.want || d.Wait != tt.wait || d.Uncounted {
+				t.Errorf("Decide = %v wait %v uncounted %v, want %v wait %v", d.Action, d.Wait, d.Uncounted, tt.want, tt.wait)
 			}
 			if !strings.Contains(d.Note, tt.note) || (tt.note == "" && d.Note != "") {
 				t.Errorf("note %q, want it to contain %q", d.Note, tt.note)
 			}
 		})
+	}
+}
+
+// TestDecideHeldElsewhere: a retry whose reason matches
+// message.ErrHeldElsewhere (the handler did not run: a run in progress
+// elsewhere holds the record) stays unsettled without counting an attempt,
+// whatever the cap, target or delay: it is never copied, retired or
+// dead-lettered.
+func TestDecideHeldElsewhere(t *testing.T) {
+	held := fmt.Errorf("idempotency: %w: orders#k (until ...)", message.ErrHeldElsewhere)
+	rewrapped := fmt.Errorf("middleware: %w", held)
+	policies := map[string]retry.Policy{
+		"not counted":            {},
+		"cap 1":                  {MaxAttempts: 1},
+		"cap 3":                  {MaxAttempts: 3},
+		"dead-letter target":     {DeadLetter: true},
+		"cap 1 and target":       {MaxAttempts: 1, DeadLetter: true},
+		"cap 3, target, delayed": {MaxAttempts: 3, DeadLetter: true, DelayQueue: true},
+	}
+	outs := map[string]message.Outcome{
+		"retry":                  message.Retry(held),
+		"retry, rewrapped":       message.Retry(rewrapped),
+		"retry_after short":      message.RetryAfter(time.Second, held),
+		"retry_after long":       message.RetryAfter(time.Hour, held),
+		"retry_after, rewrapped": message.RetryAfter(0, rewrapped),
+	}
+	for pn, p := range policies {
+		for on, out := range outs {
+			for _, attempt := range []int{1, 3, 99} {
+				d := p.Decide(out, attempt, -1)
+				if d != (retry.Decision{Action: retry.Leave, Uncounted: true}) {
+					t.Errorf("%s, %s, attempt %d: Decide = %+v, want Leave, uncounted", pn, on, attempt, d)
+				}
+			}
+		}
+	}
+	// Only the marker counts: a drop with it settles, an ordinary retry
+	// is counted.
+	if d := (retry.Policy{MaxAttempts: 1}).Decide(message.Drop(held), 1, -1); d.Action != retry.Settle {
+		t.Errorf("Drop(held) = %+v, want Settle", d)
+	}
+	if d := (retry.Policy{MaxAttempts: 1}).Decide(message.Retry(errors.New("in progress")), 1, -1); d.Action != retry.Retire || d.Uncounted {
+		t.Errorf("Retry(other) at cap 1 = %+v, want Retire", d)
 	}
 }
 

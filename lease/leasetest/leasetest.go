@@ -1,7 +1,8 @@
 // Package leasetest checks that an implementation of lease.Store keeps the
 // contract of the interface: creation and reads, takes, steals, renewals,
 // checkpoints and releases, handoff requests and transfers, conditional
-// deletes, fencing of every write by owner AND counter, worker rows
+// deletes, fencing of every write by owner AND counter (a write repeated
+// from the held lease it consumed included), worker rows
 // (heartbeats, snapshots, removal) kept apart from the leases, many streams
 // in one store, and exactly one winner of concurrent conditional writes.
 //
@@ -48,6 +49,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"Steal", testSteal},
 		{"FencedWrites", testFencedWrites},
 		{"LostWorkerCannotCheckpoint", testLostWorkerCannotCheckpoint},
+		{"RepeatedWrite", testRepeatedWrite},
 		{"ReleaseThenTake", testReleaseThenTake},
 		{"UnownedWrites", testUnownedWrites},
 		{"ShardEnd", testShardEnd},
@@ -574,6 +576,29 @@ func testLostWorkerCannotCheckpoint(t *testing.T, s lease.Store) {
 	w1.Counter = w2.Counter - 1
 	_, err := s.Checkpoint(ctx, w1, "300", 0)
 	checkLost(t, s, err, w2, false)
+}
+
+// testRepeatedWrite: a write made a second time from the held lease the
+// first one consumed fails, even at once and from the same process, though
+// the row then has exactly the owner, counter and checkpoint the second
+// write would produce. (A store that recognises its own applied write after
+// a lost answer, as DynamoDB does, must not take the first write for the
+// second.)
+func testRepeatedWrite(t *testing.T, s lease.Store) {
+	for i, w := range writes {
+		t.Run(w.name, func(t *testing.T) {
+			held := checkpoint(t, s, take(t, s, ensure(t, s, key("orders", i)), "w1"), "100")
+			first, err := w.do(t.Context(), s, held)
+			if err != nil {
+				t.Fatalf("%s: %v", w.name, err)
+			}
+			got, err := w.do(t.Context(), s, held)
+			if err == nil {
+				t.Fatalf("%s again from the same held lease = %+v, nil; want lease.ErrLeaseLost", w.name, got)
+			}
+			checkLost(t, s, err, first, false)
+		})
+	}
 }
 
 func testReleaseThenTake(t *testing.T, s lease.Store) {

@@ -1,4 +1,4 @@
-//go:build integration && faultnet
+//go:build integration
 
 package soak
 
