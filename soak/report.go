@@ -23,6 +23,9 @@ type Stats struct {
 	Done         int // ids acked, dropped or dead-lettered
 	DeadLettered int // ids dead-lettered
 	Copies       int // counted copies in the source stream
+	// Invocations and InvocationErrors count the Lambda invocations with a
+	// Kinesis batch and those that failed (the batch came again whole).
+	Invocations, InvocationErrors int
 }
 
 func (c *checker) stats() map[Mode]Stats {
@@ -49,6 +52,14 @@ func (c *checker) stats() map[Mode]Stats {
 			s.DeadLettered++
 		}
 		st[p.Mode] = s
+	}
+	for _, inv := range c.r.Invocations {
+		s := st[ModeLambda]
+		s.Invocations++
+		if inv.Err != "" {
+			s.InvocationErrors++
+		}
+		st[ModeLambda] = s
 	}
 	for _, r := range c.r.Stream {
 		if r.RetryCount > 0 {
@@ -107,6 +118,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m, s.Produced, s.Handled, s.Starts, s.Done, s.DeadLettered, s.Copies)
 	}
 	tw.Flush()
+	if s := r.Stats[ModeLambda]; s.Invocations > 0 {
+		fmt.Fprintf(&b, "Lambda: %d invocations with a Kinesis batch, %d of them failed (the batch came again whole)\n", s.Invocations, s.InvocationErrors)
+	}
 	b.WriteString("\n")
 
 	cols := []Check{CheckLost, CheckOverlap, CheckFence, CheckOrder, CheckDuplicate, CheckCopy, CheckFlap, CheckExit}
