@@ -273,6 +273,34 @@ func TestCheckDuplicates(t *testing.T) {
 			f.take("w2", "s0", 6)
 			f.handle("w2", "s0", "100", "k0-0", 1, 6.1, 0.1, "ack")
 		}, CauseLeaseLost, true},
+		{"fenced under DynamoDB errors, its lease writes failing", func(f *fixture) {
+			f.window(KindErrorsDynamoDB, "", 2, 8)
+			f.log("w1", Line{Time: f.at(3.5), Msg: MsgRenewFailed, ShardID: "s0"})
+			f.log("w1", Line{Time: f.at(4.5), Msg: MsgCheckpointFailed, ShardID: "s0"})
+			f.log("w1", Line{Time: f.at(5), Msg: MsgFenced, ShardID: "s0"})
+			f.take("w2", "s0", 6)
+			f.handle("w2", "s0", "100", "k0-0", 1, 6.1, 0.1, "ack")
+		}, CauseFencedErrors, false},
+		{"fenced under DynamoDB errors, no lease write of the shard failed", func(f *fixture) {
+			f.window(KindErrorsDynamoDB, "", 2, 8)
+			f.log("w1", Line{Time: f.at(4.5), Msg: MsgCheckpointFailed, ShardID: "s1"})
+			f.log("w1", Line{Time: f.at(5), Msg: MsgFenced, ShardID: "s0"})
+			f.take("w2", "s0", 6)
+			f.handle("w2", "s0", "100", "k0-0", 1, 6.1, 0.1, "ack")
+		}, CauseLeaseLost, true},
+		{"fenced with no DynamoDB errors", func(f *fixture) {
+			f.log("w1", Line{Time: f.at(4.5), Msg: MsgRenewFailed, ShardID: "s0"})
+			f.log("w1", Line{Time: f.at(5), Msg: MsgFenced, ShardID: "s0"})
+			f.take("w2", "s0", 6)
+			f.handle("w2", "s0", "100", "k0-0", 1, 6.1, 0.1, "ack")
+		}, CauseLeaseLost, true},
+		{"fenced under DynamoDB errors, started long before them", func(f *fixture) {
+			f.window(KindErrorsDynamoDB, "", 20, 28)
+			f.log("w1", Line{Time: f.at(24.5), Msg: MsgRenewFailed, ShardID: "s0"})
+			f.log("w1", Line{Time: f.at(25), Msg: MsgFenced, ShardID: "s0"})
+			f.take("w2", "s0", 26)
+			f.handle("w2", "s0", "100", "k0-0", 1, 26.1, 0.1, "ack")
+		}, CauseLeaseLost, true},
 		{"unexplained", func(f *fixture) {
 			f.take("w2", "s0", 6)
 			f.handle("w2", "s0", "100", "k0-0", 1, 6.1, 0.1, "ack")

@@ -39,8 +39,8 @@
 //     lease durations, a worker cut off from DynamoDB or from Kinesis
 //     (connections refused or black-holed), bursts of AWS errors on every
 //     route of a service (throttling, 500s, partial failures, cut bodies,
-//     lost responses, as AWS sends them), slow handlers (the demo command's
-//     sleep_ms), a split and a merge, and a downstream outage (60 s; a fifth
+//     lost responses of DynamoDB's conditional writes, as AWS sends them),
+//     slow handlers (the demo command's sleep_ms), a split and a merge, and a downstream outage (60 s; a fifth
 //     of a run shorter than 5 minutes) during which the demonstration
 //     handler retries every record (LAMBDAADAPTER_DEMO_OUTAGE_FILE), so
 //     records go through counted copies to the dead-letter target.
@@ -82,8 +82,12 @@
 //     Every other start again is counted by its cause: kill -9 or a pause
 //     within about a checkpoint interval (handler time + 2 × checkpoint
 //     interval + one lease-store call) before it, a cut from DynamoDB (its
-//     checkpoints could not be written), Lambda redelivering a batch from a
-//     reported record; each of these also when an unsettled record (a write
+//     checkpoints could not be written), a shard its worker dropped by
+//     self-fencing under a DynamoDB error burst after logging a failed
+//     lease write of it (the README's "DynamoDB failing longer than 0.9 ×
+//     D": random errors on every call leave a lease unrenewed that long now
+//     and then, above all with the soak's 3 s lease), Lambda redelivering a
+//     batch from a reported record; each of these also when an unsettled record (a write
 //     that could fail under an outage or errors) held the checkpoint.
 //     SIGTERM, planned moves, lost leases and anything unexplained are
 //     broken promises, as is a start after the lease went stale (after

@@ -88,6 +88,12 @@ const (
 	MsgHandingOver   = "consumer: handing a lease over"
 	MsgReleased      = "consumer: lease released"
 	msgDroppedPrefix = "consumer: shard dropped"
+	// MsgFenced is the drop of a shard whose lease was not renewed in
+	// time (self-fencing); MsgRenewFailed and MsgCheckpointFailed are the
+	// lease writes of a shard that failed.
+	MsgFenced           = "consumer: shard dropped: lease not renewed in time (fenced); another worker may take it"
+	MsgRenewFailed      = "consumer: renewing a lease failed; will retry"
+	MsgCheckpointFailed = "consumer: checkpoint write failed; will retry"
 )
 
 // ParseLine parses one JSON log line; ok is false for a line that is not
@@ -126,7 +132,7 @@ func ParseLine(b []byte) (l Line, ok bool) {
 // harness keeps only those in memory.
 func Relevant(msg string) bool {
 	switch msg {
-	case MsgRecord, MsgRecordOutcome, MsgLeaseTaken, MsgHandedOver, MsgHandingOver, MsgReleased:
+	case MsgRecord, MsgRecordOutcome, MsgLeaseTaken, MsgHandedOver, MsgHandingOver, MsgReleased, MsgRenewFailed, MsgCheckpointFailed:
 		return true
 	}
 	return strings.HasPrefix(msg, msgDroppedPrefix)

@@ -70,8 +70,13 @@ var (
 	kinesisWriteOps  = []string{"PutRecords", "PutRecord"}
 	kinesisWriteFlt  = []string{"Throttled", "PartialFailure", "InternalFailure", "ServiceUnavailable"}
 	dynamoFaults     = []string{"Throttled", "ThrottlingException", "RequestLimitExceeded", "InternalFailure", "LostResponse"}
-	sqsOps           = []string{"SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch"}
-	sqsFaults        = []string{"SQSThrottled", "InternalFailure", "ServiceUnavailable", "PartialFailure"}
+	// A lost response is one of a conditional write (its retry's condition
+	// fails): DynamoDB never answers a read with
+	// ConditionalCheckFailedException, and a lease write that lost its
+	// answer reads its row back with GetItem.
+	dynamoWriteOps = []string{"PutItem", "UpdateItem", "DeleteItem"}
+	sqsOps         = []string{"SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch"}
+	sqsFaults      = []string{"SQSThrottled", "InternalFailure", "ServiceUnavailable", "PartialFailure"}
 )
 
 // NewPlan draws the schedule for seed over shape: every fault kind at
@@ -195,6 +200,7 @@ func NewPlan(seed uint64, shape Shape) *Plan {
 			Fault: dynamoFaults[r.IntN(len(dynamoFaults))]}
 		if e.Fault == "LostResponse" {
 			e.Rate /= 4
+			e.Ops = dynamoWriteOps
 		}
 		anytime(e)
 	}

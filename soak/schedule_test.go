@@ -78,3 +78,26 @@ func TestPlanShape(t *testing.T) {
 		}
 	}
 }
+
+// A lost response is drawn only on conditional writes: DynamoDB never
+// answers a read with ConditionalCheckFailedException (an earlier schedule
+// put it on every operation, so a lease write's read-back got it and the
+// worker took its own applied write for a lost lease).
+func TestPlanLostResponseOnWritesOnly(t *testing.T) {
+	seen := 0
+	for seed := range uint64(200) {
+		p := NewPlan(seed, Shape{Duration: 10 * time.Minute, Warmup: 8 * time.Second, Workers: 5, LeaseDuration: 3 * time.Second})
+		for _, e := range p.Events {
+			if e.Kind != KindErrorsDynamoDB || e.Fault != "LostResponse" {
+				continue
+			}
+			seen++
+			if !slices.Equal(e.Ops, []string{"PutItem", "UpdateItem", "DeleteItem"}) {
+				t.Errorf("seed %d: LostResponse on %v, want the conditional writes only", seed, e.Ops)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no seed drew a LostResponse burst")
+	}
+}

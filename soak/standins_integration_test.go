@@ -108,8 +108,21 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
-// buildBootstrap builds cmd/bootstrap into out.
+// envBootstrap names a bootstrap binary built elsewhere to run instead of
+// building cmd/bootstrap: to hold an older build (one without a fix) to the
+// checker, which must then fail.
+const envBootstrap = "LAMBDAADAPTER_SOAK_BOOTSTRAP"
+
+// buildBootstrap builds cmd/bootstrap into out, or returns
+// $LAMBDAADAPTER_SOAK_BOOTSTRAP when it is set.
 func buildBootstrap(t *testing.T, out string) string {
+	if path := os.Getenv(envBootstrap); path != "" {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm()&0o111 == 0 {
+			t.Fatalf("soak: %s=%s is missing or not executable (%v)", envBootstrap, path, err)
+		}
+		t.Logf("soak: running the bootstrap %s (%s), not a build of this checkout", path, envBootstrap)
+		return path
+	}
 	path := filepath.Join(out, "bootstrap")
 	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", path, "./cmd/bootstrap")
 	cmd.Dir = repoRoot(t)
