@@ -49,11 +49,13 @@ integration: tools standins
 # bootstrap under the RIE through a fault layer, with kills, pauses, partitions,
 # AWS errors, reshards and a downstream outage drawn from SEED over DURATION, then
 # the checker's table by fault kind. It starts its own stand-ins (on free ports, or
-# on LAMBDAADAPTER_*_PORT) and fails when a promise is broken.
+# on LAMBDAADAPTER_*_PORT) and fails when a promise is broken. OUT=dir keeps the
+# logs, schedule, report and run.json there (default: a temporary directory, kept
+# only when the run fails).
 SEED ?= 1
 DURATION ?= 10m
 soak: tools standins
-	cd soak && $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v -timeout 0 . -soak.seed=$(SEED) -soak.duration=$(DURATION)
+	cd soak && $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v -timeout 0 . -soak.seed=$(SEED) -soak.duration=$(DURATION) $(if $(OUT),-soak.out=$(abspath $(OUT)))
 
 # Every seed that once found a bug (soak/soak_integration_test.go: regressionSeeds).
 soak-regressions: tools standins
