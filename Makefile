@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build build-AdapterFunction tools standins test unit integration bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo clean
+.PHONY: all build build-AdapterFunction tools standins test unit integration soak soak-regressions bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo clean
 
 all: build test
 
@@ -32,17 +32,35 @@ unit:
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
-	cd soak && $(GO) vet ./... && $(GO) vet -tags integration ./faultnet/... ./faultcases/... && $(GO) test -race -count=1 ./faultnet/...
+	cd soak && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) test -race -count=1 ./...
 
 # Starts the pinned local stand-ins (Kinesis, DynamoDB, SQS; standins/package-lock.json),
 # runs the end-to-end tests against them and the Lambda Runtime Interface Emulator,
-# and stops the stand-ins again, also when a test fails.
+# then the fault soak's fixed-seed run (45 s of faults, about 65-80 s in all) on the
+# same stand-ins, and stops the stand-ins again, also when a test fails.
 integration: tools standins
 	scripts/standins.sh start
 	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/... && \
 	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/... && \
-	    $(GO) test -tags integration -count=1 -timeout 10m ./faultcases/...); \
+	    $(GO) test -tags integration -count=1 -timeout 10m ./faultcases/... && \
+	    LAMBDAADAPTER_SOAK_STANDINS=running $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v .); \
 	  rc=$$?; scripts/standins.sh stop; exit $$rc
+
+# The seeded fault soak (the module soak/): bootstrap -mode=ecs workers and the
+# bootstrap under the RIE through a fault layer, with kills, pauses, partitions,
+# AWS errors, reshards and a downstream outage drawn from SEED over DURATION, then
+# the checker's table by fault kind. It starts its own stand-ins (on free ports, or
+# on LAMBDAADAPTER_*_PORT) and fails when a promise is broken. OUT=dir keeps the
+# logs, schedule, report and run.json there (default: a temporary directory, kept
+# only when the run fails).
+SEED ?= 1
+DURATION ?= 10m
+soak: tools standins
+	cd soak && $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v -timeout 0 . -soak.seed=$(SEED) -soak.duration=$(DURATION) $(if $(OUT),-soak.out=$(abspath $(OUT)))
+
+# Every seed that once found a bug (soak/soak_integration_test.go: regressionSeeds).
+soak-regressions: tools standins
+	cd soak && $(GO) test -tags integration -count=1 -run '^TestSoakRegressions$$' -v -timeout 0 . -soak.regressions
 
 standins:
 	scripts/standins.sh install

@@ -65,7 +65,8 @@ const (
 )
 
 // ecsLogLine is one JSON line a worker printed: the handler's "record" lines
-// and the consumer's lease lines (only the fields the tests read).
+// (their "record outcome" lines are left out of failure logs) and the
+// consumer's lease lines (only the fields the tests read).
 type ecsLogLine struct {
 	Time    time.Time `json:"time"`
 	Level   string    `json:"level"`
@@ -82,8 +83,9 @@ type ecsLogLine struct {
 
 // Messages of the log lines the tests look for.
 const (
-	ecsMsgRecord     = "record"
-	ecsMsgLeaseTaken = "consumer: lease taken"
+	ecsMsgRecord        = "record"
+	ecsMsgRecordOutcome = "record outcome"
+	ecsMsgLeaseTaken    = "consumer: lease taken"
 )
 
 // ecsWorker is one running bootstrap -mode=ecs process. Its methods are safe
@@ -105,7 +107,8 @@ type ecsWorker struct {
 // with the lease table, from TRIM_HORIZON, with short lease and list
 // intervals, debug logs, and settings (KEY=value, later ones winning). It
 // kills the worker when the test ends (if still running) and logs what the
-// worker printed (without its record lines) if the test failed.
+// worker printed (without its record and record outcome lines) if the test
+// failed.
 func ecsStartWorker(t *testing.T, env *standin.Env, name, stream, table string, settings ...string) *ecsWorker {
 	t.Helper()
 	cmd := exec.Command(bootstrapPath, "-mode=ecs")
@@ -167,7 +170,7 @@ func (w *ecsWorker) Write(p []byte) (int, error) {
 			w.raw = append(w.raw, "(not JSON) "+string(line))
 		} else {
 			w.lines = append(w.lines, l)
-			if l.Msg != ecsMsgRecord {
+			if l.Msg != ecsMsgRecord && l.Msg != ecsMsgRecordOutcome {
 				w.raw = append(w.raw, string(line))
 			}
 		}

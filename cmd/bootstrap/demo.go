@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter"
@@ -29,9 +30,14 @@ type demoCommand struct {
 	UntilAttempt int `json:"until_attempt"`
 }
 
+// errOutage is the error of the Retry the demonstration handler returns
+// while the outage file exists.
+var errOutage = errors.New("demo: downstream outage (the outage file exists)")
+
 // demoHandler returns the demonstration handler described in the command
-// documentation.
-func demoHandler(logger *slog.Logger) lambdaadapter.Handler {
+// documentation. While a file named outageFile exists (when it is not ""),
+// every record's outcome is Retry (a downstream outage).
+func demoHandler(logger *slog.Logger, outageFile string) lambdaadapter.Handler {
 	return lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
 		var cmd demoCommand
 		_ = json.Unmarshal(m.Payload, &cmd) // not JSON: plain ack
@@ -39,37 +45,57 @@ func demoHandler(logger *slog.Logger) lambdaadapter.Handler {
 			slog.String("shard_id", m.ShardID), slog.String("sequence_number", m.SequenceNumber),
 			slog.String("partition_key", m.PartitionKey), slog.Int("attempt", m.Attempt),
 			slog.Int("bytes", len(m.Payload)), slog.String("id", cmd.ID), slog.String("command", cmd.Outcome))
-		if cmd.SleepMS > 0 {
-			t := time.NewTimer(time.Duration(cmd.SleepMS) * time.Millisecond)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return lambdaadapter.Retry(ctx.Err())
-			}
-		}
-		if cmd.Reply != "" {
-			r := lambdaadapter.Reply{PartitionKey: cmd.ReplyKey, Payload: []byte(cmd.Reply)}
-			r.Headers.Set("x-in-reply-to", m.SequenceNumber)
-			if err := m.Reply(ctx, r); err != nil {
-				return lambdaadapter.Retry(err)
-			}
-		}
-		outcome := cmd.Outcome
-		if cmd.UntilAttempt > 0 && m.Attempt >= cmd.UntilAttempt {
-			outcome = "ack"
-		}
-		switch outcome {
-		case "retry_after":
-			return lambdaadapter.RetryAfter(time.Duration(cmd.DelayMS)*time.Millisecond, errors.New("demo: asked to retry later"))
-		case "drop":
-			return lambdaadapter.Drop(errors.New("demo: asked to drop"))
-		case "retry":
-			return lambdaadapter.Retry(errors.New("demo: asked to retry"))
-		case "panic":
+		outcome, o := demoOutcome(ctx, m, cmd, outageFile)
+		logger.LogAttrs(ctx, slog.LevelDebug, "record outcome",
+			slog.String("shard_id", m.ShardID), slog.String("sequence_number", m.SequenceNumber),
+			slog.Int("attempt", m.Attempt), slog.String("id", cmd.ID), slog.String("outcome", outcome))
+		if outcome == "panic" {
 			panic("demo: asked to panic")
-		default:
-			return lambdaadapter.Ack()
 		}
+		return o
 	})
+}
+
+// demoOutcome runs the command (sleep, reply) and returns what the handler
+// returns, named as in the "record outcome" line: ack, drop, retry,
+// retry_after, panic (the caller panics), or outage (a Retry while the
+// outage file exists).
+func demoOutcome(ctx context.Context, m *lambdaadapter.Message, cmd demoCommand, outageFile string) (string, lambdaadapter.Outcome) {
+	if cmd.SleepMS > 0 {
+		t := time.NewTimer(time.Duration(cmd.SleepMS) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "retry", lambdaadapter.Retry(ctx.Err())
+		}
+	}
+	if cmd.Reply != "" {
+		r := lambdaadapter.Reply{PartitionKey: cmd.ReplyKey, Payload: []byte(cmd.Reply)}
+		r.Headers.Set("x-in-reply-to", m.SequenceNumber)
+		if err := m.Reply(ctx, r); err != nil {
+			return "retry", lambdaadapter.Retry(err)
+		}
+	}
+	if outageFile != "" {
+		if _, err := os.Stat(outageFile); err == nil {
+			return "outage", lambdaadapter.Retry(errOutage)
+		}
+	}
+	outcome := cmd.Outcome
+	if cmd.UntilAttempt > 0 && m.Attempt >= cmd.UntilAttempt {
+		outcome = "ack"
+	}
+	switch outcome {
+	case "retry_after":
+		return outcome, lambdaadapter.RetryAfter(time.Duration(cmd.DelayMS)*time.Millisecond, errors.New("demo: asked to retry later"))
+	case "drop":
+		return outcome, lambdaadapter.Drop(errors.New("demo: asked to drop"))
+	case "retry":
+		return outcome, lambdaadapter.Retry(errors.New("demo: asked to retry"))
+	case "panic":
+		return outcome, lambdaadapter.Outcome{}
+	default:
+		return "ack", lambdaadapter.Ack()
+	}
 }

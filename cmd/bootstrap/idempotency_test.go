@@ -21,7 +21,7 @@ func TestIdempotencyFromEnvironment(t *testing.T) {
 		}
 	}
 	logger := lambdaadapter.NewLogger(lambdaadapter.ModeLambda, 0)
-	demo := demoHandler(logger)
+	demo := demoHandler(logger, "")
 	h, err := withIdempotency(demo, getenv, logger)
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,17 @@
 //	                       failure: here a retry on the first delivery only)
 //	{"id":"x"}           → only logged, to tell records apart
 //
-// Each record is logged at debug level ("record": shard_id, sequence_number,
-// partition_key, attempt, bytes, id, command) before its outcome.
+// Each record is logged at debug level when its handler starts ("record":
+// shard_id, sequence_number, partition_key, attempt, bytes, id, command)
+// and when it has its outcome ("record outcome": shard_id, sequence_number,
+// attempt, id, outcome: ack, drop, retry, retry_after, panic or outage).
+//
+// A downstream outage, for fault tests (the fault soak in soak/):
+//
+//	LAMBDAADAPTER_DEMO_OUTAGE_FILE    a file path; while that file exists, every
+//	                                  record's outcome is Retry ("outage" in the
+//	                                  record outcome line), whatever its command
+//	                                  asks (its sleep and reply still run first)
 //
 // Configuration (environment variables, read by lambdaadapter.Environment
 // as for any program that calls lambdaadapter.Handle):
@@ -111,6 +120,10 @@ import (
 	"github.com/shardsettle/lambdaadapter/observe/emf"
 )
 
+// envDemoOutageFile names the demonstration handler's outage file (see the
+// command documentation).
+const envDemoOutageFile = "LAMBDAADAPTER_DEMO_OUTAGE_FILE"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -174,7 +187,7 @@ func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.A
 	default:
 		return nil, nil, fmt.Errorf("LAMBDAADAPTER_METRICS=%q: want emf or off", v)
 	}
-	h, err := withIdempotency(demoHandler(logger), getenv, logger)
+	h, err := withIdempotency(demoHandler(logger, getenv(envDemoOutageFile)), getenv, logger)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,176 @@
+//go:build integration
+
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+)
+
+// producer writes records to a stream straight to the stand-in (never
+// through the fault layer): a steady rate plus bursts, over many partition
+// keys, each record with a unique id and its key's sequence number in its
+// JSON payload. One goroutine writes one PutRecords call at a time, so a
+// key's records land in the order of their key sequence numbers.
+type producer struct {
+	s      *soak
+	mode   Mode
+	stream string
+	prefix string
+	keys   int
+	rate   float64 // steady records per second
+	burst  [2]int  // burst size range
+	delays float64 // share of records that ask for a durable delay once
+	rng    *rand.Rand
+
+	stopc, done chan struct{}
+
+	mu       sync.Mutex
+	recs     []Produced
+	kseq     []int
+	failures []string
+	slowMax  time.Duration // handler sleep of the records produced now (slow handlers)
+}
+
+// startProducer starts a producer of rate records per second plus bursts,
+// over keys partition keys; a share delays of the records ask for a durable
+// delay once (a RetryAfter longer than the in-process limit, through the
+// delay queue).
+func startProducer(s *soak, mode Mode, stream, prefix string, keys int, rate float64, burst [2]int, delays float64, seed uint64) *producer {
+	p := &producer{s: s, mode: mode, stream: stream, prefix: prefix, keys: keys, rate: rate, burst: burst, delays: delays,
+		rng: rand.New(rand.NewPCG(seed, 0x9e37)), stopc: make(chan struct{}), done: make(chan struct{}), kseq: make([]int, keys)}
+	go p.run()
+	s.t.Cleanup(p.stop)
+	return p
+}
+
+func (p *producer) run() {
+	defer close(p.done)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	owed := 0.0
+	nextBurst := time.Now().Add(p.between(6*time.Second, 15*time.Second))
+	for {
+		select {
+		case <-p.stopc:
+			return
+		case <-tick.C:
+		}
+		owed += p.rate / 10
+		n := int(owed)
+		owed -= float64(n)
+		if time.Now().After(nextBurst) {
+			n += p.burst[0] + p.rng.IntN(p.burst[1]-p.burst[0]+1)
+			nextBurst = time.Now().Add(p.between(6*time.Second, 15*time.Second))
+		}
+		for n > 0 {
+			k := min(n, 500)
+			p.write(k)
+			n -= k
+		}
+	}
+}
+
+func (p *producer) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(p.rng.Int64N(int64(hi-lo)))
+}
+
+// write writes n new records in one PutRecords call.
+func (p *producer) write(n int) {
+	p.mu.Lock()
+	slow := p.slowMax
+	p.mu.Unlock()
+	entries := make([]kinesistypes.PutRecordsRequestEntry, n)
+	recs := make([]Produced, n)
+	for i := range entries {
+		k := p.rng.IntN(p.keys)
+		p.kseq[k]++
+		key := fmt.Sprintf("%s%03d", p.prefix, k)
+		r := Produced{Mode: p.mode, Key: key, KeySeq: p.kseq[k], ID: fmt.Sprintf("%s-%06d", key, p.kseq[k])}
+		cmd := map[string]any{"id": r.ID, "kseq": r.KeySeq}
+		if slow > 0 {
+			r.Sleep = time.Duration(1+p.rng.Int64N(int64(slow/time.Millisecond))) * time.Millisecond
+			cmd["sleep_ms"] = r.Sleep.Milliseconds()
+		}
+		if p.rng.Float64() < p.delays {
+			r.Delayed = true
+			cmd["outcome"], cmd["delay_ms"], cmd["until_attempt"] = "retry_after", delayedDelay.Milliseconds(), 2
+		}
+		data, _ := json.Marshal(cmd)
+		entries[i] = kinesistypes.PutRecordsRequestEntry{PartitionKey: aws.String(key), Data: data}
+		recs[i] = r
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := p.s.env.Kinesis.PutRecords(ctx, &kinesis.PutRecordsInput{StreamName: aws.String(p.stream), Records: entries})
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		// The records may or may not be in the stream: they count as not
+		// produced (a copy that shows up anyway is not one of ours).
+		p.failures = append(p.failures, fmt.Sprintf("PutRecords of %d records to %s: %v", n, p.stream, err))
+		return
+	}
+	for i, res := range out.Records {
+		if res.ErrorCode != nil {
+			p.failures = append(p.failures, fmt.Sprintf("PutRecords to %s: %s failed: %s", p.stream, recs[i].ID, aws.ToString(res.ErrorCode)))
+			continue
+		}
+		r := recs[i]
+		r.Shard, r.Seq, r.Time = aws.ToString(res.ShardId), aws.ToString(res.SequenceNumber), now
+		p.recs = append(p.recs, r)
+	}
+}
+
+// setSlow makes the records produced from now on sleep up to d in their
+// handler (0: not at all).
+func (p *producer) setSlow(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowMax = d
+}
+
+func (p *producer) stop() {
+	select {
+	case <-p.stopc:
+	default:
+		close(p.stopc)
+	}
+	<-p.done
+}
+
+func (p *producer) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.recs)
+}
+
+func (p *producer) produced() []Produced {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.recs)
+}
+
+// errors returns the producer's failures as harness errors when they are
+// more than a few: a run whose producer could hardly write proves little.
+func (p *producer) errors() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.failures) > 0 {
+		p.s.t.Logf("producer %s: %d failed writes (not counted as produced), e.g. %s", p.mode, len(p.failures), p.failures[0])
+	}
+	if len(p.failures) > 5 || len(p.recs) == 0 {
+		return []string{fmt.Sprintf("producer %s: %d writes failed and %d records were written, e.g. %v", p.mode, len(p.failures), len(p.recs), p.failures[:min(3, len(p.failures))])}
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+//go:build integration
+
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/integration/standin"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// The soak's settings. make soak passes -soak.seed and -soak.duration
+// (SEED= and DURATION=); make test runs TestSoak with the defaults: the
+// fixed seed over a short run.
+var (
+	flagSeed     = flag.Uint64("soak.seed", defaultSeed, "seed of the fault schedule and the producers' mix")
+	flagDuration = flag.Duration("soak.duration", defaultDuration, "how long faults are injected and records produced (the run takes about 30 s more)")
+	flagOut      = flag.String("soak.out", "", "directory for the processes' logs, the schedule and the report (default: a new temporary one, removed when the run passes)")
+	flagSeeds    = flag.Bool("soak.regressions", false, "TestSoakRegressions: run every seed of regressionSeeds")
+)
+
+// The fixed run inside make test.
+const (
+	defaultSeed     = 1
+	defaultDuration = 45 * time.Second
+)
+
+// regressionSeeds are seeds that once found a bug, each with its run
+// length. TestSoakRegressions (make soak-regressions) runs them all.
+var regressionSeeds = []struct {
+	seed     uint64
+	duration time.Duration
+	found    string
+}{}
+
+// Settings of the fleet.
+const (
+	ecsWorkers         = 5
+	ecsShards          = 8
+	lambdaShards       = 4
+	leaseDuration      = 3 * time.Second
+	checkpointInterval = time.Second
+	shutdownTimeout    = 5 * time.Second
+	listInterval       = 2 * time.Second
+	maxAttempts        = 3
+	warmup             = 8 * time.Second
+	// exitBound bounds a worker's exit after SIGTERM (its shutdown timeout
+	// plus room for a loaded machine) or SIGKILL.
+	exitBound = shutdownTimeout + 15*time.Second
+	killBound = 10 * time.Second
+	// drainTimeout bounds waiting, once producing stopped, for every record
+	// to be done (the checker's stall bound is what is asserted; this only
+	// keeps a broken run from hanging).
+	drainTimeout = 3 * time.Minute
+	// functionTimeout is the Lambda function's timeout (seconds).
+	functionTimeout = 30
+	// delayedDelay is the RetryAfter of the records that take a durable
+	// delay: longer than LAMBDAADAPTER_MAX_INPROCESS_DELAY (5 s).
+	delayedDelay = 6 * time.Second
+	// delayVisibility is the long-running forwarder's visibility timeout on
+	// the delay queue (consumer/delays.go).
+	delayVisibility = 60 * time.Second
+)
+
+// TestSoak runs the seeded fault soak: make soak (SEED=, DURATION=, 10
+// minutes by default) and, with the fixed seed and a 45 s schedule, make
+// test.
+func TestSoak(t *testing.T) {
+	runSoak(t, *flagSeed, *flagDuration)
+}
+
+// TestSoakRegressions runs every seed that once found a bug
+// (regressionSeeds), when -soak.regressions is given.
+func TestSoakRegressions(t *testing.T) {
+	if !*flagSeeds {
+		t.Skip("run with -soak.regressions (make soak-regressions)")
+	}
+	for _, s := range regressionSeeds {
+		t.Run(fmt.Sprintf("seed-%d", s.seed), func(t *testing.T) {
+			t.Logf("found: %s", s.found)
+			runSoak(t, s.seed, s.duration)
+		})
+	}
+}
+
+// soak is one run in progress.
+type soak struct {
+	t     *testing.T
+	env   *standin.Env
+	seed  uint64
+	plan  *Plan
+	out   string
+	start time.Time
+
+	bootstrap, rie string
+	net            netLayer
+
+	ecsStream, ecsTable, ecsDLQ, ecsDelays string
+	lambdaStream, lambdaStreamARN          string
+	lambdaDL, lambdaDelays                 string
+	outageFile                             string
+	store                                  *lease.DynamoDB
+
+	fleet  *fleet
+	lambda *lambdaPhase
+	prodE  *producer
+	prodL  *producer
+
+	mu       sync.Mutex
+	windows  []Window
+	harnessE []string
+}
+
+func (s *soak) window(w Window) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.windows = append(s.windows, w)
+}
+
+// harnessError records a failure of the harness itself (it fails the run).
+func (s *soak) harnessError(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.t.Log("harness: " + msg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.harnessE = append(s.harnessE, msg)
+}
+
+func (s *soak) logf(format string, args ...any) {
+	s.t.Logf("+%-7v "+format, append([]any{time.Since(s.start).Round(100 * time.Millisecond)}, args...)...)
+}
+
+func runSoak(t *testing.T, seed uint64, duration time.Duration) {
+	out := *flagOut
+	keep := out != ""
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", fmt.Sprintf("soak-%d-", seed)); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !keep && !t.Failed() {
+			os.RemoveAll(out)
+			return
+		}
+		t.Logf("logs, schedule and report kept in %s", out)
+	})
+	s := &soak{t: t, seed: seed, out: out}
+	s.plan = NewPlan(seed, Shape{Duration: duration, Warmup: warmup, Workers: ecsWorkers, LeaseDuration: leaseDuration})
+	t.Log(s.plan.String())
+	writeFile(t, filepath.Join(out, "schedule.txt"), s.plan.String())
+
+	s.env = startStandins(t, out)
+	s.bootstrap = buildBootstrap(t, out)
+	s.rie = findRIE(t)
+	s.net = newNetLayer(t, s.env)
+	s.outageFile = filepath.Join(out, "outage")
+	s.setup()
+
+	s.start = time.Now()
+	s.window(Window{Kind: KindStartup, Start: s.start, End: s.start.Add(warmup), Detail: "workers start and share the leases"})
+	s.fleet = newFleet(s)
+	for i := range ecsWorkers {
+		s.fleet.startSlot(i)
+	}
+	s.lambda = startLambda(s)
+	// 2% of the records take a durable delay once. Not in a short
+	// long-running run: a delay message that a stopped worker had received
+	// comes again only after the forwarder's 60 s visibility timeout, which
+	// would stretch make test's run past its 90 s.
+	delaysE := 0.02
+	if duration < 2*time.Minute {
+		delaysE = 0
+	}
+	s.prodE = startProducer(s, ModeECS, s.ecsStream, "e", 400, 40, [2]int{100, 400}, delaysE, seed)
+	s.prodL = startProducer(s, ModeLambda, s.lambdaStream, "l", 60, 8, [2]int{20, 80}, 0.02, seed+1)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		s.progress(ctx)
+	}()
+	s.runSchedule(ctx)
+	produceEnd := time.Now()
+	s.prodE.stop()
+	s.prodL.stop()
+	s.logf("producing stopped: %d long-running and %d Lambda records; waiting until every one is done", s.prodE.count(), s.prodL.count())
+	s.drain()
+	cancel()
+	<-progressDone
+	finalStop := time.Now()
+	s.fleet.stopAll()
+	s.lambda.stop()
+	s.window(Window{Kind: KindFinalStop, Start: finalStop, End: time.Now(), Detail: "every worker stopped with SIGTERM"})
+	s.logf("every process stopped; reading the streams and dead-letter targets back")
+
+	run := &Run{
+		Seed: seed,
+		Limits: Limits{LeaseDuration: leaseDuration, CheckpointInterval: checkpointInterval, ShutdownTimeout: shutdownTimeout,
+			MaxAttempts: maxAttempts, MaxHandler: s.plan.MaxSleep(), FlapsPerMinute: 2,
+			DurableDelay: delayedDelay, DelayVisibility: delayVisibility},
+		Processes:   append(s.fleet.processes(), s.lambda.process()),
+		Produced:    append(s.prodE.produced(), s.prodL.produced()...),
+		Invocations: s.lambda.invocations(),
+	}
+	run.Stream = append(s.readStream(ModeECS, s.ecsStream), s.readStream(ModeLambda, s.lambdaStream)...)
+	run.DeadLetters = append(s.readDeadLetterQueue(ModeECS, s.ecsDLQ), s.readDeadLetterStream(ModeLambda, s.lambdaDL)...)
+	s.mu.Lock()
+	run.Windows = s.windows
+	run.HarnessErrors = append(s.harnessE, s.prodE.errors()...)
+	run.HarnessErrors = append(run.HarnessErrors, s.prodL.errors()...)
+	s.mu.Unlock()
+	_ = produceEnd
+
+	if b, err := json.Marshal(run); err != nil {
+		t.Errorf("save the run: %v", err)
+	} else {
+		writeFile(t, filepath.Join(out, "run.json"), string(b))
+	}
+	rep := run.Check()
+	text := rep.String()
+	writeFile(t, filepath.Join(out, "report.txt"), s.plan.String()+"\n"+windowsText(run.Windows)+"\n"+text)
+	fmt.Println(text)
+	t.Logf("run took %v", time.Since(s.start).Round(time.Second))
+	if rep.Failed() {
+		t.Errorf("the soak broke %d promises (seed %d, %v); see the report above and %s", len(rep.Violations()), seed, duration, out)
+	}
+}
+
+// setup creates the run's streams, queues and lease table.
+func (s *soak) setup() {
+	t := s.t
+	s.ecsStream, _ = s.env.NewStream(t, ecsShards)
+	s.ecsDLQ = s.env.NewQueue(t, nil)
+	s.ecsDelays = s.env.NewQueue(t, nil)
+	s.ecsTable = "soak-leases-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.store = lease.NewDynamoDB(s.env.DynamoDB, s.ecsTable)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.store.CreateTable(ctx); err != nil {
+		t.Fatalf("create the lease table %s: %v", s.ecsTable, err)
+	}
+	t.Cleanup(func() { deleteTable(s.env, s.ecsTable) })
+	s.lambdaStream, s.lambdaStreamARN = s.env.NewStream(t, lambdaShards)
+	s.lambdaDL, _ = s.env.NewStream(t, 1)
+	s.lambdaDelays = s.env.NewQueue(t, nil)
+}
+
+// progress logs every 30 s how many records were produced and are done.
+func (s *soak) progress(ctx context.Context) {
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		pe, pl := s.prodE.produced(), s.prodL.produced()
+		s.logf("long-running: %d produced, %d not done; Lambda: %d produced, %d not done",
+			len(pe), len(s.missing(pe, s.fleet.lines())), len(pl), len(s.missing(pl, s.lambda.lines())))
+	}
+}
+
+// drain waits until every produced record is done (acked, or handled at
+// the cap, which dead-letters it), bounded by drainTimeout.
+func (s *soak) drain() {
+	deadline := time.Now().Add(drainTimeout)
+	for {
+		missE := s.missing(s.prodE.produced(), s.fleet.lines())
+		missL := s.missing(s.prodL.produced(), s.lambda.lines())
+		if len(missE) == 0 && len(missL) == 0 {
+			s.logf("every record done")
+			return
+		}
+		if time.Now().After(deadline) {
+			s.logf("after %v, %d long-running and %d Lambda records are not done (e.g. %v %v); stopping anyway", drainTimeout,
+				len(missE), len(missL), missE[:min(len(missE), 5)], missL[:min(len(missL), 5)])
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// missing returns the produced ids with no ack (or drop) and no handling at
+// the cap in lines.
+func (s *soak) missing(ps []Produced, lines []Line) []string {
+	done := map[string]bool{}
+	for _, l := range lines {
+		if l.Msg == MsgRecordOutcome && (l.Outcome == "ack" || l.Outcome == "drop" || l.Attempt >= maxAttempts) {
+			done[l.ID] = true
+		}
+	}
+	var out []string
+	for _, p := range ps {
+		if !done[p.ID] {
+			out = append(out, p.ID)
+		}
+	}
+	return out
+}
+
+func writeFile(t *testing.T, path, text string) {
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Errorf("write %s: %v", path, err)
+	}
+}
+
+func windowsText(ws []Window) string {
+	var b strings.Builder
+	b.WriteString("fault windows as applied:\n")
+	for _, w := range ws {
+		who := w.Worker
+		if who == "" {
+			who = "all"
+		}
+		fmt.Fprintf(&b, "  %s – %s  %-22s %-6s %s\n", w.Start.Format(timeFormat), w.End.Format(timeFormat), w.Kind, who, w.Detail)
+	}
+	return b.String()
+}
