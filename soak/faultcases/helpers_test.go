@@ -33,6 +33,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/integration/standin"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/lease"
+	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/publish"
 	"github.com/shardsettle/lambdaadapter/soak/faultnet"
 )
@@ -311,6 +312,36 @@ type handling struct {
 type journal struct {
 	mu sync.Mutex
 	hs []handling
+	// ids maps a handled record's sequence number to its id; timedOut
+	// holds the ids whose write (copy, dead letter, delay message) ended
+	// in its deadline (OnWrite).
+	ids      map[string]string
+	timedOut map[string]bool
+}
+
+// OnWrite is an observe.WriteHook: it notes the records whose write ran
+// out of its deadline. Such a write may have happened although the
+// adapter saw it fail (on a loaded machine the stand-in can answer after
+// the round's deadline), so it is ambiguous, as a lost answer is.
+func (j *journal) OnWrite(w observe.Write) {
+	if w.Err == nil || !errors.Is(w.Err, context.DeadlineExceeded) {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if id, ok := j.ids[w.SequenceNumber]; ok {
+		if j.timedOut == nil {
+			j.timedOut = map[string]bool{}
+		}
+		j.timedOut[id] = true
+	}
+}
+
+// writeTimedOut reports whether a write of id ran out of its deadline.
+func (j *journal) writeTimedOut(id string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.timedOut[id]
 }
 
 // handler returns a handler for worker that records each run and obeys the
@@ -323,6 +354,10 @@ func (j *journal) handler(worker string) lambdaadapter.Handler {
 		}
 		j.mu.Lock()
 		j.hs = append(j.hs, handling{worker: worker, shard: m.ShardID, id: r.ID, attempt: m.Attempt, at: time.Now()})
+		if j.ids == nil {
+			j.ids = map[string]string{}
+		}
+		j.ids[m.SequenceNumber] = r.ID
 		j.mu.Unlock()
 		if r.SleepMS > 0 {
 			select {
