@@ -35,9 +35,12 @@
 //     applied it (the SDK's retry then failed its condition) is recognised
 //     by the store as this write (see lease.Store) and counts as made, not as
 //     a lost lease; it was applied after the call started, so the fence
-//     below still dates it from the call's start. A write that got no answer
-//     at all before its deadline is not recognised: if it was applied, the
-//     next write from the same lease fails, and the shard stops as lost.
+//     below still dates it from the call's start. A renewal or checkpoint
+//     that got no answer at all before its deadline is remembered by the
+//     store: if it was applied, the next write from the same lease is
+//     refused, the store recognises the row as that write's and makes the
+//     next write again from it, so the lease is kept (the fence still counts
+//     only answered writes).
 //   - Self-fencing: a worker hands a shard's records to handlers only while
 //     its lease is fresh. With lease duration D (Config.LeaseDuration),
 //     renewals every D/3 and a margin of D/10, a lease whose last successful

@@ -189,8 +189,15 @@
 // instead of ErrLeaseLost. No other write can leave that token (another
 // worker's, or this process's own earlier write from the same held lease,
 // has a token of its own); a handoff requested after the write does not
-// bump the counter and is returned as part of the row. When the row cannot
-// be read back the error stays ErrLeaseLost. This costs one GetItem per
+// bump the counter and is returned as part of the row. A renewal or
+// checkpoint that got no answer at all (its call ended in its deadline, a
+// reset or a 5xx after the client's retries) may have been applied too;
+// DynamoDB remembers such writes per lease until the next answered one.
+// When the next write from the same held lease is refused and the row read
+// back carries the token of one of them, counter held+1, the same owner and
+// that write's checkpoint, the lease is still held one counter on: the
+// write is made again from there (once). When the row cannot be read back
+// the error stays ErrLeaseLost. This costs one GetItem per
 // failed condition, and nothing otherwise. When DynamoDB refuses a
 // Heartbeat as invalid (a ValidationException), Heartbeat calls Check to
 // tell a table of another key schema (ErrNotLeaseTable) from another

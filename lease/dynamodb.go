@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -82,7 +83,24 @@ type DynamoDB struct {
 	client DynamoDBAPI
 	table  string
 	now    func() time.Time // the writer's wall clock, for renewedAt
+
+	// unanswered holds, per lease, the renewals and checkpoints of this
+	// process that ended with no answer (a timeout, a reset, a 5xx after
+	// the client's retries) since the lease's last answered write: any of
+	// them may have been applied (see applied).
+	mu         sync.Mutex
+	unanswered map[Key][]pendingWrite
 }
+
+// pendingWrite is a renewal or checkpoint that got no answer: the counter
+// it was conditional on and what it would have written.
+type pendingWrite struct {
+	base int64
+	w    written
+}
+
+// maxUnanswered bounds the unanswered writes kept per lease; the oldest go.
+const maxUnanswered = 8
 
 var _ Store = (*DynamoDB)(nil)
 
@@ -508,20 +526,36 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
 	})
+	newOwner := held.Owner
+	switch op {
+	case opTake, opTransfer:
+		newOwner = owner
+	case opRelease:
+		newOwner = ""
+	}
+	w := written{owner: newOwner, seq: seq, sub: sub, token: token}
 	var refused *types.ConditionalCheckFailedException
 	if errors.As(err, &refused) {
-		newOwner := held.Owner
-		switch op {
-		case opTake, opTransfer:
-			newOwner = owner
-		case opRelease:
-			newOwner = ""
+		l, err := d.applied(ctx, op, held, w, err)
+		var earlier *earlierApplied
+		if errors.As(err, &earlier) {
+			// An earlier renewal or checkpoint of this process, whose
+			// answer never came, was applied: the lease is still ours,
+			// one counter on. Make this write again from there, once
+			// (applied forgot the unanswered writes).
+			again := held
+			again.Counter = earlier.row.Counter
+			return d.write(ctx, op, again, owner, seq, sub)
 		}
-		return d.applied(ctx, op, held, written{owner: newOwner, seq: seq, sub: sub, token: token}, err)
+		return l, err
 	}
 	if err != nil {
+		if op == opRenew || op == opCheckpoint {
+			d.noteUnanswered(held, w)
+		}
 		return Lease{}, d.fail(op, held.Key.String(), err)
 	}
+	d.forgetUnanswered(held.Key)
 	l, err := decode(out.Attributes)
 	if err != nil {
 		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
@@ -594,6 +628,7 @@ func (d *DynamoDB) applied(ctx context.Context, op string, held Lease, w written
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
+		// Undecided: the unanswered writes are kept for the next refusal.
 		return lost(fmt.Errorf("reading the row back to see whether the write was applied: %w", err))
 	}
 	if len(out.Item) == 0 {
@@ -609,9 +644,72 @@ func (d *DynamoDB) applied(ctx context.Context, op string, held Lease, w written
 	}
 	if token != w.token || l.Counter != held.Counter+1 || l.Owner != w.owner ||
 		(w.seq != "" && (l.Checkpoint != w.seq || l.SubSequence != w.sub)) {
+		if d.unansweredApplied(held, l, token) {
+			return l, &earlierApplied{row: l}
+		}
 		return lost(fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter))
 	}
+	d.forgetUnanswered(held.Key)
 	return l, nil
+}
+
+// earlierApplied is applied's answer when the row is not the refused
+// write's but an earlier unanswered renewal's or checkpoint's of this
+// process from the same held lease (see unansweredApplied): row is the row
+// that write produced.
+type earlierApplied struct{ row Lease }
+
+func (e *earlierApplied) Error() string {
+	return fmt.Sprintf("lease: an earlier write of %s whose answer was lost was applied", e.row.Key)
+}
+
+// noteUnanswered remembers w, a renewal or checkpoint of held that ended
+// with no answer.
+func (d *DynamoDB) noteUnanswered(held Lease, w written) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unanswered == nil {
+		d.unanswered = map[Key][]pendingWrite{}
+	}
+	ws := append(d.unanswered[held.Key], pendingWrite{base: held.Counter, w: w})
+	if len(ws) > maxUnanswered {
+		ws = ws[len(ws)-maxUnanswered:]
+	}
+	d.unanswered[held.Key] = ws
+}
+
+// forgetUnanswered forgets the unanswered writes of k: a write of k was
+// answered, or decided.
+func (d *DynamoDB) forgetUnanswered(k Key) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.unanswered, k)
+}
+
+// unansweredApplied reports whether row, read back after a write of held
+// was refused, is exactly what one of this process's unanswered renewals
+// or checkpoints of held produced: it carries that write's token, counter
+// held.Counter+1, held's owner and that write's checkpoint. A renewal or
+// checkpoint whose call timed out (or lost its connection, or got a 5xx
+// after its retries) may have been applied all the same; the lease is then
+// still held, one counter on, and nobody wrote it since (the token is that
+// write's and only its attempts carry it; see applied). It forgets the
+// unanswered writes of the lease either way: they are decided.
+func (d *DynamoDB) unansweredApplied(held Lease, row Lease, token string) bool {
+	d.mu.Lock()
+	ws := d.unanswered[held.Key]
+	delete(d.unanswered, held.Key)
+	d.mu.Unlock()
+	if held.Owner == "" || row.Owner != held.Owner || row.Counter != held.Counter+1 {
+		return false
+	}
+	for _, p := range ws {
+		if p.base == held.Counter && p.w.token == token && p.w.owner == row.Owner &&
+			(p.w.seq == "" || (row.Checkpoint == p.w.seq && row.SubSequence == p.w.sub)) {
+			return true
+		}
+	}
+	return false
 }
 
 // fail classifies err, the error of a DynamoDB call, with errors.As on the

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -345,4 +346,117 @@ func TestDynamoDBConditionFailedNotOurs(t *testing.T) {
 			})
 		}
 	}
+}
+
+// unansweredOnce returns a client of tb whose first UpdateItem is applied
+// but answered with err (as a call that timed out after DynamoDB applied
+// it, with no retry the caller saw refused); later calls are answered.
+func (tb *table) unansweredOnce(err error) *fakeDynamoDB {
+	first := true
+	return &fakeDynamoDB{
+		t:       tb.t,
+		getItem: tb.get,
+		updateItem: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			out, uerr := tb.update(in)
+			if first {
+				first = false
+				if uerr == nil {
+					return nil, err
+				}
+			}
+			return out, uerr
+		},
+	}
+}
+
+// TestDynamoDBUnansweredWriteApplied: a renewal or checkpoint whose call
+// ended with no answer (here a deadline) although DynamoDB applied it does
+// not cost the lease. The next write of the same held lease is refused (the
+// counter moved on); the row read back is the unanswered write's (its
+// token, counter held+1, same owner), so the lease is still held and the
+// write is made again from there. Before, the refusal was taken for a lost
+// lease: the shard stopped and what settled since its checkpoint came again
+// (seen in the fault soak: renewals timing out under DynamoDB throttling).
+// When another worker wrote the row in between, it stays ErrLeaseLost.
+func TestDynamoDBUnansweredWriteApplied(t *testing.T) {
+	timeout := fmt.Errorf("https response error StatusCode: 0, RequestID: , canceled, %w", context.DeadlineExceeded)
+	firsts := []struct {
+		name string
+		do   func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error)
+	}{
+		{"renew", func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Renew(ctx, held)
+		}},
+		{"checkpoint", func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
+			return d.Checkpoint(ctx, held, "150", 0)
+		}},
+	}
+	for _, first := range firsts {
+		for _, w := range fencedWrites {
+			if w.held.Owner != "w1" || strings.HasPrefix(w.name, "steal") {
+				continue // writes of the holder, w1
+			}
+			t.Run(first.name+" then "+w.name, func(t *testing.T) {
+				tb := newTable(t, w.row())
+				f := tb.unansweredOnce(timeout)
+				d := lease.NewDynamoDB(f, "leases")
+				if _, err := first.do(t.Context(), d, w.held); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+					t.Fatalf("unanswered %s = %v, want the call's error", first.name, err)
+				}
+				if tb.counter() != w.held.Counter+1 {
+					t.Fatalf("counter %d after the unanswered write, want it applied (%d)", tb.counter(), w.held.Counter+1)
+				}
+				got, err := w.do(t.Context(), d, w.held)
+				if err != nil {
+					t.Fatalf("%s after an unanswered %s that was applied: %v, want it made again from the row", w.name, first.name, err)
+				}
+				if got.Counter != w.held.Counter+2 {
+					t.Errorf("counter %d, want %d", got.Counter, w.held.Counter+2)
+				}
+				if diff := cmp.Diff([]string{"UpdateItem", "UpdateItem", "GetItem", "UpdateItem"}, f.calls); diff != "" {
+					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+				stored, err := d.Get(t.Context(), w.held.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(stored, got); diff != "" {
+					t.Errorf("row returned differs from the row stored (-stored +returned):\n%s", diff)
+				}
+			})
+			t.Run(first.name+" then another worker then "+w.name, func(t *testing.T) {
+				tb := newTable(t, w.row())
+				d := lease.NewDynamoDB(tb.unansweredOnce(timeout), "leases")
+				if _, err := first.do(t.Context(), d, w.held); err == nil {
+					t.Fatal("unanswered write answered")
+				}
+				tb.set(map[string]types.AttributeValue{"leaseOwner": s("w3"), "leaseCounter": n(strconv.FormatInt(tb.counter()+1, 10)), "writeToken": s("THEIRS")})
+				if got, err := w.do(t.Context(), d, w.held); !errors.Is(err, lease.ErrLeaseLost) {
+					t.Fatalf("%s = %+v, %v; want ErrLeaseLost (w3 took the lease)", w.name, got, err)
+				}
+				if tb.counter() != w.held.Counter+2 {
+					t.Errorf("row written: counter %d, want %d", tb.counter(), w.held.Counter+2)
+				}
+			})
+		}
+	}
+	// An answered write forgets what came before: the same held lease
+	// written again after it is refused, as before.
+	t.Run("answered in between", func(t *testing.T) {
+		tb := newTable(t, row())
+		d := lease.NewDynamoDB(tb.unansweredOnce(timeout), "leases")
+		if _, err := d.Renew(t.Context(), heldW1); err == nil {
+			t.Fatal("unanswered write answered")
+		}
+		next, err := d.Get(t.Context(), heldW1.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Renew(t.Context(), next); err != nil {
+			t.Fatalf("renew of the row read: %v", err)
+		}
+		if _, err := d.Renew(t.Context(), heldW1); !errors.Is(err, lease.ErrLeaseLost) {
+			t.Fatalf("renew from the stale held lease = %v, want ErrLeaseLost", err)
+		}
+	})
 }
