@@ -80,6 +80,7 @@ const (
 	CauseLeaseLost    = "lease lost"
 	CauseLambda       = "Lambda: batch again from a reported record"
 	CauseDelayTwice   = "delay message forwarded twice"
+	CauseWriteAgain   = "a write with no answer in time, made again"
 	CauseAfterFence   = "started after its lease went stale"
 	CauseUnexplained  = "unexplained"
 	causeHandledTwice = "its retried delivery was handled twice"
@@ -140,6 +141,9 @@ type checker struct {
 	byID    map[string]*Produced
 	dead    map[string]int
 	windows []Window
+	// ambiguous are the failed writes whose error leaves open whether the
+	// write was applied (AmbiguousWriteError), by process.
+	ambiguous map[*Process][]Line
 }
 
 func newChecker(r *Run) *checker {
@@ -153,6 +157,8 @@ func newChecker(r *Run) *checker {
 		orig:   map[delivery]*Produced{},
 		byID:   map[string]*Produced{},
 		dead:   map[string]int{},
+
+		ambiguous: map[*Process][]Line{},
 	}
 	for i := range r.Produced {
 		p := &r.Produced[i]
@@ -178,6 +184,10 @@ func newChecker(r *Run) *checker {
 				e := end{proc: p, t: l.Time, attempt: l.Attempt, id: l.ID, outcome: l.Outcome}
 				c.ends[d] = append(c.ends[d], e)
 				c.endsID[l.ID] = append(c.endsID[l.ID], e)
+			case isWriteFailed(l.Msg):
+				if AmbiguousWriteError(l.Err) {
+					c.ambiguous[p] = append(c.ambiguous[p], l)
+				}
 			default:
 				c.moves[p] = append(c.moves[p], l)
 			}
@@ -717,11 +727,26 @@ func (c *checker) fencedByErrors(w *Process, shard string, s1 start, m Line) str
 // copies: a counted copy is written once per failed handling. Copies
 // beyond the handlings that failed at that attempt are extra, documented
 // only for a durable delay whose message was forwarded twice (SQS
-// redelivers a message whose delete failed).
+// redelivers a message whose delete failed), and for a write that got no
+// answer in time (its deadline, a reset or a cut answer) and was made
+// again: the service may have applied the first (README, "an answer to a
+// write cut mid-body or lost"). The same holds for dead letters.
 func (c *checker) copies() {
 	type level struct {
 		id    string
 		count int
+	}
+	// The records whose write at an attempt got no answer in time.
+	again := map[level]bool{}
+	for p, ls := range c.ambiguous {
+		for _, l := range ls {
+			for _, s := range c.starts[delivery{p.Mode, l.ShardID, l.Seq}] {
+				again[level{s.id, l.Attempt}] = true
+				if strings.Contains(l.Msg, "dead_letter") {
+					again[level{s.id, -1}] = true
+				}
+			}
+		}
 	}
 	have := map[level]int{}
 	mode := map[string]Mode{}
@@ -756,6 +781,8 @@ func (c *checker) copies() {
 			Detail: fmt.Sprintf("%s has %d copies with retry count %d, but only %d handlings failed at attempt %d", lv.id, have[lv], lv.count, want[lv], lv.count)}
 		if p := c.byID[lv.id]; p != nil && p.Delayed && lv.count == 1 {
 			f.Violation, f.Cause = false, CauseDelayTwice
+		} else if again[lv] {
+			f.Violation, f.Cause = false, CauseWriteAgain
 		}
 		f.Kinds = []Kind{KindNone}
 		if es := c.endsID[lv.id]; len(es) > 0 {
@@ -768,6 +795,9 @@ func (c *checker) copies() {
 		if extra := c.dead[id] - wantDead[id]; extra > 0 {
 			f := Finding{Check: CheckCopy, ID: id, Count: extra, Violation: true, Cause: CauseUnexplained, Kinds: []Kind{KindNone},
 				Detail: fmt.Sprintf("%s was dead-lettered %d times, but only %d handlings failed at the cap", id, c.dead[id], wantDead[id])}
+			if again[level{id, -1}] {
+				f.Violation, f.Cause = false, CauseWriteAgain
+			}
 			if p := c.byID[id]; p != nil {
 				f.Mode = p.Mode
 			}

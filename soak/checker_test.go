@@ -1,10 +1,12 @@
 package soak
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -379,6 +381,39 @@ func TestCheckCopies(t *testing.T) {
 	}
 }
 
+// TestCheckCopiesAfterAnUnansweredWrite: a copy written twice after its
+// first write ran out of its deadline (the service may have applied it) is
+// documented; after a write refused with an AWS error answer it is not.
+func TestCheckCopiesAfterAnUnansweredWrite(t *testing.T) {
+	for _, tc := range []struct {
+		err  string
+		want string
+	}{
+		{`publish: put to stream "s": gave up: context deadline exceeded: operation error Kinesis: PutRecords, https response error StatusCode: 0, RequestID: , canceled, context deadline exceeded`, "x:" + CauseWriteAgain + "/false"},
+		{`publish: put to stream "s": operation error Kinesis: PutRecords, https response error StatusCode: 400, RequestID: 1, ProvisionedThroughputExceededException: Rate exceeded`, "x:" + CauseUnexplained + "/true"},
+	} {
+		f := clean()
+		f.produce("x", "kx", 0, "s0", "800", 3)
+		f.handle("w1", "s0", "800", "x", 1, 4, 0.1, "outage")
+		f.log("w1", Line{Time: f.at(4.2), Msg: "lambdaadapter: writing the copy failed; the write is made again", ShardID: "s0", Seq: "800", Key: "kx", Attempt: 1, Err: tc.err})
+		f.handle("w1", "s0", "801", "x", 2, 5, 0.1, "ack")
+		f.run.Stream = append(f.run.Stream,
+			StreamRecord{Mode: ModeECS, Shard: "s0", Seq: "801", ID: "x", RetryCount: 1},
+			StreamRecord{Mode: ModeECS, Shard: "s0", Seq: "802", ID: "x", RetryCount: 1},
+		)
+		r := f.run.Check()
+		var got []string
+		for _, x := range r.Findings {
+			if x.Check == CheckCopy {
+				got = append(got, fmt.Sprintf("%s:%s/%v", x.ID, x.Cause, x.Violation))
+			}
+		}
+		if !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("error %q: copy findings %v, want [%s]", tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestCheckFlapping(t *testing.T) {
 	f := clean()
 	for i, w := range []string{"w1", "w2", "w1", "w2"} {
@@ -506,6 +541,24 @@ func TestRecheck(t *testing.T) {
 	var r Run
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
+	}
+	// The processes' logs next to run.json (-soak.out keeps them) are read
+	// again, so that a checker that reads more lines applies to old runs.
+	for i := range r.Processes {
+		p := r.Processes[i]
+		logs, err := os.ReadFile(filepath.Join(filepath.Dir(*flagRecheck), p.Name+".log"))
+		if err != nil {
+			continue
+		}
+		var lines []Line
+		for line := range bytes.Lines(logs) {
+			if l, ok := ParseLine(bytes.TrimSpace(line)); ok && Relevant(l.Msg) {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) >= len(p.Lines) { // not a log of another shape
+			p.Lines = lines
+		}
 	}
 	rep := r.Check()
 	fmt.Println(rep)

@@ -77,6 +77,9 @@ type Line struct {
 	From       string
 	To         string
 	Checkpoint string
+	// Err is the error of a failed write ("lambdaadapter: writing the
+	// copy failed; ...").
+	Err string `json:",omitempty"`
 }
 
 // Messages the checker reads.
@@ -94,7 +97,30 @@ const (
 	MsgFenced           = "consumer: shard dropped: lease not renewed in time (fenced); another worker may take it"
 	MsgRenewFailed      = "consumer: renewing a lease failed; will retry"
 	MsgCheckpointFailed = "consumer: checkpoint write failed; will retry"
+	// MsgWritePrefix begins the line of a write (a copy, delay message or
+	// dead letter) that failed: "lambdaadapter: writing the copy failed;
+	// the write is made again" and the like.
+	MsgWritePrefix = "lambdaadapter: writing the "
 )
+
+// isWriteFailed reports whether msg is the line of a failed write.
+func isWriteFailed(msg string) bool {
+	return strings.HasPrefix(msg, MsgWritePrefix) && strings.Contains(msg, " failed")
+}
+
+// AmbiguousWriteError reports whether err, the error of a failed write,
+// leaves open whether the service applied the write: the call ran out of
+// its deadline, or its connection was reset or cut, before an answer came.
+// An AWS error answer (throttling, a 5xx the fault layer sent, a partial
+// failure's entry) is not ambiguous.
+func AmbiguousWriteError(err string) bool {
+	for _, s := range []string{"deadline exceeded", "StatusCode: 0", "connection reset", "EOF", "broken pipe", "canceled"} {
+		if strings.Contains(err, s) {
+			return true
+		}
+	}
+	return false
+}
 
 // ParseLine parses one JSON log line; ok is false for a line that is not
 // a JSON object with a time and a message.
@@ -113,12 +139,16 @@ func ParseLine(b []byte) (l Line, ok bool) {
 		From       string    `json:"from"`
 		To         string    `json:"to"`
 		Checkpoint string    `json:"checkpoint"`
+		Err        string    `json:"error"`
 	}
 	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &raw) != nil {
 		return Line{}, false
 	}
 	l = Line{Time: raw.Time, Msg: raw.Msg, ShardID: raw.ShardID, Seq: raw.Seq, Key: raw.Key, Attempt: raw.Attempt,
 		ID: raw.ID, Outcome: raw.Outcome, From: raw.From, To: raw.To, Checkpoint: raw.Checkpoint}
+	if isWriteFailed(l.Msg) {
+		l.Err = raw.Err
+	}
 	if l.Time.IsZero() {
 		l.Time = raw.Timestamp
 	}
@@ -135,7 +165,7 @@ func Relevant(msg string) bool {
 	case MsgRecord, MsgRecordOutcome, MsgLeaseTaken, MsgHandedOver, MsgHandingOver, MsgReleased, MsgRenewFailed, MsgCheckpointFailed:
 		return true
 	}
-	return strings.HasPrefix(msg, msgDroppedPrefix)
+	return strings.HasPrefix(msg, msgDroppedPrefix) || isWriteFailed(msg)
 }
 
 // Process is one process whose handler logs the checker reads: a
