@@ -204,4 +204,10 @@
 // error. No transactions and no
 // ReturnValuesOnConditionCheckFailure are used, so the package also runs
 // against dynalite and DynamoDB Local.
+//
+// A call made with a deadline keeps the client's retryer (what is retryable,
+// the retry quota) but spaces its attempts by the time left: up to eight
+// attempts, full jitter, each backoff at most a quarter of the time left, so
+// that a throttled lease write is tried again within its deadline instead
+// of spending it in one of the SDK's backoffs (up to 1 s, then 2 s).
 package lease

@@ -200,7 +200,7 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 		Item:                     encode(l),
 		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
 		ExpressionAttributeNames: map[string]string{"#k": attrKey},
-	})
+	}, within(ctx)...)
 	var exists *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
@@ -251,7 +251,7 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (S
 	}
 	snap := Snapshot{Leases: []Lease{}, Workers: []Worker{}}
 	for {
-		out, err := d.client.Scan(ctx, in)
+		out, err := d.client.Scan(ctx, in, within(ctx)...)
 		if err != nil {
 			return Snapshot{}, d.fail(op, stream, err)
 		}
@@ -301,7 +301,7 @@ func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
 		TableName:      aws.String(d.table),
 		Key:            keyItem(k),
 		ConsistentRead: aws.Bool(true),
-	})
+	}, within(ctx)...)
 	if err != nil {
 		return Lease{}, d.fail(opGet, k.String(), err)
 	}
@@ -359,7 +359,7 @@ func (d *DynamoDB) RequestHandoff(ctx context.Context, held Lease, requester str
 			":h": &types.AttributeValueMemberS{Value: requester},
 		},
 		ReturnValues: types.ReturnValueAllNew,
-	})
+	}, within(ctx)...)
 	if err != nil {
 		return Lease{}, d.fail(opHandoff, held.Key.String(), err)
 	}
@@ -383,7 +383,7 @@ func (d *DynamoDB) Delete(ctx context.Context, held Lease) error {
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
-	})
+	}, within(ctx)...)
 	if err != nil {
 		return d.fail(opDelete, held.Key.String(), err)
 	}
@@ -412,7 +412,7 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 			":one":  number(1),
 		},
 		ReturnValues: types.ReturnValueAllNew,
-	})
+	}, within(ctx)...)
 	if err != nil {
 		if invalid(err) {
 			// On a table of another key schema (a worker's first call is
@@ -444,7 +444,7 @@ func (d *DynamoDB) RemoveWorker(ctx context.Context, w Worker) error {
 		ConditionExpression:       aws.String("#c = :c AND #kind = :kind"),
 		ExpressionAttributeNames:  map[string]string{"#c": attrCounter, "#kind": attrKind},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":c": number(w.Counter), ":kind": &types.AttributeValueMemberS{Value: kindWorker}},
-	})
+	}, within(ctx)...)
 	if err != nil {
 		return d.fail(opRemove, what, err)
 	}
@@ -525,7 +525,7 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 		ReturnValues:              types.ReturnValueAllNew,
-	})
+	}, within(ctx)...)
 	newOwner := held.Owner
 	switch op {
 	case opTake, opTransfer:
@@ -626,7 +626,7 @@ func (d *DynamoDB) applied(ctx context.Context, op string, held Lease, w written
 		TableName:      aws.String(d.table),
 		Key:            keyItem(held.Key),
 		ConsistentRead: aws.Bool(true),
-	})
+	}, within(ctx)...)
 	if err != nil {
 		// Undecided: the unanswered writes are kept for the next refusal.
 		return lost(fmt.Errorf("reading the row back to see whether the write was applied: %w", err))
