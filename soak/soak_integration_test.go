@@ -41,7 +41,12 @@ var regressionSeeds = []struct {
 	seed     uint64
 	duration time.Duration
 	found    string
-}{}
+}{
+	{1, 10 * time.Minute, "2026-12-05: shards fenced under DynamoDB error bursts counted as lost leases (checker), " +
+		"then renewals whose calls timed out under ThrottlingException were applied unanswered and the next lease " +
+		"write was taken for a lost lease (lease: unanswered writes; 5 records handled twice), and throttled lease " +
+		"calls spent their deadline in the SDK's backoff (lease: retries within the deadline)"},
+}
 
 // Settings of the fleet.
 const (
