@@ -126,6 +126,17 @@
 //     claim_token), has nothing of its own left to delete: nothing is
 //     logged and nothing is deleted.
 //
+// A claim whose call got no answer at all (it ran out of its deadline, or
+// failed after the client's retries, so no retry saw the condition) leaves
+// the record unsettled, uncounted, without running the handler; the
+// Handler remembers it (per id, in the process). When the record's next
+// delivery finds an INPROGRESS item carrying that claim's token, expiries
+// and validation, the claim was applied: the handler runs under it at
+// once, instead of waiting for its in-progress expiry as for a run
+// elsewhere. In another process (another Lambda execution environment, a
+// worker that took the shard over) the claim is not known and holds off
+// the record until its in-progress expiry.
+//
 // A token is 128 random bits (crypto/rand.Text) and only its own claim
 // writes it, so no other delivery's item is taken for this one's, even
 // one claimed at the same millisecond.

@@ -39,6 +39,10 @@ type fakeDB struct {
 	// request again, as the SDK's retryer sends it after a timeout, a reset
 	// connection or a 500, and answers what that attempt gets.
 	lose func(op string, id string) bool
+	// unanswered, when set, is asked after every write the fake applied;
+	// a non-nil error is returned instead of the answer (the call ran out
+	// of its deadline after the service applied it; no retry was sent).
+	unanswered func(op string, id string) error
 
 	mu    sync.Mutex
 	items map[string]map[string]types.AttributeValue
@@ -131,6 +135,11 @@ func (f *fakeDB) PutItem(_ context.Context, in *dynamodb.PutItemInput, _ ...func
 	out, err := f.putItem(id, in)
 	if err == nil && f.lost("PutItem", id) {
 		return f.putItem(id, in)
+	}
+	if err == nil && f.unanswered != nil {
+		if uerr := f.unanswered("PutItem", id); uerr != nil {
+			return nil, sdkWrap("PutItem", uerr)
+		}
 	}
 	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -149,7 +150,26 @@ type Handler struct {
 	next  lambdaadapter.Handler
 	store store
 	cfg   config
+
+	// unanswered holds, per id, this process's claims whose call ended
+	// with no answer (a deadline, a reset, a 5xx after the client's
+	// retries): DynamoDB may have applied them, and no handler ran under
+	// them (see earlierClaim).
+	mu         sync.Mutex
+	unanswered map[string][]pendingClaim
 }
+
+// pendingClaim is a claim that got no answer, with what it wrote.
+type pendingClaim struct {
+	c          claimOf
+	expiration int64
+	validation string
+}
+
+// maxUnanswered bounds the ids whose unanswered claims are kept; beyond it
+// the oldest are forgotten (their records then wait for the claim's
+// in-progress expiry, as any claim of another run does).
+const maxUnanswered = 10000
 
 var _ lambdaadapter.Handler = (*Handler)(nil)
 
@@ -322,10 +342,12 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 		expiration := now.Add(h.cfg.ttl).Unix()
 		claimed, old, err := h.store.claim(ctx, id, now, expiration, c, validation)
 		if err != nil {
+			h.noteUnanswered(id, pendingClaim{c: c, expiration: expiration, validation: validation})
 			h.log(ctx, slog.LevelWarn, "idempotency: claim failed", id, m, slog.String(attrLogError, err.Error()))
 			return lambdaadapter.Retry(&unattemptedError{err})
 		}
 		if claimed {
+			h.forgetUnanswered(id)
 			return h.run(ctx, m, id, c)
 		}
 		if old == nil { // the service did not return the item
@@ -337,6 +359,7 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 				continue // released in between: claim again
 			}
 		}
+		earlier := h.earlierClaim(id, old)
 		switch {
 		case ownClaim(old, c, expiration, validation):
 			// The claim was applied and its answer lost: the SDK's retry
@@ -346,6 +369,13 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 		case claimable(old, now):
 			// The item read is one the claim would have replaced: it
 			// changed after the claim was refused. Claim again.
+		case earlier != nil:
+			// An earlier claim of this process for id got no answer but
+			// was applied; no handler ran under it, and no other run can
+			// hold it. The handler runs under it now.
+			h.forgetUnanswered(id)
+			h.log(ctx, slog.LevelInfo, "idempotency: an earlier claim of this process got no answer but was applied; the handler runs under it", id, m)
+			return h.run(ctx, m, id, earlier.c)
 		case old.status == statusCompleted:
 			return h.replay(ctx, m, id, old, validation)
 		case old.status == statusInProgress:
@@ -362,6 +392,44 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 		}
 	}
 	return lambdaadapter.Retry(fmt.Errorf("%w: %s (its item kept changing; claimed %d times)", ErrInProgress, id, claimAttempts))
+}
+
+// noteUnanswered remembers pc, a claim of id whose call got no answer.
+func (h *Handler) noteUnanswered(id string, pc pendingClaim) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unanswered == nil {
+		h.unanswered = map[string][]pendingClaim{}
+	}
+	if _, ok := h.unanswered[id]; !ok && len(h.unanswered) >= maxUnanswered {
+		for k := range h.unanswered { // an arbitrary one
+			delete(h.unanswered, k)
+			break
+		}
+	}
+	ps := append(h.unanswered[id], pc)
+	h.unanswered[id] = ps[max(len(ps)-4, 0):]
+}
+
+// forgetUnanswered forgets the unanswered claims of id.
+func (h *Handler) forgetUnanswered(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.unanswered, id)
+}
+
+// earlierClaim returns the unanswered claim of id that wrote r, if any: r
+// carries its token (new for each claim, written only by it), and the
+// expiries and validation it wrote. Nil otherwise.
+func (h *Handler) earlierClaim(id string, r *record) *pendingClaim {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, pc := range h.unanswered[id] {
+		if ownClaim(r, pc.c, pc.expiration, pc.validation) {
+			return &pc
+		}
+	}
+	return nil
 }
 
 // claimable reports whether the claim condition holds for r at now (as

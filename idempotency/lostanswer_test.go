@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -180,4 +181,64 @@ func TestClaimAtTheSameInstant(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnansweredClaim: a claim that DynamoDB applied but whose call ended
+// with no answer (its deadline; the SDK sent no retry) leaves the record
+// unsettled without running the handler. Its next delivery in the same
+// process finds the claim in place, recognises it as its own (its token),
+// and runs the handler under it: once, at once, instead of waiting for the
+// claim's in-progress expiry as for a run elsewhere (seen in
+// soak/faultcases on a loaded machine: records held "in progress
+// elsewhere" for a minute). A claim of another process stays in progress
+// elsewhere.
+func TestUnansweredClaim(t *testing.T) {
+	timeout := fmt.Errorf("https response error StatusCode: 0, canceled, %w", context.DeadlineExceeded)
+	t.Run("own", func(t *testing.T) {
+		db := newFakeDB(t)
+		first := true
+		db.unanswered = func(op, _ string) error {
+			if op == "PutItem" && first {
+				first = false
+				return timeout
+			}
+			return nil
+		}
+		next := returning(lambdaadapter.Ack())
+		h := newHandler(t, next, db)
+		if out := h.HandleRecord(t.Context(), message(seq1)); out.Kind() != lambdaadapter.KindRetry || next.n.Load() != 0 {
+			t.Fatalf("delivery whose claim got no answer: %v, %d runs; want a retry and no run", out, next.n.Load())
+		}
+		if got := sAttr(db.item(wantID), "status"); got != "INPROGRESS" {
+			t.Fatalf("status %q, want the unanswered claim applied (INPROGRESS)", got)
+		}
+		if out := h.HandleRecord(t.Context(), message(seq1)); out.Kind() != lambdaadapter.KindAck || next.n.Load() != 1 {
+			t.Fatalf("next delivery: %v, %d runs; want the handler run under the earlier claim and its ack", out, next.n.Load())
+		}
+		if got := sAttr(db.item(wantID), "status"); got != "COMPLETED" {
+			t.Errorf("status %q, want COMPLETED", got)
+		}
+		if out := h.HandleRecord(t.Context(), message(seq1)); out.Kind() != lambdaadapter.KindAck || next.n.Load() != 1 {
+			t.Errorf("third delivery: %v, %d runs; want the result replayed", out, next.n.Load())
+		}
+	})
+	t.Run("another process's", func(t *testing.T) {
+		db := newFakeDB(t)
+		first := true
+		db.unanswered = func(op, _ string) error {
+			if op == "PutItem" && first {
+				first = false
+				return timeout
+			}
+			return nil
+		}
+		other := newHandler(t, returning(lambdaadapter.Ack()), db)
+		other.HandleRecord(t.Context(), message(seq1)) // its claim applied, unanswered
+		next := returning(lambdaadapter.Ack())
+		h := newHandler(t, next, db)
+		out := h.HandleRecord(t.Context(), message(seq1))
+		if !errors.Is(out.Err(), idempotency.ErrInProgress) || next.n.Load() != 0 {
+			t.Errorf("delivery in another process: %v, %d runs; want in progress elsewhere", out, next.n.Load())
+		}
+	})
 }
