@@ -5,7 +5,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,7 +52,11 @@ import (
 // Each figure is the median of three rounds.
 func BenchmarkRetryStorm(b *testing.B) {
 	env := standin.Require(b)
-	const n, size, rounds = 2000, 512, 3
+	const n, size = 2000, 512
+	rounds := 3 // LAMBDAADAPTER_STORM_ROUNDS changes it
+	if v, err := strconv.Atoi(os.Getenv("LAMBDAADAPTER_STORM_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
 	stream, arn := env.NewStream(b, 1)
 	entries := make([]kinesistypes.PutRecordsRequestEntry, n)
 	for i := range entries {
@@ -195,6 +202,12 @@ func BenchmarkRetryStorm(b *testing.B) {
 			putRecords(b, env, stream, big)
 			return n / time.Since(start).Seconds()
 		}},
+	}
+	// LAMBDAADAPTER_STORM_VARIANTS (a regular expression) picks variants by
+	// name, e.g. "^ecs-(ack|copies-model)$".
+	if re := os.Getenv("LAMBDAADAPTER_STORM_VARIANTS"); re != "" {
+		pick := regexp.MustCompile(re)
+		variants = slices.DeleteFunc(variants, func(v variant) bool { return !pick.MatchString(v.name) })
 	}
 	rates := map[string][]float64{}
 	for b.Loop() {
