@@ -383,6 +383,78 @@ func TestExpiredIteratorNeverRewinds(t *testing.T) {
 	})
 }
 
+// refreshFailingStream answers every third GetRecords with
+// ExpiredIteratorException, as expiringStream does, and the
+// GetShardIterator that follows each of those with an error (a throttled or
+// failed call, or the fault layer's ExpiredIteratorException) the first two
+// times.
+type refreshFailingStream struct {
+	expiringStream
+	expired   int
+	iterators int
+	fails     int
+	noIter    int // GetRecords calls without an iterator
+}
+
+func (e *refreshFailingStream) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
+	if in.ShardIterator == nil {
+		e.mu.Lock()
+		e.noIter++
+		e.mu.Unlock()
+		return nil, errors.New("1 validation error(s) found: missing required field, GetRecordsInput.ShardIterator")
+	}
+	out, err := e.expiringStream.GetRecords(ctx, in, opts...)
+	var expired *kinesistypes.ExpiredIteratorException
+	if errors.As(err, &expired) {
+		e.mu.Lock()
+		e.expired++
+		e.mu.Unlock()
+	}
+	return out, err
+}
+
+func (e *refreshFailingStream) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, opts ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	e.mu.Lock()
+	e.iterators++
+	fail := e.expired > 0 && e.fails < 2
+	if fail {
+		e.fails++
+	}
+	e.mu.Unlock()
+	if fail {
+		return nil, &kinesistypes.ProvisionedThroughputExceededException{Message: aws.String("Rate exceeded for shard")}
+	}
+	return e.stream.GetShardIterator(ctx, in, opts...)
+}
+
+// TestExpiredIteratorRefreshFails: when the GetShardIterator after an
+// ExpiredIteratorException fails, the reader gets a new iterator again
+// (after the last record read) instead of calling GetRecords without one.
+// Before, it called GetRecords with no iterator for ever, and the shard
+// stopped (fault soak seed 5: every shard of the fleet, after a burst of
+// ExpiredIteratorException on GetRecords and GetShardIterator).
+func TestExpiredIteratorRefreshFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		f.fill(1, 300)
+		e := &refreshFailingStream{expiringStream: expiringStream{stream: f}}
+		h := newRecorder()
+		_, stop := run(t, Config{Kinesis: e, Start: TrimHorizon(), Limit: 50, Owner: "w1"}, handler(h))
+		waitFor(t, "300 records", func() bool { return h.count() == 300 })
+		time.Sleep(5 * time.Second)
+		stop()
+		if h.count() != 300 {
+			t.Errorf("%d records handled, want 300 exactly once", h.count())
+		}
+		if e.fails != 2 {
+			t.Errorf("%d failed refreshes, want 2: the test did not test much", e.fails)
+		}
+		if e.noIter > 0 {
+			t.Errorf("%d GetRecords calls without a shard iterator", e.noIter)
+		}
+	})
+}
+
 func TestSeekHorizon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newStream(1)

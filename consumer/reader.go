@@ -361,6 +361,31 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			return
 		}
 		lastCall = time.Now()
+		if iter == nil {
+			// The iterator expired and getting a new one failed: a new
+			// one after the last record read (never a rewind to the
+			// checkpoint, never LATEST), until one comes.
+			p := pos
+			if last != "" {
+				p = Position{kind: posSequence, shard: s.id, seq: last}
+			}
+			next, err := s.iterator(ctx, p)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if missingShard(err) {
+					send(batch{gone: true})
+					return
+				}
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: getting a shard iterator failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
+				if !sleep(ctx, time.Second) {
+					return
+				}
+				continue
+			}
+			iter = next
+		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		res, err := c.cfg.Kinesis.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)},
 			c.getRecordsOpts...)
@@ -373,20 +398,9 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			var throttled *kinesistypes.ProvisionedThroughputExceededException
 			switch {
 			case errors.As(err, &expired):
-				// A new iterator after the last record read: never a
-				// rewind to the checkpoint, never LATEST.
-				p := pos
-				if last != "" {
-					p = Position{kind: posSequence, shard: s.id, seq: last}
-				}
-				iter, err = s.iterator(ctx, p)
-				if missingShard(err) {
-					send(batch{gone: true})
-					return
-				}
-				if err != nil && !sleep(ctx, time.Second) {
-					return
-				}
+				// A new iterator after the last record read, at the top
+				// of the loop.
+				iter = nil
 				continue
 			case missingShard(err):
 				send(batch{gone: true})
