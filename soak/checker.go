@@ -978,7 +978,7 @@ func (c *checker) exits() {
 			f.Detail = fmt.Sprintf("%s exited on its own (code %d, signal %q); stderr: %s", p.Name, e.Code, e.Signal, e.Stderr)
 		case e.Exited.IsZero():
 			f.Time, f.Kinds = e.Signalled, c.attribute(e.Signalled, p.Name)
-			f.Detail = fmt.Sprintf("%s did not exit within %v of %s (a hang); stderr: %s", p.Name, e.Bound, e.Stop, e.Stderr)
+			f.Detail = fmt.Sprintf("%s did not exit within %v of %s (a hang; the harness sent SIGQUIT: the stacks are in %s.stderr); stderr ends: %s", p.Name, e.Bound, e.Stop, p.Name, e.Stderr)
 		case e.Exited.Sub(e.Signalled) > e.Bound:
 			f.Time, f.Kinds = e.Signalled, c.attribute(e.Signalled, p.Name)
 			f.Detail = fmt.Sprintf("%s took %v to exit after %s, bound %v", p.Name, e.Exited.Sub(e.Signalled).Round(time.Millisecond), e.Stop, e.Bound)

@@ -5,6 +5,7 @@ package soak
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +102,12 @@ func (f *fleet) startSlot(i int) *worker {
 	w := &worker{name: name, slot: i, exited: make(chan struct{}), log: log}
 	w.cmd = exec.Command(s.bootstrap, "-mode=ecs")
 	w.cmd.Env = env
-	w.cmd.Stdout, w.cmd.Stderr = w, &w.stderr
+	errLog, err := os.Create(filepath.Join(s.out, name+".stderr"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = errLog.Close() })
+	w.cmd.Stdout, w.cmd.Stderr = w, io.MultiWriter(errLog, &w.stderr)
 	if err := w.cmd.Start(); err != nil {
 		s.t.Fatalf("soak: start worker %s: %v", name, err)
 	}
@@ -167,9 +173,16 @@ func (w *worker) signal(sig syscall.Signal, how string, bound time.Duration) {
 		w.mu.Lock()
 		w.hung = true
 		w.mu.Unlock()
+		// SIGQUIT first: the Go runtime writes every goroutine's stack
+		// to stderr (kept in <name>.stderr) and exits; then kill.
 		_ = w.cmd.Process.Signal(syscall.SIGCONT)
-		_ = w.cmd.Process.Kill()
-		<-w.exited
+		_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-w.exited:
+		case <-time.After(5 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.exited
+		}
 	}
 }
 
