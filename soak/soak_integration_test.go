@@ -46,6 +46,10 @@ var regressionSeeds = []struct {
 		"then renewals whose calls timed out under ThrottlingException were applied unanswered and the next lease " +
 		"write was taken for a lost lease (lease: unanswered writes; 5 records handled twice), and throttled lease " +
 		"calls spent their deadline in the SDK's backoff (lease: retries within the deadline)"},
+	{4, 10 * time.Minute, "2026-12-05: a worker did not exit within 20 s of SIGTERM during a downstream outage whose " +
+		"copies' PutRecords timed out at kinesis-local (cause not found yet: the harness now keeps SIGQUIT stacks)"},
+	{5, 10 * time.Minute, "2026-12-05: a burst of ExpiredIteratorException on GetRecords and GetShardIterator left every " +
+		"reader calling GetRecords without an iterator for ever (consumer: the iterator is asked for again)"},
 }
 
 // Settings of the fleet.
