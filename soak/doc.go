@@ -103,8 +103,10 @@
 //   - lease flapping: at most 2 lease changes per shard in any minute
 //     outside fault windows (and the start-up);
 //   - exits: SIGTERM ends a worker with status 0 (Run returned nil) within
-//     the shutdown timeout plus 15 s, kill -9 with the signal; no worker exits
-//     on its own or hangs.
+//     the README's bound (the shutdown timeout, then the longer of it and a
+//     30 s write round, then two lease writes) plus 10 s, kill -9 with the
+//     signal; no worker exits on its own or hangs (a worker past the bound
+//     gets SIGQUIT, so its stacks are in its .stderr file, then SIGKILL).
 //
 // The run fails when any finding breaks a promise, or when the harness
 // itself failed (a fault it could not apply, a producer that could not
