@@ -271,6 +271,19 @@ func (c *checker) windowsOf(k Kind, worker string) []Window {
 	return out
 }
 
+// stillInFlight reports whether w logged, between from and to, that it
+// stopped shard with records still in flight after its shutdown timeout:
+// observed, the shard's checkpoint stayed before the first of them, and the
+// records after it come again ("behind an unsettled record").
+func (c *checker) stillInFlight(w *Process, shard string, from, to time.Time) bool {
+	for _, l := range c.moves[w] {
+		if l.Msg == MsgStillInFlight && l.ShardID == shard && !l.Time.Before(from) && !l.Time.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // heldBehind reports whether a record of worker's may have been held
 // unsettled between from and to: a write (copy, dead letter, delay) could
 // fail then, so the checkpoint may have stopped before it and the records
@@ -670,7 +683,7 @@ func (c *checker) ecsCause(d delivery, s1, s2 start) (cause string, bad bool, wh
 		}
 		switch {
 		case m.Msg == MsgHandedOver || m.Msg == MsgHandingOver || m.Msg == MsgReleased:
-			if c.heldBehind(w.Name, s1.t.Add(-bound), m.Time) {
+			if c.stillInFlight(w, d.shard, s1.t, s2.t) || c.heldBehind(w.Name, s1.t.Add(-bound), m.Time) {
 				return CausePlannedHeld, false, fmt.Sprintf("%s: %q while writes could fail (a record waiting for a retry is left to the next owner)", w.Name, m.Msg)
 			}
 			return CausePlanned, true, fmt.Sprintf("%s: %q %v after it started it", w.Name, m.Msg, m.Time.Sub(s1.t).Round(time.Millisecond))

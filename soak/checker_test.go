@@ -617,3 +617,38 @@ func TestCheckFence(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckPlannedMoveWithRecordsInFlight: a planned move whose shard had
+// records still in flight after the shutdown timeout (logged) leaves the
+// checkpoint before them, so the records after them come again: documented
+// ("behind an unsettled record"), also outside any fault window. Seed 7
+// counted 876 such duplicates as a broken promise.
+func TestCheckPlannedMoveWithRecordsInFlight(t *testing.T) {
+	for _, inFlight := range []bool{true, false} {
+		f := clean()
+		f.take("w1", "s0", 1)
+		f.produce("x", "kx", 0, "s0", "900", 9)
+		f.handle("w1", "s0", "900", "x", 1, 10, 0.1, "ack")
+		f.log("w1", Line{Time: f.at(20), Msg: MsgHandingOver, ShardID: "s0", To: "w2"})
+		if inFlight {
+			f.log("w1", Line{Time: f.at(25), Msg: MsgStillInFlight, ShardID: "s0"})
+		}
+		f.log("w1", Line{Time: f.at(40), Msg: MsgHandedOver, ShardID: "s0", To: "w2"})
+		f.take("w2", "s0", 41)
+		f.handle("w2", "s0", "900", "x", 1, 42, 0.1, "ack")
+		r := f.run.Check()
+		var got []string
+		for _, x := range r.Findings {
+			if x.Check == CheckDuplicate {
+				got = append(got, fmt.Sprintf("%s/%v", x.Cause, x.Violation))
+			}
+		}
+		want := CausePlannedHeld + "/false"
+		if !inFlight {
+			want = CausePlanned + "/true"
+		}
+		if !slices.Equal(got, []string{want}) {
+			t.Errorf("records in flight logged %v: duplicate findings %v, want [%s]", inFlight, got, want)
+		}
+	}
+}

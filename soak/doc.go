@@ -88,8 +88,10 @@
 //     D": random errors on every call leave a lease unrenewed that long now
 //     and then, above all with the soak's 3 s lease), Lambda redelivering a
 //     batch from a reported record; each of these also when an unsettled record (a write
-//     that could fail under an outage or errors) held the checkpoint.
-//     SIGTERM, planned moves, lost leases and anything unexplained are
+//     that could fail under an outage or errors) held the checkpoint. After
+//     SIGTERM or a planned move, the records behind one still in flight at
+//     the shutdown timeout (the worker logs it) are documented too.
+//     Otherwise SIGTERM, planned moves, lost leases and anything unexplained are
 //     broken promises, as is a start after the lease went stale (after
 //     resuming from a pause, or more than a lease duration into a cut from
 //     DynamoDB, on a lease taken before);

@@ -97,6 +97,9 @@ const (
 	MsgFenced           = "consumer: shard dropped: lease not renewed in time (fenced); another worker may take it"
 	MsgRenewFailed      = "consumer: renewing a lease failed; will retry"
 	MsgCheckpointFailed = "consumer: checkpoint write failed; will retry"
+	// MsgStillInFlight is a stopping shard's records still in flight after
+	// the shutdown timeout: its checkpoint stays before the first of them.
+	MsgStillInFlight = "consumer: records still in flight after the shutdown timeout; their handlers' contexts are cancelled"
 	// MsgWritePrefix begins the line of a write (a copy, delay message or
 	// dead letter) that failed: "lambdaadapter: writing the copy failed;
 	// the write is made again" and the like.
@@ -162,7 +165,7 @@ func ParseLine(b []byte) (l Line, ok bool) {
 // harness keeps only those in memory.
 func Relevant(msg string) bool {
 	switch msg {
-	case MsgRecord, MsgRecordOutcome, MsgLeaseTaken, MsgHandedOver, MsgHandingOver, MsgReleased, MsgRenewFailed, MsgCheckpointFailed:
+	case MsgRecord, MsgRecordOutcome, MsgLeaseTaken, MsgHandedOver, MsgHandingOver, MsgReleased, MsgRenewFailed, MsgCheckpointFailed, MsgStillInFlight:
 		return true
 	}
 	return strings.HasPrefix(msg, msgDroppedPrefix) || isWriteFailed(msg)
