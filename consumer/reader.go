@@ -335,21 +335,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			return false
 		}
 	}
-	iter, err := s.iterator(ctx, pos)
-	for err != nil {
-		if ctx.Err() != nil {
-			return
-		}
-		if missingShard(err) {
-			send(batch{gone: true})
-			return
-		}
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: getting a shard iterator failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
-		if !sleep(ctx, time.Second) {
-			return
-		}
-		iter, err = s.iterator(ctx, pos)
-	}
+	var iter *string // none yet: the loop gets one from pos
 	// last is the sequence number of the last record read; every record
 	// read is handed to the reader, so it is also the last one delivered
 	// once the reader has caught up.
@@ -362,7 +348,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 		}
 		lastCall = time.Now()
 		if iter == nil {
-			// The iterator expired and getting a new one failed: a new
+			// At the start from pos; after an expired iterator, a new
 			// one after the last record read (never a rewind to the
 			// checkpoint, never LATEST), until one comes.
 			p := pos
