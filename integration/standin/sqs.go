@@ -94,6 +94,7 @@ func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int
 	ctx, cancel := withReadCap(ctx, quiet)
 	defer cancel()
 	q := quietWindow{window: quiet}
+	var hiddenUntil time.Time // messages of a lost receive answer are invisible until then
 	var out []sqstypes.Message
 	// stop ends the receiving after err: hitting the cap fails the test,
 	// the end of the caller's ctx returns what was received, any other
@@ -131,7 +132,11 @@ func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int
 			return stop(err)
 		}
 		if ar, ok := retry.GetAttemptResults(res.ResultMetadata); ok && len(ar.Results) > 1 {
-			t.Logf("standin: a receive from %s took %d attempts: messages of a lost answer come again after %ds",
+			// The messages of the lost answer are hidden for the
+			// visibility timeout: the queue cannot count as quiet
+			// before they are visible again.
+			hiddenUntil = start.Add(time.Duration(receiveVisibility(quiet))*time.Second + time.Second)
+			t.Logf("standin: a receive from %s took %d attempts: messages of a lost answer come again after %ds; receiving until then",
 				url, len(ar.Results), receiveVisibility(quiet))
 		}
 		if len(res.Messages) > 0 {
@@ -141,12 +146,12 @@ func (e *Env) ReceiveAll(ctx context.Context, t testing.TB, url string, want int
 		switch {
 		case len(out) >= want:
 			return out
-		case q.polled(start, len(res.Messages) == 0):
+		case q.polled(start, len(res.Messages) == 0) && !time.Now().Before(hiddenUntil):
 			t.Logf("standin: received %d of %d messages from %s; no more arrived in the %v after the queue was found empty",
 				len(out), want, url, quiet)
 			return out
 		case len(res.Messages) == 0 && wait == 0:
-			if err := sleep(ctx, q.pause()); err != nil {
+			if err := sleep(ctx, max(q.pause(), min(time.Until(hiddenUntil), pollInterval))); err != nil {
 				return stop(err)
 			}
 		}
