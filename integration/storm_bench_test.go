@@ -49,11 +49,17 @@ import (
 // (floor-putrecords: the stand-in's own rate for the same records in calls
 // of 500), which caps every variant that writes to it.
 //
-// Each figure is the median of three rounds.
+// Each figure is the median of three rounds. LAMBDAADAPTER_STORM_RECORDS
+// sets the records (default 2,000), LAMBDAADAPTER_STORM_ROUNDS the rounds and
+// LAMBDAADAPTER_STORM_VARIANTS (a regular expression) the variants.
 func BenchmarkRetryStorm(b *testing.B) {
 	env := standin.Require(b)
-	const n, size = 2000, 512
+	const size = 512
+	n := 2000   // LAMBDAADAPTER_STORM_RECORDS changes it
 	rounds := 3 // LAMBDAADAPTER_STORM_ROUNDS changes it
+	if v, err := strconv.Atoi(os.Getenv("LAMBDAADAPTER_STORM_RECORDS")); err == nil && v > 0 {
+		n = v
+	}
 	if v, err := strconv.Atoi(os.Getenv("LAMBDAADAPTER_STORM_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
@@ -93,7 +99,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 				b.Fatalf("Invoke: %s %v", out, err)
 			}
 		}
-		return n / time.Since(start).Seconds()
+		return float64(n) / time.Since(start).Seconds()
 	}
 	ecsRun := func(h lambdaadapter.HandlerFunc, model bool, opts ...lambdaadapter.Option) float64 {
 		stream, _ := env.NewStream(b, 1) // a fresh one: the copies of a run land on its stream
@@ -102,7 +108,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 		done := make(chan struct{})
 		var once atomic.Bool
 		finish := func(c *atomic.Int64) {
-			if c.Add(1) == n && once.CompareAndSwap(false, true) {
+			if c.Add(1) == int64(n) && once.CompareAndSwap(false, true) {
 				close(done)
 			}
 		}
@@ -148,7 +154,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 		case <-time.After(5 * time.Minute):
 			b.Fatalf("after 5 minutes: %d handled, %d written of %d", handled.Load(), written.Load(), n)
 		}
-		rate := n / time.Since(start).Seconds()
+		rate := float64(n) / time.Since(start).Seconds()
 		cancel()
 		if err := <-ran; err != nil {
 			b.Fatalf("Run: %v", err)
@@ -200,7 +206,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 			}
 			start := time.Now()
 			putRecords(b, env, stream, big)
-			return n / time.Since(start).Seconds()
+			return float64(n) / time.Since(start).Seconds()
 		}},
 	}
 	// LAMBDAADAPTER_STORM_VARIANTS (a regular expression) picks variants by
