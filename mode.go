@@ -162,8 +162,10 @@ func WithCheckpointInterval(d time.Duration) Option {
 }
 
 // WithShutdownTimeout (long-running mode only) bounds how long a graceful
-// stop, or the hand-over of one lease to another instance, waits for
-// records in flight (default 10s).
+// stop waits for records in flight before it cancels their handlers
+// (default 10s). A planned hand-over of one lease to another instance waits
+// that long and then up to 5 minutes more, with the lease renewed, before
+// it does the same (README, "Planned hand-over").
 func WithShutdownTimeout(d time.Duration) Option {
 	return func(c *config) { c.only(ModeECS, "WithShutdownTimeout"); c.ecs.shutdownTimeout = d }
 }

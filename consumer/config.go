@@ -103,9 +103,10 @@ type Config struct {
 	// interval (default 1s), the lease's take counting as the first; a
 	// kill -9 re-delivers about that much.
 	CheckpointInterval time.Duration
-	// ShutdownTimeout bounds how long a graceful stop, or the hand-over of
-	// one lease to another worker, waits for records in flight to settle
-	// (default 10s).
+	// ShutdownTimeout bounds how long a graceful stop waits for records in
+	// flight to settle before it cancels their handlers (default 10s). The
+	// hand-over of one lease to another worker waits that long and then up
+	// to handOverPatience more, the lease renewed (see drain).
 	ShutdownTimeout time.Duration
 	// RetryBackoff and MaxRetryBackoff space the in-process redeliveries of
 	// a record that stays unsettled: the n-th waits RetryBackoff × 2^(n-1),

@@ -55,6 +55,10 @@ type Consumer struct {
 	listed    map[string]kinesistypes.Shard // last complete ListShards answer, by shard id
 	maxListed string                        // the highest shard id listed
 	stopped   bool                          // Run is stopping: no shard is started any more
+	// leaving is closed when Run's graceful stop begins (stopShards): a
+	// planned hand-over still waiting for its records then stops waiting
+	// longer than a stop would.
+	leaving chan struct{}
 	// self is this worker's row as the last heartbeat returned it, so that
 	// unregister need not read the table; zero (unknown) after a heartbeat
 	// failed, which may have been applied all the same.
@@ -100,6 +104,7 @@ func New(cfg Config) (*Consumer, error) {
 		ended:    make(chan struct{}, 1),
 		fan:      newFanOut(&cfg),
 		shutdown: make(chan struct{}),
+		leaving:  make(chan struct{}),
 		ran:      make(chan struct{}),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
@@ -321,6 +326,7 @@ func (c *Consumer) stopShards() {
 	c.mu.Lock()
 	c.stopped = true
 	c.mu.Unlock()
+	close(c.leaving)
 	req := stopRequest{reason: stopShutdown, ctx: c.stopContext()}
 	held := c.heldShards()
 	for _, s := range held {

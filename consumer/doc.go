@@ -80,15 +80,21 @@
 //     leases. It takes free and expired leases (those of dead workers) up
 //     to its share; short of that, it asks the busiest workers for leases
 //     (lease.Store.RequestHandoff). The owner that sees the request stops
-//     reading the shard, lets its records in flight settle (at most
-//     Config.ShutdownTimeout), and transfers the lease with its last
-//     checkpoint in one conditional write (lease.Store.Transfer); the new
-//     owner reads on from that checkpoint, so a planned move
-//     re-delivers nothing that settled. Past the timeout the owner cancels
-//     the shard's handlers and waits, as long again, for the shard's writes
-//     under way to return before it transfers, so that a copy does not land
-//     after the transfer (a write whose answer never came may still land:
-//     its record then has a second copy). The new owner starts a lease handed
+//     reading the shard, lets its records in flight settle, and transfers
+//     the lease with its last checkpoint in one conditional write
+//     (lease.Store.Transfer); the new owner reads on from that checkpoint,
+//     so a planned move re-delivers nothing that settled. A move is not
+//     urgent: past Config.ShutdownTimeout the owner keeps waiting, up to
+//     handOverPatience (5 minutes) more, with the lease renewed and the
+//     handlers running, and writes that fail are made again meanwhile, so
+//     a slow handler or a throttled copy settles its record before the
+//     transfer; only records waiting for an in-process retry are given up
+//     (they come again). After the patience, or at once when Run's stop
+//     begins, the owner cancels the shard's handlers and waits, up to
+//     max(ShutdownTimeout, 30 s), for the shard's writes under way to
+//     return before it transfers, so that a copy does not land after the
+//     transfer (a write whose answer never came may still land: its
+//     record then has a second copy). The new owner starts a lease handed
 //     to it only after renewing it on the counter it read (a stale read
 //     starts nothing), and the old owner never takes up again a lease it is
 //     handing over, though its row names it until the transfer. At start-up

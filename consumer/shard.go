@@ -314,17 +314,31 @@ func (s *shard) stop(req stopRequest, fence *time.Timer) (stopReason, error) {
 // drain stops reading for good, gives up the records waiting for a retry
 // (they come again from the checkpoint, to the lease's next holder) and
 // waits for the records in flight to settle: at most ShutdownTimeout (or
-// until req.ctx ends); then, with the handlers' contexts cancelled (nothing
-// more starts), for the handlers to return and the writes under way to
-// end, at most ShutdownTimeout or a write round (writeTimeout), whichever
-// is longer: a copy or dead letter under way must not land after the
-// lease's last write, whose checkpoint is before its record. It returns
-// req.reason, or the abrupt reason that cut it short.
+// until req.ctx ends). A planned hand-over then waits longer, up to
+// handOverPatience more, with its handlers running and the lease renewed,
+// for the records still in flight (a slow handler, a write made again) to
+// settle, so that the move re-delivers nothing; it stops waiting when Run's
+// graceful stop begins. Past that, with the handlers' contexts cancelled
+// (nothing more starts), it waits for the handlers to return and the
+// writes under way to end, at most ShutdownTimeout or a write round
+// (writeTimeout), whichever is longer: a copy or dead letter under way
+// must not land after the lease's last write, whose checkpoint is before
+// its record. It returns req.reason, or the abrupt reason that cut it
+// short.
 func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 	c := s.c
 	s.stopReading()
 	c.sess.Quiesce(s.es)
-	idle, cut := s.waitIdle(req.ctx, c.cfg.ShutdownTimeout, fence)
+	var ended <-chan struct{}
+	if req.ctx != nil {
+		ended = req.ctx.Done()
+	}
+	idle, cut := s.waitIdle(ended, c.cfg.ShutdownTimeout, fence)
+	if !idle && !cut && req.reason == stopHandedOver {
+		c.log.LogAttrs(context.Background(), slog.LevelInfo, "consumer: records still in flight after the shutdown timeout; the hand-over waits for them, the lease held",
+			slog.String(attrShardID, s.id), slog.Int("in_flight", s.es.Inflight()), slog.Duration("at_most", handOverPatience))
+		idle, cut = s.waitIdle(c.leaving, handOverPatience, fence)
+	}
 	if cut {
 		return s.abortReason()
 	}
@@ -334,6 +348,7 @@ func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 	c.log.LogAttrs(context.Background(), slog.LevelWarn, "consumer: records still in flight after the shutdown timeout; their handlers' contexts are cancelled",
 		slog.String(attrShardID, s.id), slog.String("stop", req.reason.String()), slog.Int("in_flight", s.es.Inflight()))
 	s.stopWork()
+	c.sess.FenceEnded()
 	idle, cut = s.waitIdle(nil, max(c.cfg.ShutdownTimeout, writeTimeout), fence)
 	if cut {
 		return s.abortReason()
@@ -345,16 +360,17 @@ func (s *shard) drain(req stopRequest, fence *time.Timer) stopReason {
 	return req.reason
 }
 
+// handOverPatience is how much longer than ShutdownTimeout a planned
+// hand-over waits for its records in flight before it cancels their
+// handlers (see drain).
+const handOverPatience = 5 * time.Minute
+
 // waitIdle waits until no record of the shard is in flight (idle), for at
-// most d or until ctx (may be nil) ends, or until the shard must stop at
-// once (cut: lost, or its fence lapsed meanwhile).
-func (s *shard) waitIdle(ctx context.Context, d time.Duration, fence *time.Timer) (idle, cut bool) {
+// most d or until ended (may be nil) is closed, or until the shard must stop
+// at once (cut: lost, or its fence lapsed meanwhile).
+func (s *shard) waitIdle(ended <-chan struct{}, d time.Duration, fence *time.Timer) (idle, cut bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	var ended <-chan struct{}
-	if ctx != nil {
-		ended = ctx.Done()
-	}
 	for {
 		select {
 		case <-s.es.Idle():

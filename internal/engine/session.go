@@ -490,6 +490,12 @@ func (s *Session) Quiesce(sh *Shard) {
 	s.mu.Unlock()
 }
 
+// FenceEnded tells the session that a shard's fence context ended (its
+// records may no longer start or be written): that shard's writes waiting
+// to be made again end at once instead of after their backoff, so that a
+// stopping shard need not wait for them.
+func (s *Session) FenceEnded() { s.w.unfence() }
+
 // Wait (Lambda mode) waits until every submitted record was handled and
 // every write that can be made was made, or until the cut-off (then it
 // waits for the writes of what settled by then, up to the write deadline).

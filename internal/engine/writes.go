@@ -220,6 +220,10 @@ type writer struct {
 	// go out together in the next round instead of one call each.
 	finishing int
 	draining  bool // no new write comes; end when idle
+	// unfenced is set when a shard's fence ended (Session.Unfenced): the
+	// next look at later writes takes those of shards no longer live at
+	// once, so that they end (stale) without waiting out their backoff.
+	unfenced bool
 	closed    bool // no write is accepted or started
 	started   bool // the workers run (from the first write on)
 	waiters   int
@@ -398,6 +402,36 @@ func (w *writer) idleLocked() bool {
 	return w.inflight == 0 && len(w.ready) == 0 && len(w.later) == 0
 }
 
+// takeDeadLocked makes the later writes of records that can no longer be
+// written (their shard's fence ended, or they are stale) ready at once: the
+// next round ends them without a call, so a stopping shard does not wait
+// for their backoff.
+func (w *writer) takeDeadLocked() {
+	keep := w.later[:0]
+	for _, wr := range w.later {
+		if wr.d.Stale() || !wr.d.shard.Live() {
+			wr.heapIdx = -1
+			w.ready = append(w.ready, wr)
+			w.dueLocked(wr)
+			continue
+		}
+		wr.heapIdx = len(keep)
+		keep = append(keep, wr)
+	}
+	clear(w.later[len(keep):])
+	w.later = keep
+	heap.Init(&w.later)
+}
+
+// unfence wakes the writer to end the later writes of a shard whose fence
+// ended (see takeDeadLocked).
+func (w *writer) unfence() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unfenced = true
+	w.broadcastLocked()
+}
+
 // next waits for ready writes and takes a round of them: at most
 // publish.MaxBatchRecords. It returns nil when the writer ends.
 func (w *writer) next() []*write {
@@ -410,6 +444,10 @@ func (w *writer) next() []*write {
 		}
 	}()
 	for {
+		if w.unfenced {
+			w.unfenced = false
+			w.takeDeadLocked()
+		}
 		for len(w.later) > 0 && time.Until(w.later[0].notBefore) <= 0 {
 			wr := heap.Pop(&w.later).(*write)
 			w.ready = append(w.ready, wr)
@@ -612,16 +650,18 @@ func (w *writer) finish(wr *write, err error) {
 
 // again (long-running mode) reports whether wr, which failed with err,
 // is made again rather than leaving its record unsettled: unless the
-// writer is stopping (its context ended), the record's shard is being
-// handed over, stopped or lost, or the session stops — then the record
-// comes again from the checkpoint, as any unsettled record does — or the
-// write can never be made (too large).
+// writer is stopping (its context ended), the record's shard is no longer
+// live (lost, fenced, or its stop cancelled its handlers), or the session
+// stops — then the record comes again from the checkpoint, as any
+// unsettled record does — or the write can never be made (too large). A
+// shard being handed over or stopping gracefully still makes its writes
+// again while it waits for its records: a write that lands settles its
+// record, so the next owner does not handle it again.
 func (w *writer) again(wr *write, err error) bool {
 	if w.ordered || w.ctx.Err() != nil || tooLarge(err) || errors.Is(err, errNoPublisher) {
 		return false
 	}
-	sh := wr.d.shard
-	return sh.Live() && !sh.quiescing.Load() && !w.s.isStopping()
+	return wr.d.shard.Live() && !w.s.isStopping()
 }
 
 // unout (ordered) counts wr no longer out, before its record settles: were
