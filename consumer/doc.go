@@ -49,8 +49,9 @@
 //     once (reason "fenced"): its reader stops, no further record of it
 //     starts, its running handlers' contexts are cancelled, and nothing more
 //     is written for it — no checkpoint, and no copy, dead letter or delay
-//     message (a write round ends by the earliest such deadline among its
-//     shards). Another worker counts the lease expired at the earliest D
+//     message (a write round ends when the fence of one of its shards
+//     lapses: at its deadline as the renewals made while the round is on
+//     the wire move it, so a slow round the renewals outlive is not cut). Another worker counts the lease expired at the earliest D
 //     after it read the counter of that write, which it read after the
 //     write started, so the first worker stops at least D/10 before the
 //     second may take the lease. The check runs before every hand-off of a

@@ -334,3 +334,56 @@ func TestStopEndsWritesWaitingToBeMadeAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowWriteOutlivesRenewals: a copy whose PutRecords takes longer than
+// the fence (5 s against 0.9 × a 3 s lease) is not cut at the fence's
+// deadline as it stood when the write began: the renewals made meanwhile
+// move it, so the write completes, once, and the record settles. (Before,
+// every attempt was cut at 2.7 s and made again, so with a Kinesis this
+// slow the copy was never written; with one that applied the cut writes,
+// each attempt was an extra copy.) A fence that lapses still ends the
+// round: TestCutOffWorkerFencesItself.
+func TestSlowWriteOutlivesRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		id := shardID(0)
+		f.put(id, "k", "slow-copy")
+		k := awsfake.NewKinesis() // copies go here
+		k.Delay = 5 * time.Second
+		h := newRecorder()
+		h.outcome = func(m *message.Message) message.Outcome {
+			if m.Attempt == 1 {
+				return message.Retry(errors.New("downstream failed"))
+			}
+			return message.Ack()
+		}
+		var failed atomic.Int64
+		hooks := observe.NewSet(onWrite(func(w observe.Write) {
+			if w.Err != nil {
+				failed.Add(1)
+			}
+		}))
+		store := lease.NewMemory()
+		ec := engineConfig{Handler: h, Policy: retry.Policy{MaxAttempts: 3}, Publisher: newPublisher(t, k), Hooks: hooks}
+		_, stop := run(t, Config{Kinesis: f, Store: store, Start: TrimHorizon(), Owner: "w1", LeaseDuration: 3 * time.Second}, ec)
+		waitFor(t, "the copy", func() bool { return len(k.Written()) == 1 })
+		time.Sleep(20 * time.Second)
+		stop()
+		if n := len(k.Written()); n != 1 {
+			t.Errorf("%d copies written, want 1", n)
+		}
+		if n := failed.Load(); n != 0 {
+			t.Errorf("%d writes failed, want 0 (cut at the fence's first deadline)", n)
+		}
+		if got := h.times()["slow-copy"]; got != 1 {
+			t.Errorf("the record was handled %d times, want 1", got)
+		}
+		l, err := store.Get(context.Background(), lease.Key{Stream: testStream, ShardID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Checkpoint == "" || l.Checkpoint == lease.TrimHorizon {
+			t.Errorf("checkpoint %q: the record did not settle", l.Checkpoint)
+		}
+	})
+}

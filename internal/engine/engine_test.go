@@ -901,3 +901,63 @@ func TestFenceLapse(t *testing.T) {
 		s.Stop(stopCtx, time.Second)
 	})
 }
+
+// TestWriteRoundFollowsTheFence: a round of writes (long-running mode) ends
+// when the fence of its shard lapses, at the fence's deadline as it stands
+// while the round is on the wire: a PutRecords call that takes 5 s
+// completes when the fence (2 s ahead) is extended every second meanwhile,
+// and is cut at the deadline when it is not — nothing of a shard is still
+// being written once another worker may have taken its lease.
+func TestWriteRoundFollowsTheFence(t *testing.T) {
+	for _, renewed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("renewed=%v", renewed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+					return message.Retry(errors.New("downstream failed"))
+				})
+				w := newWorld(t, h)
+				w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
+				if arn := w.k.CreateStream("orders", 1); arn != testARN {
+					t.Fatalf("stream %s, want %s", arn, testARN)
+				}
+				w.k.Delay = 5 * time.Second
+				e := w.engine(t)
+				sh := engine.NewShard("fenced", engine.Hooks{})
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				sh.Fence(ctx)
+				sh.Extend(time.Now().Add(2 * time.Second))
+				d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte("r0"), PartitionKey: "a",
+					SequenceNumber: "1000", ShardID: "fenced", StreamARN: testARN, Attempt: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 1})
+				start := time.Now()
+				if err := s.Submit(t.Context(), d); err != nil {
+					t.Fatal(err)
+				}
+				if renewed {
+					for range 6 {
+						time.Sleep(time.Second)
+						sh.Extend(time.Now().Add(2 * time.Second))
+					}
+				} else {
+					time.Sleep(6 * time.Second)
+				}
+				synctest.Wait()
+				written := len(w.k.Records(testARN))
+				switch {
+				case renewed && (written != 1 || firstUnsettled(sh) != ""):
+					t.Errorf("renewed: %d copies written, first unsettled %q; want 1 and none", written, firstUnsettled(sh))
+				case !renewed && (written != 0 || firstUnsettled(sh) != "1000" || sh.Live()):
+					t.Errorf("lapsed: %d copies written, first unsettled %q, live %v; want 0, 1000, false", written, firstUnsettled(sh), sh.Live())
+				}
+				t.Logf("%v after the submit: %d written", time.Since(start), written)
+				stopCtx, stop := context.WithTimeout(t.Context(), time.Second)
+				defer stop()
+				s.Stop(stopCtx, time.Second)
+			})
+		})
+	}
+}

@@ -101,8 +101,9 @@ type SessionConfig struct {
 	// at once (default 4).
 	WriteCalls int
 	// WriteTimeout (long-running mode) bounds one round of writes, retries
-	// included (default 30s); a write that fails within it leaves its record
-	// unsettled, to be delivered again.
+	// included (default 30s); the lapse of a fence of its shards ends it
+	// sooner. A write that fails within it is made again (writer.again) or
+	// leaves its record unsettled, to be delivered again.
 	WriteTimeout time.Duration
 }
 

@@ -523,9 +523,9 @@ func (w *writer) write(round []*write) {
 	cfg := &w.s.e.cfg
 	ctx := w.ctx
 	if !w.ordered {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, w.roundDeadline(round))
-		defer cancel()
+		var end func()
+		ctx, end = w.roundContext(round)
+		defer end()
 	}
 	errs := make([]error, len(round))
 	var recs []publish.Record
@@ -576,18 +576,60 @@ func (w *writer) write(round []*write) {
 	w.mu.Unlock()
 }
 
-// roundDeadline (long-running mode) is when a round of writes must end: a
-// WriteTimeout from now, or sooner the deadline of the fence of a shard with
-// a write in it (see Shard.Fence), so that no write of a shard can still be
-// under way once another worker may have taken its lease.
-func (w *writer) roundDeadline(round []*write) time.Time {
-	at := time.Now().Add(w.s.cfg.WriteTimeout)
+// roundContext (long-running mode) returns the context of a round of
+// writes and the function that ends it (call it once the round is done).
+// The context ends WriteTimeout after the round began, or when the fence of
+// a shard with a write in it lapses: at the fence's deadline as the
+// renewals of its lease move it while the round is on the wire (see
+// Shard.Fence), so that no write of a shard can still be under way once
+// another worker may have taken its lease, yet a round slower than a
+// fence (a slow or saturated Kinesis) that the renewals outlive is not cut
+// — a cut write may have been applied, and is made again: a second copy.
+func (w *writer) roundContext(round []*write) (context.Context, func()) {
+	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.WriteTimeout)
+	at, fenced := fenceDeadline(round)
+	if !fenced {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			at, _ := fenceDeadline(round)
+			if wait := time.Until(at); wait > 0 {
+				t.Reset(wait) // renewed meanwhile
+				continue
+			}
+			cancel()
+			return
+		}
+	})
+	return ctx, func() {
+		close(done)
+		wg.Wait()
+		cancel()
+	}
+}
+
+// fenceDeadline returns the earliest deadline of the fences of the shards
+// with a write in round, as it stands now; fenced is false when none of
+// them has a fence.
+func fenceDeadline(round []*write) (at time.Time, fenced bool) {
 	for _, wr := range round {
-		if u, ok := wr.d.shard.Deadline(); ok && u.Before(at) {
-			at = u
+		if u, ok := wr.d.shard.Deadline(); ok && (!fenced || u.Before(at)) {
+			at, fenced = u, true
 		}
 	}
-	return at
+	return at, fenced
 }
 
 // errStale marks a write dropped because its record's shard was sought or
