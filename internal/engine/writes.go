@@ -224,11 +224,11 @@ type writer struct {
 	// next look at later writes takes those of shards no longer live at
 	// once, so that they end (stale) without waiting out their backoff.
 	unfenced bool
-	closed    bool // no write is accepted or started
-	started   bool // the workers run (from the first write on)
-	waiters   int
-	changed   chan struct{} // nil until someone waits (changedLocked)
-	workers   sync.WaitGroup
+	closed   bool // no write is accepted or started
+	started  bool // the workers run (from the first write on)
+	waiters  int
+	changed  chan struct{} // nil until someone waits (changedLocked)
+	workers  sync.WaitGroup
 	// npending counts the writes waiting for their turn, so that a settlement with
 	// none waiting (the common case) does not take mu. It grows under mu
 	// before the record's shard is looked at, so a settlement that the
