@@ -521,11 +521,9 @@ func (w *writer) work() {
 // each SQS queue with SendBatch, all at once; then finishes each write.
 func (w *writer) write(round []*write) {
 	cfg := &w.s.e.cfg
-	ctx := w.ctx
+	ctx, end := w.ctx, func() {}
 	if !w.ordered {
-		var end func()
 		ctx, end = w.roundContext(round)
-		defer end()
 	}
 	errs := make([]error, len(round))
 	var recs []publish.Record
@@ -564,6 +562,7 @@ func (w *writer) write(round []*write) {
 		})
 	}
 	wg.Wait()
+	end() // before the writes finish: their records' memory may be reused then
 	w.mu.Lock()
 	w.finishing++
 	w.mu.Unlock()
@@ -587,7 +586,15 @@ func (w *writer) write(round []*write) {
 // — a cut write may have been applied, and is made again: a second copy.
 func (w *writer) roundContext(round []*write) (context.Context, func()) {
 	ctx, cancel := context.WithTimeout(w.ctx, w.s.cfg.WriteTimeout)
-	at, fenced := fenceDeadline(round)
+	// The shards, not the writes: a write's record may be reused once it
+	// finished.
+	var shards []*Shard
+	for _, wr := range round {
+		if sh := wr.d.shard; !slices.Contains(shards, sh) {
+			shards = append(shards, sh)
+		}
+	}
+	at, fenced := fenceDeadline(shards)
 	if !fenced {
 		return ctx, cancel
 	}
@@ -604,7 +611,7 @@ func (w *writer) roundContext(round []*write) (context.Context, func()) {
 				return
 			case <-t.C:
 			}
-			at, _ := fenceDeadline(round)
+			at, _ := fenceDeadline(shards)
 			if wait := time.Until(at); wait > 0 {
 				t.Reset(wait) // renewed meanwhile
 				continue
@@ -620,12 +627,11 @@ func (w *writer) roundContext(round []*write) (context.Context, func()) {
 	}
 }
 
-// fenceDeadline returns the earliest deadline of the fences of the shards
-// with a write in round, as it stands now; fenced is false when none of
-// them has a fence.
-func fenceDeadline(round []*write) (at time.Time, fenced bool) {
-	for _, wr := range round {
-		if u, ok := wr.d.shard.Deadline(); ok && (!fenced || u.Before(at)) {
+// fenceDeadline returns the earliest deadline of the fences of shards, as
+// it stands now; fenced is false when none of them has a fence.
+func fenceDeadline(shards []*Shard) (at time.Time, fenced bool) {
+	for _, sh := range shards {
+		if u, ok := sh.Deadline(); ok && (!fenced || u.Before(at)) {
 			at, fenced = u, true
 		}
 	}
