@@ -220,7 +220,7 @@ type writer struct {
 	// go out together in the next round instead of one call each.
 	finishing int
 	draining  bool // no new write comes; end when idle
-	// unfenced is set when a shard's fence ended (Session.Unfenced): the
+	// unfenced is set when a shard's fence ended (Session.FenceEnded): the
 	// next look at later writes takes those of shards no longer live at
 	// once, so that they end (stale) without waiting out their backoff.
 	unfenced bool
