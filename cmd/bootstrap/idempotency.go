@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,15 +27,18 @@ const (
 
 // idempotencyCommand implements `bootstrap idempotency init`.
 func idempotencyCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	const synopsis = "bootstrap idempotency init [-table T]   create the idempotency table (PAY_PER_REQUEST,\n                                        hash key id, time to live on expiration)"
 	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintln(stderr, "usage: bootstrap idempotency init [-table NAME]")
+		fmt.Fprintf(stderr, "Usage:\n%s\n", indent(synopsis))
+		if len(args) > 0 && isHelp(args[0]) {
+			return 0
+		}
 		return 2
 	}
-	fs := flag.NewFlagSet("bootstrap idempotency init", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	table := fs.String("table", getenv(envIdempotencyTable), "DynamoDB idempotency table")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	fs := newFlagSet("bootstrap idempotency init", synopsis, stderr)
+	table := fs.String("table", getenv(envIdempotencyTable), "DynamoDB idempotency table (default: "+envIdempotencyTable+")")
+	if code, done := parseFlags(fs, args[1:]); done {
+		return code
 	}
 	if *table == "" {
 		fmt.Fprintln(stderr, "bootstrap idempotency init: -table (or "+envIdempotencyTable+") is required")

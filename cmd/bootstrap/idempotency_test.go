@@ -72,8 +72,8 @@ func TestIdempotencyCommandUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"idempotency"}, "usage: bootstrap idempotency init"},
-		{[]string{"idempotency", "show"}, "usage: bootstrap idempotency init"},
+		{[]string{"idempotency"}, "bootstrap idempotency init [-table T]"},
+		{[]string{"idempotency", "show"}, "bootstrap idempotency init [-table T]"},
 		{[]string{"idempotency", "init"}, "-table (or LAMBDAADAPTER_IDEMPOTENCY_TABLE) is required"},
 		{[]string{"idempotency", "init", "-tabel", "x"}, "flag provided but not defined"},
 	} {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -24,13 +23,12 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	if create {
 		args = args[1:]
 	}
-	fs := flag.NewFlagSet("bootstrap leases", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table")
-	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name (for listing)")
+	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\nbootstrap leases init -table T        create the lease table (PAY_PER_REQUEST)", stderr)
+	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table (default: LAMBDAADAPTER_LEASE_TABLE)")
+	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name, for listing (default: LAMBDAADAPTER_STREAM)")
 	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease or a worker would expire")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	if *table == "" {
 		fmt.Fprintln(stderr, "bootstrap leases: -table (or LAMBDAADAPTER_LEASE_TABLE) is required")

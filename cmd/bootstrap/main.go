@@ -88,6 +88,9 @@
 // SIGTERM stops it gracefully: reading stops, records in flight settle, the
 // checkpoints are written and the leases released.
 //
+// bootstrap help (or -h) lists the commands; bootstrap help leases and
+// bootstrap help idempotency show a command's flags.
+//
 // Lease table commands:
 //
 //	bootstrap leases init -table NAME    create the table (PAY_PER_REQUEST)
@@ -106,6 +109,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,16 +134,28 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "leases" {
-		return leasesCommand(args[1:], getenv, stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "idempotency" {
-		return idempotencyCommand(args[1:], getenv, stdout, stderr)
+	if len(args) > 0 {
+		switch {
+		case args[0] == "leases":
+			return leasesCommand(args[1:], getenv, stdout, stderr)
+		case args[0] == "idempotency":
+			return idempotencyCommand(args[1:], getenv, stdout, stderr)
+		case isHelp(args[0]):
+			return helpCommand(args[1:], getenv, stdout, stderr)
+		}
 	}
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage+"\nFlags of the run:\n"); fs.PrintDefaults() }
 	mode := fs.String("mode", getenv("LAMBDAADAPTER_MODE"), "lambda (default) or ecs: a long-running service reading the stream itself")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bootstrap: unknown command %q (bootstrap help lists them)\n", fs.Arg(0))
 		return 2
 	}
 	m, err := lambdaadapter.ParseMode(*mode)

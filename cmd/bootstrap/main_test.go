@@ -50,3 +50,48 @@ func TestRunRejectsBadMode(t *testing.T) {
 		t.Errorf("leases without a table: code %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestHelp: help, -h and --help list the commands and exit 0 without
+// starting the Lambda runtime; a command's help shows its flags; an unknown
+// command is an error that names it, not a Lambda start.
+func TestHelp(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, args := range [][]string{{"help"}, {"-h"}, {"-help"}, {"--help"}} {
+		var out, errb strings.Builder
+		code := run(args, noEnv, &out, &errb)
+		if code != 0 || errb.Len() != 0 {
+			t.Errorf("%v: code %d, stderr %q", args, code, errb.String())
+		}
+		for _, want := range []string{"bootstrap [-mode=lambda|ecs]", "bootstrap leases -table T -stream S", "bootstrap leases init", "bootstrap idempotency init", "go doc"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: help lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"help", "leases"}, []string{"bootstrap leases init -table T", "-stream", "-lease-duration"}},
+		{[]string{"leases", "-h"}, []string{"bootstrap leases init -table T", "-stream", "-lease-duration"}},
+		{[]string{"help", "idempotency"}, []string{"bootstrap idempotency init", "-table"}},
+		{[]string{"idempotency", "init", "-h"}, []string{"bootstrap idempotency init", "-table"}},
+	} {
+		var out, errb strings.Builder
+		if code := run(c.args, noEnv, &out, &errb); code != 0 {
+			t.Errorf("%v: code %d, stderr %q", c.args, code, errb.String())
+		}
+		got := out.String() + errb.String()
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%v: lacks %q:\n%s", c.args, w, got)
+			}
+		}
+	}
+	for _, args := range [][]string{{"leaes"}, {"-mode=ecs", "extra"}, {"help", "nope"}} {
+		var out, errb strings.Builder
+		if code := run(args, noEnv, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
+			t.Errorf("%v: code %d, stderr %q; want 2 and an unknown command", args, code, errb.String())
+		}
+	}
+}

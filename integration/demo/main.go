@@ -756,7 +756,7 @@ type proc struct {
 // start starts cmd in a process group of its own (Ctrl-C reaches the demo,
 // which stops it), records its pid, and stops it with stopAll.
 func (p *procs) start(name string, cmd *exec.Cmd, rie bool) (*proc, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	ownProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -799,7 +799,7 @@ func (pr *proc) terminate(grace time.Duration) error {
 		// (On SIGTERM the RIE kills it too, but takes 1.7 s to exit.)
 		kids := childPIDs(pr.cmd.Process.Pid)
 		for _, pid := range kids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killPID(pid)
 		}
 		if len(kids) > 0 {
 			deadline := time.Now().Add(grace)
