@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build build-AdapterFunction tools standins test unit integration soak soak-regressions bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo clean
+.PHONY: all build build-AdapterFunction tools standins test unit integration soak soak-regressions bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo api clean
 
 all: build test
 
@@ -118,6 +118,10 @@ test-arm64:
 		(cd $$p && qemu-aarch64 ../../bin/arm64-$$(basename $$p).test -test.run . -test.count 1) || exit 1; \
 		echo "ok arm64 $$p"; \
 	done
+
+# The exported names the module offers its users, per package (scripts/apisurface).
+api:
+	$(GO) run ./scripts/apisurface
 
 # Everything end to end on local stand-ins (installs and stops them itself).
 demo:
