@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,14 +60,18 @@ func (l *callLog) cancel(p string) {
 func (l *callLog) snapshot() (n, cancelled map[string]int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, cancelled = map[string]int{}, map[string]int{}
-	for k, v := range l.n {
-		n[k] = v
+	return maps.Clone(l.n), maps.Clone(l.cancelled)
+}
+
+// handledOnce fails t for each record of n (handler calls per payload)
+// handled other than once.
+func handledOnce(t *testing.T, n map[string]int) {
+	t.Helper()
+	for p, c := range n {
+		if c != 1 {
+			t.Errorf("%s handled %d times, want 1", p, c)
+		}
 	}
-	for k, v := range l.cancelled {
-		cancelled[k] = v
-	}
-	return n, cancelled
 }
 
 func (l *callLog) started(prefix string) int {
@@ -131,11 +136,7 @@ func TestHandOverWaitsForSlowHandler(t *testing.T) {
 		stopB()
 		stopA()
 		n, cancelled := l.snapshot()
-		for p, c := range n {
-			if c != 1 {
-				t.Errorf("%s handled %d times, want 1", p, c)
-			}
-		}
+		handledOnce(t, n)
 		if len(n) != 12 {
 			t.Errorf("%d records handled, want 12: %v", len(n), n)
 		}
@@ -267,11 +268,7 @@ func TestHandOverMakesFailedWritesAgain(t *testing.T) {
 		stopB()
 		stopA()
 		n, _ := l.snapshot()
-		for p, c := range n {
-			if c != 1 {
-				t.Errorf("%s handled %d times, want 1", p, c)
-			}
-		}
+		handledOnce(t, n)
 		if w := len(k.Written()); w != 2 {
 			t.Errorf("%d copies written, want 2", w)
 		}
