@@ -270,3 +270,37 @@ func classifyEntry(code string, senderFault bool) class {
 	}
 	return classRetryable
 }
+
+// noAnswer reports whether err, the error of one attempt of a call, leaves
+// open whether the service applied the call: no AWS answer came (the
+// connection was reset or cut, the attempt or the caller's context ran out,
+// the answer could not be read, or a success answer did not say what became
+// of the write). An AWS error answer (throttling, a 4xx or a 5xx) is taken
+// as the call not applied: AWS documents those as failures.
+func noAnswer(err error) bool {
+	var bad badResponse
+	if errors.As(err, &bad) {
+		return true
+	}
+	var resp *smithyhttp.ResponseError
+	if errors.As(err, &resp) && resp.Response != nil && resp.HTTPStatusCode() != 0 {
+		// An answer came; it was not readable only if it was a success.
+		return resp.HTTPStatusCode() < 300
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return false
+	}
+	var dial *net.OpError
+	if errors.As(err, &dial) && dial.Op == "dial" {
+		return false // the request never left
+	}
+	var (
+		send   *smithyhttp.RequestSendError
+		deser  *smithy.DeserializationError
+		netErr net.Error
+	)
+	return errors.As(err, &send) || errors.As(err, &deser) || errors.As(err, &netErr) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}

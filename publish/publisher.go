@@ -93,6 +93,14 @@ type Result struct {
 	ShardID        string
 	SequenceNumber string
 	Err            error
+	// Unanswered is true when an attempt to write the record got no answer
+	// (a connection reset or cut, a timeout, an answer that could not be
+	// read), whether the publisher or the SDK's retryer made the next one:
+	// Kinesis may then hold the record once more than Err says — twice
+	// when Err is nil, once when it is not. An AWS error answer
+	// (throttling, a 5xx, a failed entry) is taken as not written and
+	// does not set it; neither does a connection that was never made.
+	Unanswered bool
 }
 
 // config is what the Options of a Publisher set.
@@ -344,19 +352,24 @@ func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, er
 		in.ExplicitHashKey = &req.hashKey
 	}
 	var (
-		last      error
-		lastClass class
+		last       error
+		lastClass  class
+		unanswered bool
 	)
+	fail = func(err error) (Result, error) { return Result{Err: err, Unanswered: unanswered}, err }
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fail(gaveUp(op, last, lastClass, err))
 		}
-		out, err := p.k.PutRecord(ctx, in)
+		n := getNote()
+		out, err := p.k.PutRecord(ctx, in, n.kinesis[:]...)
+		unanswered = n.done(err) || unanswered
 		if err == nil {
 			if out != nil && out.SequenceNumber != nil && *out.SequenceNumber != "" {
-				return Result{ShardID: deref(out.ShardId), SequenceNumber: *out.SequenceNumber}, nil
+				return Result{ShardID: deref(out.ShardId), SequenceNumber: *out.SequenceNumber, Unanswered: unanswered}, nil
 			}
 			err = badResponse("response without a sequence number")
+			unanswered = true
 		}
 		c := classifyCall(ctx, err)
 		switch c {
@@ -405,6 +418,8 @@ type item struct {
 	data      []byte
 	last      error
 	lastClass class
+	// unanswered: a call that carried the item got no answer (noAnswer).
+	unanswered bool
 }
 
 // errUnsettled marks a result not yet settled. It never escapes PutBatch
@@ -431,6 +446,8 @@ var errUnsettled = errors.New("publish: entry not settled")
 // throttling), and later requests still go out if ctx has time left. An
 // entry is never reported written when it was not; one reported failed may
 // have been written by a call cut short, so retrying it may duplicate it.
+// Result.Unanswered says which entries a call without an answer carried, so
+// that a caller can tell where duplicates may be.
 //
 // PutBatch encodes into pooled buffers and is safe for concurrent use.
 func (p *Publisher) PutBatch(ctx context.Context, rs []Record) []Result {
@@ -575,13 +592,20 @@ func (b *batch) send(ctx context.Context, chunk []int) {
 			entries = append(entries, e)
 		}
 		b.s.entries, in.Records = entries, entries
-		out, err := b.p.k.PutRecords(ctx, in)
+		n := getNote()
+		out, err := b.p.k.PutRecords(ctx, in, n.kinesis[:]...)
+		seen := n.done(err)
 		if err == nil && (out == nil || len(out.Records) != len(pending)) {
 			n := 0
 			if out != nil {
 				n = len(out.Records)
 			}
 			err = badResponse(fmt.Sprintf("response with %d entries for %d records", n, len(pending)))
+		}
+		if _, bad := err.(badResponse); seen || bad {
+			for _, j := range pending {
+				b.items[j].unanswered = true
+			}
 		}
 		var lastErr error
 		if err != nil {
@@ -613,7 +637,7 @@ func (b *batch) send(ctx context.Context, chunk []int) {
 				j := pending[k]
 				it := &b.items[j]
 				if deref(e.ErrorCode) == "" && deref(e.SequenceNumber) != "" {
-					b.results[it.idx] = Result{ShardID: deref(e.ShardId), SequenceNumber: *e.SequenceNumber}
+					b.results[it.idx] = Result{ShardID: deref(e.ShardId), SequenceNumber: *e.SequenceNumber, Unanswered: it.unanswered}
 					continue
 				}
 				ee := &EntryError{Code: deref(e.ErrorCode), Message: deref(e.ErrorMessage)}
@@ -622,9 +646,9 @@ func (b *batch) send(ctx context.Context, chunk []int) {
 				}
 				switch c := classifyEntry(ee.Code, false); c {
 				case classNotFound:
-					b.results[it.idx].Err = &opError{op: b.op, what: "stream not found", cause: ee, is: []error{ErrStreamNotFound}}
+					b.results[it.idx] = Result{Err: &opError{op: b.op, what: "stream not found", cause: ee, is: []error{ErrStreamNotFound}}, Unanswered: it.unanswered}
 				case classPermanent:
-					b.results[it.idx].Err = &opError{op: b.op, cause: ee}
+					b.results[it.idx] = Result{Err: &opError{op: b.op, cause: ee}, Unanswered: it.unanswered}
 				default:
 					it.last, it.lastClass = ee, c
 					lastErr = ee
@@ -647,13 +671,14 @@ func (b *batch) send(ctx context.Context, chunk []int) {
 
 func (b *batch) fail(pending []int, err error) {
 	for _, j := range pending {
-		b.results[b.items[j].idx].Err = err
+		it := &b.items[j]
+		b.results[it.idx] = Result{Err: err, Unanswered: it.unanswered}
 	}
 }
 
 func (b *batch) giveUp(pending []int, why error) {
 	for _, j := range pending {
 		it := &b.items[j]
-		b.results[it.idx].Err = gaveUp(b.op, it.last, it.lastClass, why)
+		b.results[it.idx] = Result{Err: gaveUp(b.op, it.last, it.lastClass, why), Unanswered: it.unanswered}
 	}
 }

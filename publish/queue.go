@@ -60,6 +60,10 @@ type QueueMessage struct {
 type QueueResult struct {
 	MessageID string
 	Err       error
+	// Unanswered is true when an attempt to send the message got no answer
+	// (see Result.Unanswered): the queue may then hold it once more than
+	// Err says.
+	Unanswered bool
 }
 
 // queueConfig is what the QueueOptions of a Queue set.
@@ -268,6 +272,8 @@ type qitem struct {
 	size      int
 	last      error
 	lastClass class
+	// unanswered: a call that carried the item got no answer (noAnswer).
+	unanswered bool
 }
 
 // SendBatch sends ms to the queue at url with SendMessageBatch and returns
@@ -353,9 +359,16 @@ func (b *qbatch) send(ctx context.Context, pending []int) {
 			byID[it.id] = k
 		}
 		in.Entries = b.entries
-		out, err := b.q.c.SendMessageBatch(ctx, in)
+		n := getNote()
+		out, err := b.q.c.SendMessageBatch(ctx, in, n.sqs[:]...)
+		seen := n.done(err)
 		if err == nil && out == nil {
 			err = badResponse("empty response")
+		}
+		if _, bad := err.(badResponse); seen || bad {
+			for _, j := range pending {
+				b.items[j].unanswered = true
+			}
 		}
 		var lastErr error
 		if err != nil {
@@ -400,7 +413,7 @@ func (b *qbatch) send(ctx context.Context, pending []int) {
 			for k, j := range pending {
 				it := &b.items[j]
 				if failed[k] == nil && sent[k] != "" {
-					b.results[it.idx] = QueueResult{MessageID: sent[k]}
+					b.results[it.idx] = QueueResult{MessageID: sent[k], Unanswered: it.unanswered}
 					continue
 				}
 				ee := &EntryError{Message: "entry missing from the response"}
@@ -411,9 +424,9 @@ func (b *qbatch) send(ctx context.Context, pending []int) {
 				}
 				switch c {
 				case classNotFound:
-					b.results[it.idx].Err = &opError{op: b.op, what: "queue not found", cause: ee, is: []error{ErrQueueNotFound}}
+					b.results[it.idx] = QueueResult{Err: &opError{op: b.op, what: "queue not found", cause: ee, is: []error{ErrQueueNotFound}}, Unanswered: it.unanswered}
 				case classPermanent:
-					b.results[it.idx].Err = &opError{op: b.op, cause: ee}
+					b.results[it.idx] = QueueResult{Err: &opError{op: b.op, cause: ee}, Unanswered: it.unanswered}
 				default:
 					it.last, it.lastClass = ee, c
 					lastErr = ee
@@ -436,13 +449,14 @@ func (b *qbatch) send(ctx context.Context, pending []int) {
 
 func (b *qbatch) fail(pending []int, err error) {
 	for _, j := range pending {
-		b.results[b.items[j].idx].Err = err
+		it := &b.items[j]
+		b.results[it.idx] = QueueResult{Err: err, Unanswered: it.unanswered}
 	}
 }
 
 func (b *qbatch) giveUp(pending []int, why error) {
 	for _, j := range pending {
 		it := &b.items[j]
-		b.results[it.idx].Err = gaveUp(b.op, it.last, it.lastClass, why)
+		b.results[it.idx] = QueueResult{Err: gaveUp(b.op, it.last, it.lastClass, why), Unanswered: it.unanswered}
 	}
 }

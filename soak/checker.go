@@ -142,7 +142,8 @@ type checker struct {
 	dead    map[string]int
 	windows []Window
 	// ambiguous are the failed writes whose error leaves open whether the
-	// write was applied (AmbiguousWriteError), by process.
+	// write was applied (AmbiguousWriteError), and the writes an attempt
+	// of which got no answer (Line.Unanswered), by process.
 	ambiguous map[*Process][]Line
 }
 
@@ -185,7 +186,7 @@ func newChecker(r *Run) *checker {
 				c.ends[d] = append(c.ends[d], e)
 				c.endsID[l.ID] = append(c.endsID[l.ID], e)
 			case isWriteFailed(l.Msg):
-				if AmbiguousWriteError(l.Err) {
+				if l.Unanswered || AmbiguousWriteError(l.Err) {
 					c.ambiguous[p] = append(c.ambiguous[p], l)
 				}
 			default:

@@ -383,19 +383,39 @@ func TestCheckCopies(t *testing.T) {
 
 // TestCheckCopiesAfterAnUnansweredWrite: a copy written twice after its
 // first write ran out of its deadline (the service may have applied it) is
-// documented; after a write refused with an AWS error answer it is not.
+// documented, and so is one whose write got no answer at first and then
+// succeeded in the same round (the line's unanswered attribute); after a
+// write refused with an AWS error answer it is not.
 func TestCheckCopiesAfterAnUnansweredWrite(t *testing.T) {
+	const (
+		failed    = "lambdaadapter: writing the copy failed; the write is made again"
+		succeeded = "lambdaadapter: writing the copy failed at first without an answer, then succeeded; it may have been written twice"
+	)
 	for _, tc := range []struct {
-		err  string
-		want string
+		msg        string
+		err        string
+		unanswered bool
+		want       string
 	}{
-		{`publish: put to stream "s": gave up: context deadline exceeded: operation error Kinesis: PutRecords, https response error StatusCode: 0, RequestID: , canceled, context deadline exceeded`, "x:" + CauseWriteAgain + "/false"},
-		{`publish: put to stream "s": operation error Kinesis: PutRecords, https response error StatusCode: 400, RequestID: 1, ProvisionedThroughputExceededException: Rate exceeded`, "x:" + CauseUnexplained + "/true"},
+		{failed, `publish: put to stream "s": gave up: context deadline exceeded: operation error Kinesis: PutRecords, https response error StatusCode: 0, RequestID: , canceled, context deadline exceeded`, false, "x:" + CauseWriteAgain + "/false"},
+		{failed, `publish: put to stream "s": operation error Kinesis: PutRecords, https response error StatusCode: 400, RequestID: 1, ProvisionedThroughputExceededException: Rate exceeded`, false, "x:" + CauseUnexplained + "/true"},
+		{failed, `publish: put to stream "s": gave up while throttled: ProvisionedThroughputExceededException: Rate exceeded`, true, "x:" + CauseWriteAgain + "/false"},
+		{succeeded, "", true, "x:" + CauseWriteAgain + "/false"},
 	} {
 		f := clean()
 		f.produce("x", "kx", 0, "s0", "800", 3)
 		f.handle("w1", "s0", "800", "x", 1, 4, 0.1, "outage")
-		f.log("w1", Line{Time: f.at(4.2), Msg: "lambdaadapter: writing the copy failed; the write is made again", ShardID: "s0", Seq: "800", Key: "kx", Attempt: 1, Err: tc.err})
+		// The line as the engine writes it, through ParseLine.
+		raw, err := json.Marshal(map[string]any{"time": f.at(4.2), "msg": tc.msg, "shard_id": "s0", "sequence_number": "800",
+			"partition_key": "kx", "attempt": 1, "error": tc.err, "unanswered": tc.unanswered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := ParseLine(raw)
+		if !ok || !Relevant(l.Msg) {
+			t.Fatalf("line %s: parsed %v, relevant %v", raw, ok, Relevant(l.Msg))
+		}
+		f.log("w1", l)
 		f.handle("w1", "s0", "801", "x", 2, 5, 0.1, "ack")
 		f.run.Stream = append(f.run.Stream,
 			StreamRecord{Mode: ModeECS, Shard: "s0", Seq: "801", ID: "x", RetryCount: 1},

@@ -80,6 +80,10 @@ type Line struct {
 	// Err is the error of a failed write ("lambdaadapter: writing the
 	// copy failed; ...").
 	Err string `json:",omitempty"`
+	// Unanswered marks the line of a write an attempt of which got no
+	// answer (the line's "unanswered" attribute): the write may have been
+	// applied once more than the line says.
+	Unanswered bool `json:",omitempty"`
 }
 
 // Messages the checker reads.
@@ -102,7 +106,8 @@ const (
 	MsgStillInFlight = "consumer: records still in flight after the shutdown timeout; their handlers' contexts are cancelled"
 	// MsgWritePrefix begins the line of a write (a copy, delay message or
 	// dead letter) that failed: "lambdaadapter: writing the copy failed;
-	// the write is made again" and the like.
+	// the write is made again", "lambdaadapter: writing the copy failed at
+	// first without an answer, then succeeded; ..." and the like.
 	MsgWritePrefix = "lambdaadapter: writing the "
 )
 
@@ -143,6 +148,7 @@ func ParseLine(b []byte) (l Line, ok bool) {
 		To         string    `json:"to"`
 		Checkpoint string    `json:"checkpoint"`
 		Err        string    `json:"error"`
+		Unanswered bool      `json:"unanswered"`
 	}
 	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &raw) != nil {
 		return Line{}, false
@@ -150,7 +156,7 @@ func ParseLine(b []byte) (l Line, ok bool) {
 	l = Line{Time: raw.Time, Msg: raw.Msg, ShardID: raw.ShardID, Seq: raw.Seq, Key: raw.Key, Attempt: raw.Attempt,
 		ID: raw.ID, Outcome: raw.Outcome, From: raw.From, To: raw.To, Checkpoint: raw.Checkpoint}
 	if isWriteFailed(l.Msg) {
-		l.Err = raw.Err
+		l.Err, l.Unanswered = raw.Err, raw.Unanswered
 	}
 	if l.Time.IsZero() {
 		l.Time = raw.Timestamp

@@ -55,6 +55,9 @@ var regressionSeeds = []struct {
 	{7, 10 * time.Minute, "2026-12-05: 876 records handled again after a planned move whose shard still had records in " +
 		"flight after the shutdown timeout (copies' writes timing out at a saturated kinesis-local): documented, but the " +
 		"checker did not see it (it now reads the worker's 'records still in flight' line)"},
+	{9, 10 * time.Minute, "2026-12-05: 3 copies written twice by a write round whose call was made again " +
+		"inside the round (by the publisher or the SDK's retryer) across an 11 s Kinesis cut: a round that succeeds logged nothing, so the checker could not " +
+		"attribute them (publish: Result.Unanswered; the engine logs such writes with unanswered=true)"},
 }
 
 // Settings of the fleet.

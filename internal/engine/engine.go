@@ -85,6 +85,9 @@ const (
 	AttrPanic          = "panic"
 	AttrRetryIn        = "retry_in"
 	AttrMode           = "mode"
+	// AttrUnanswered (true) marks the line of a write an attempt of which
+	// got no answer: the service may hold it once more than the line says.
+	AttrUnanswered = "unanswered"
 )
 
 // Config configures an Engine. Handler (or, in long-running mode only,

@@ -1,9 +1,13 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"runtime"
 	"slices"
@@ -16,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
@@ -960,4 +965,110 @@ func TestWriteRoundFollowsTheFence(t *testing.T) {
 			})
 		})
 	}
+}
+
+// lostAnswer applies the first PutRecords call and loses its answer, as a
+// connection reset after Kinesis wrote the records does.
+type lostAnswer struct {
+	*awsfake.Kinesis
+	calls atomic.Int32
+}
+
+func (l *lostAnswer) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput, optFns ...func(*kinesis.Options)) (*kinesis.PutRecordsOutput, error) {
+	out, err := l.Kinesis.PutRecords(ctx, in, optFns...)
+	if l.calls.Add(1) == 1 && err == nil {
+		return nil, &smithyhttp.RequestSendError{Err: errors.New("read: connection reset by peer")}
+	}
+	return out, err
+}
+
+// TestUnansweredWriteLogged: a copy whose first write got no answer (it was
+// applied, the answer lost) and was made again exists twice; the engine
+// says so, in both modes, with a line that names the record and carries
+// unanswered=true, so that an operator (and the soak's checker) can tell
+// these duplicates from unexplained ones.
+func TestUnansweredWriteLogged(t *testing.T) {
+	for _, mode := range []engine.Mode{engine.ModeLambda, engine.ModeLongRunning} {
+		t.Run(mode.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+					return message.Retry(errors.New("downstream failed"))
+				})
+				w := newWorld(t, h)
+				w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
+				if arn := w.k.CreateStream("orders", 1); arn != testARN {
+					t.Fatalf("stream %s, want %s", arn, testARN)
+				}
+				la := &lostAnswer{Kinesis: w.k}
+				pub, err := publish.NewPublisher(la, publish.WithBackoff(time.Millisecond, 10*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var logs bytes.Buffer
+				var logMu sync.Mutex
+				w.cfg.Publisher = pub
+				w.cfg.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil))
+				e := w.engine(t)
+				sh, ds := shardOf(t, "s1", 2, func(int) string { return "a" })
+				if mode == engine.ModeLambda {
+					runLambda(t, e, 1, ds)
+				} else {
+					s := e.Start(t.Context(), engine.SessionConfig{Mode: mode, Lanes: 1})
+					for _, d := range ds {
+						if err := s.Submit(t.Context(), d); err != nil {
+							t.Fatal(err)
+						}
+					}
+					time.Sleep(time.Minute)
+					synctest.Wait()
+					stopCtx, stop := context.WithTimeout(t.Context(), time.Second)
+					defer stop()
+					s.Stop(stopCtx, time.Second)
+				}
+				if seq := firstUnsettled(sh); seq != "" {
+					t.Errorf("first unsettled %q, want none", seq)
+				}
+				// Both copies went out in the call whose answer was lost,
+				// and again in the next.
+				if n := len(w.k.Records(testARN)); n != 4 {
+					t.Errorf("%d records in the stream, want 4 (each copy twice)", n)
+				}
+				logMu.Lock()
+				defer logMu.Unlock()
+				var lines []string
+				for l := range strings.Lines(logs.String()) {
+					var rec struct {
+						Msg        string `json:"msg"`
+						Seq        string `json:"sequence_number"`
+						Unanswered bool   `json:"unanswered"`
+					}
+					if err := json.Unmarshal([]byte(l), &rec); err != nil {
+						t.Fatal(err)
+					}
+					if rec.Unanswered {
+						lines = append(lines, rec.Seq+" "+rec.Msg)
+					}
+				}
+				want := []string{
+					"1000 lambdaadapter: writing the copy failed at first without an answer, then succeeded; it may have been written twice",
+					"1001 lambdaadapter: writing the copy failed at first without an answer, then succeeded; it may have been written twice",
+				}
+				if !slices.Equal(lines, want) {
+					t.Errorf("unanswered lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+				}
+			})
+		})
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

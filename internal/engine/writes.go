@@ -474,7 +474,7 @@ func (w *writer) next() []*write {
 			w.inflight += len(round)
 			w.mu.Unlock()
 			for _, wr := range round {
-				w.finish(wr, w.ctx.Err())
+				w.finish(wr, w.ctx.Err(), false)
 			}
 			w.mu.Lock()
 			continue
@@ -526,6 +526,7 @@ func (w *writer) write(round []*write) {
 		ctx, end = w.roundContext(round)
 	}
 	errs := make([]error, len(round))
+	unanswered := make([]bool, len(round))
 	var recs []publish.Record
 	var ri []int
 	byURL := map[string][]int{}
@@ -546,7 +547,7 @@ func (w *writer) write(round []*write) {
 	if len(recs) > 0 {
 		wg.Go(func() {
 			for j, res := range cfg.Publisher.PutBatch(ctx, recs) {
-				errs[ri[j]] = res.Err
+				errs[ri[j]], unanswered[ri[j]] = res.Err, res.Unanswered
 			}
 		})
 	}
@@ -557,7 +558,7 @@ func (w *writer) write(round []*write) {
 				ms[j] = round[i].qmsg
 			}
 			for j, res := range cfg.Queue.SendBatch(ctx, url, ms) {
-				errs[idx[j]] = res.Err
+				errs[idx[j]], unanswered[idx[j]] = res.Err, res.Unanswered
 			}
 		})
 	}
@@ -567,7 +568,7 @@ func (w *writer) write(round []*write) {
 	w.finishing++
 	w.mu.Unlock()
 	for i, wr := range round {
-		w.finish(wr, errs[i])
+		w.finish(wr, errs[i], unanswered[i])
 	}
 	w.mu.Lock()
 	w.finishing--
@@ -643,11 +644,21 @@ func fenceDeadline(shards []*Shard) (at time.Time, fenced bool) {
 var errStale = errors.New("stale")
 
 // finish settles the record of a written write, or leaves it unsettled
-// after a failed one, and counts the write done.
-func (w *writer) finish(wr *write, err error) {
+// after a failed one, and counts the write done. unanswered says that an
+// attempt of the write got no answer (publish.Result.Unanswered): the
+// service may hold it once more than err says, which is logged.
+func (w *writer) finish(wr *write, err error, unanswered bool) {
 	s := w.s
 	d := wr.d
 	m := &d.Msg
+	var extra []slog.Attr
+	if unanswered {
+		extra = append(extra, slog.Bool(AttrUnanswered, true))
+		if err == nil {
+			s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: writing the "+wr.dec.Action.String()+
+				" failed at first without an answer, then succeeded; it may have been written twice", m, wr.out, nil, extra...)
+		}
+	}
 	if w.ordered {
 		w.unout(wr)
 		if err == nil {
@@ -671,13 +682,13 @@ func (w *writer) finish(wr *write, err error) {
 		wr.failures++
 		wr.notBefore = time.Now().Add(s.cfg.Backoff(wr.failures))
 		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: writing the "+wr.dec.Action.String()+
-			" failed; the write is made again", m, wr.out, err, slog.Duration(AttrRetryIn, time.Until(wr.notBefore)))
+			" failed; the write is made again", m, wr.out, err, append(extra, slog.Duration(AttrRetryIn, time.Until(wr.notBefore)))...)
 	case err != nil:
 		msg := "lambdaadapter: writing the " + wr.dec.Action.String() + " failed; record left unsettled"
 		if errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge) {
 			msg = "lambdaadapter: the " + wr.dec.Action.String() + " is too large to write; record left unsettled (see README: oversize records)"
 		}
-		s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, msg, m, wr.out, err)
+		s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, msg, m, wr.out, err, extra...)
 		s.unsettled(d, wr.out, err, nil)
 	default:
 		if wr.dec.Action == retry.DeadLetter {
