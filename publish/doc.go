@@ -22,6 +22,14 @@
 // service acknowledged it. The reverse does not hold: a call cut short by its
 // context or the network may have been applied, so an error means "not
 // known to be written", and a caller retrying it may write a duplicate.
+// The same holds inside one call: when an attempt gets no answer (a reset or
+// cut connection, a timeout, an unreadable answer), the publisher or the
+// SDK's retryer makes the next, and the record may then be written twice
+// although its result says written once. Result.Unanswered and
+// QueueResult.Unanswered report it, per record, so that a caller can count
+// or log the duplicates it may have made; an AWS error answer (throttling, a
+// 5xx, a failed entry) and a connection that was never made are taken as
+// not applied and do not set it.
 //
 // Limits are checked before any call: a record over the record size (data,
 // envelope included, plus partition key; 1 MiB by default) or with a
