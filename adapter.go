@@ -56,12 +56,13 @@ import (
 // and its methods Header(name) (a header's value, "" when absent) and
 // Reply(ctx, Reply) (publish a record in answer; see Reply).
 //
-// A Message is owned by the runner and handed to exactly one HandleRecord
-// call; the handler may read it freely during the call but must not keep
-// the Message, its Payload or its Headers after it returns (copy what it
-// needs; strings are its to keep): the runner reuses their storage — in
-// Lambda mode for a later invocation, in long-running mode for a later
-// GetRecords answer once every record of the answer was finished.
+// A Message is the handler's to keep: it, its Payload and its Headers stay
+// valid and unchanged after the handler returned, in both modes and in
+// BatchHandlers, as aws-lambda-go's events do (collect them in a test, keep
+// a payload for a later bulk write). A record handled again in process gets
+// a new Message, so a kept one keeps its Attempt. The adapter allocates an
+// invocation's (or a GetRecords answer's) messages, headers and payloads in
+// a few blocks, not one allocation per record.
 type Message = message.Message
 
 // Headers is the ordered header list of a Message: Get(name), Lookup(name),
@@ -181,6 +182,7 @@ type config struct {
 	maxMessageBytes int
 	hooks           []observe.Hook
 	maxRecordAge    time.Duration
+	recycle         bool
 	ecs             ecsConfig
 	used            []modeUse     // mode-specific options given
 	onlyIn          []modeOptions // options for one mode (OnlyIn)
@@ -332,6 +334,22 @@ func WithHooks(hooks ...observe.Hook) Option {
 	return func(c *config) { c.hooks = append(c.hooks, hooks...) }
 }
 
+// WithRecycledMessages makes the adapter reuse the memory of a Message, its
+// Payload and its Headers once it finished with the record (handled,
+// written where its outcome says, or given up on): in Lambda mode for the
+// next invocation, in long-running mode for a later GetRecords answer. It
+// allocates less and is faster for large batches (BENCHMARKS.md, "Messages
+// that are yours to keep"), at a price: a handler must not keep the
+// Message, its Payload or its Headers after it returned — copy what it
+// needs (strings, such as PartitionKey and header values, stay valid). In
+// a test binary (testing.Testing) the adapter overwrites a recycled
+// payload's bytes with 0xDB, so a test that kept one reads garbage instead
+// of another record's data. Without this option (the default) every
+// Message is yours to keep.
+func WithRecycledMessages() Option {
+	return func(c *config) { c.recycle = true }
+}
+
 // WithMaxRecordAge makes the adapter skip records older than d by their
 // arrival time: such a record is not handled but dead-lettered (reason
 // "max record age", payload and headers kept) when a dead-letter target is
@@ -444,6 +462,8 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 		Logger:       logger,
 		Hooks:        observe.NewSet(c.hooks...),
 		MaxRecordAge: c.maxRecordAge,
+
+		RecycleMessages: c.recycle,
 	})
 	if err != nil {
 		return nil, err

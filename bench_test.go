@@ -55,25 +55,31 @@ func handRolled(ctx context.Context, payload []byte, handle func(context.Context
 
 // BenchmarkInvoke compares raw invocation bytes → response bytes through
 // the adapter (no-op handler) with the hand-rolled aws-lambda-go loop, in
-// the same run.
+// the same run: "adapter" is the default (messages yours to keep),
+// "recycled" the adapter with WithRecycledMessages.
 func BenchmarkInvoke(b *testing.B) {
 	for _, sz := range benchSizes {
 		payload := lambdaadaptertest.NewBatch("bench").Generate(sz.n, sz.keys, sz.size, sz.hasHeaders).JSON()
-		b.Run("adapter/"+sz.name, func(b *testing.B) {
-			a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(payload)))
-			b.ReportAllocs()
-			ctx := context.Background()
-			for b.Loop() {
-				out, err := a.Invoke(ctx, payload)
-				if err != nil || string(out) != `{"batchItemFailures":[]}` {
-					b.Fatalf("%s %v", out, err)
+		for _, v := range []struct {
+			name string
+			opts []lambdaadapter.Option
+		}{{"adapter", nil}, {"recycled", []lambdaadapter.Option{lambdaadapter.WithRecycledMessages()}}} {
+			b.Run(v.name+"/"+sz.name, func(b *testing.B) {
+				a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop), v.opts...)
+				if err != nil {
+					b.Fatal(err)
 				}
-			}
-		})
+				b.SetBytes(int64(len(payload)))
+				b.ReportAllocs()
+				ctx := context.Background()
+				for b.Loop() {
+					out, err := a.Invoke(ctx, payload)
+					if err != nil || string(out) != `{"batchItemFailures":[]}` {
+						b.Fatalf("%s %v", out, err)
+					}
+				}
+			})
+		}
 		b.Run("handrolled/"+sz.name, func(b *testing.B) {
 			b.SetBytes(int64(len(payload)))
 			b.ReportAllocs()

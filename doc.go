@@ -196,6 +196,13 @@
 // the record's place in its key's order, since its copy is appended to the
 // stream; an uncounted Retry keeps it.
 //
+// A Message, its Payload and its Headers are the handler's to keep: they
+// stay valid and unchanged after it returned, in both modes and in
+// BatchHandlers; a record handled again in process gets a new Message.
+// WithRecycledMessages trades that for speed on large batches: the adapter
+// then reuses their memory once it finished with the record, and a handler
+// must copy what it keeps.
+//
 // # Options and modes
 //
 // New validates the options once. An option that belongs to the other mode

@@ -71,7 +71,7 @@ var bothModeOptions = []string{
 	"WithMode", "OnlyIn", "WithConcurrency", "WithLogger", "WithLogLevel", "WithMaxAttempts",
 	"WithDeadLetterStream", "WithDeadLetterQueue", "WithDeadLetterDrops", "WithDelayQueue",
 	"WithMaxInProcessDelay", "WithReplyStream", "WithReplyPartitionKey", "WithKinesisClient",
-	"WithSQSClient", "WithMaxMessageSize", "WithHooks", "WithMaxRecordAge",
+	"WithSQSClient", "WithMaxMessageSize", "WithHooks", "WithMaxRecordAge", "WithRecycledMessages",
 }
 
 // modeBase returns the options an adapter of mode m needs to build without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,25 +144,39 @@ type span struct{ from, to int }
 // invalid or repeated sequence number) is logged and left out. ok is false
 // when the shard's epoch is no longer e: nothing is registered then.
 //
-// data is what recs were decoded into (nil: not known). The answer's
-// storage — data, the deliveries (their Messages) and the headers'
-// backing, the latter two taken from pools — is reused once the engine
-// finished with every delivery registered (the Message contract: a handler
-// keeps neither the Message nor its Payload or Headers): each holds ref,
-// and so does the caller, who releases it once it passed the deliveries on
-// (or gave up), whatever ok says.
+// data is what recs were decoded into (nil: not known). Once the engine
+// finished with every delivery registered, the decoded records are reused
+// for a later answer; the messages, their payloads and headers are the
+// handlers' to keep. With engine.Config.RecycleMessages the answer's
+// whole storage — data, the deliveries (their Messages) and the headers'
+// backing, the latter two taken from pools — is reused then instead. Each
+// delivery holds ref, and so does the caller, who releases it once it
+// passed the deliveries on (or gave up), whatever ok says.
 func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistypes.Record, data *getrecords.Data, resume *Position) (ds []engine.Delivery, spans []span, ref *engine.Ref, ok bool) {
 	c := s.c
-	sp := slabs.Get(len(recs))
-	ds = *sp
-	bp := backings.Get(len(recs) * message.DeliveryHeaders)
-	backing := *bp
-	ref = engine.NewRef(func() {
-		data.Release()
-		*bp = backing // grown, maybe: the array the headers live in
-		backings.Put(bp)
-		slabs.Put(sp)
-	})
+	var (
+		backing envelope.Headers
+		sp      *[]engine.Delivery // the pooled slab, when recycling
+	)
+	if c.cfg.Engine.Config().RecycleMessages {
+		sp = slabs.Get(len(recs))
+		ds = *sp
+		bp := backings.Get(len(recs) * message.DeliveryHeaders)
+		backing = *bp
+		if testing.Testing() {
+			data.ScribbleOnRelease() // see lambdaadapter.WithRecycledMessages
+		}
+		ref = engine.NewRef(func() {
+			data.Release()
+			*bp = backing // grown, maybe: the array the headers live in
+			backings.Put(bp)
+			slabs.Put(sp)
+		})
+	} else {
+		ds = make([]engine.Delivery, 0, len(recs))
+		backing = make(envelope.Headers, 0, len(recs)*message.DeliveryHeaders)
+		ref = engine.NewRef(data.ReleaseRecords)
+	}
 	// groups are the aggregates among recs: ds[from:to] are the user
 	// records of one, skip the ones settled before.
 	type group struct {
@@ -206,7 +221,9 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 			}
 		}
 	}
-	*sp = ds // grown by aggregates, maybe: the array the deliveries live in
+	if sp != nil {
+		*sp = ds // grown by aggregates, maybe: the array the deliveries live in
+	}
 	refused := func(at int, err error) {
 		c.log.LogAttrs(ctx, slog.LevelError, "consumer: cannot track record", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 	}

@@ -154,31 +154,36 @@ func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers
 	return backing
 }
 
-// chunk is the storage of buildChunk deliveries and their headers, which
-// a Runner reuses from one invocation to the next: a Message is the
-// runner's, and its handler must not keep it, its Payload or its Headers
-// after it returned (see message.Message). A chunk is only reused once
-// every handler given one of its messages has returned.
+// chunk is the storage of up to buildChunk deliveries and their headers.
+// By default each invocation has its own, sized to its records, so that
+// the handlers may keep their messages. With engine.Config.RecycleMessages
+// the Runner reuses full-size chunks from one invocation to the next: a
+// chunk is then only reused once every handler given one of its messages
+// has returned.
 type chunk struct {
-	ds      [buildChunk]engine.Delivery
+	ds      []engine.Delivery
 	headers envelope.Headers
 }
 
-// getChunk returns a chunk whose deliveries are zero or recycled.
-func (r *Runner) getChunk() *chunk {
+// getChunk returns a chunk of n ≤ buildChunk deliveries that are zero or
+// recycled.
+func (r *Runner) getChunk(n int) *chunk {
+	if !r.recycle {
+		return &chunk{ds: make([]engine.Delivery, n), headers: make(envelope.Headers, 0, n*(message.DeliveryHeaders+1))}
+	}
 	if c, _ := r.chunks.Get().(*chunk); c != nil {
+		c.ds = c.ds[:n]
 		return c
 	}
-	return &chunk{headers: make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))}
+	return &chunk{ds: make([]engine.Delivery, n, buildChunk), headers: make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))}
 }
 
-// putChunks recycles the first n deliveries of each chunk (n = all but the
-// last's; engine.Recycle, as long-running mode does) and clears the headers
-// the messages held, and keeps the chunks for the next invocation.
-func (r *Runner) putChunks(cs []*chunk, total int) {
-	for i, c := range cs {
-		n := min(buildChunk, total-i*buildChunk)
-		engine.Recycle(c.ds[:n])
+// putChunks (RecycleMessages) recycles the deliveries of each chunk
+// (engine.Recycle, as long-running mode does), clears the headers the
+// messages held, and keeps the chunks for the next invocation.
+func (r *Runner) putChunks(cs []*chunk) {
+	for _, c := range cs {
+		engine.Recycle(c.ds)
 		clear(c.headers)
 		c.headers = c.headers[:0]
 		r.chunks.Put(c)

@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/batchresponse"
@@ -98,7 +99,8 @@ type Runner struct {
 	conc    int
 	margin  time.Duration
 	log     *slog.Logger
-	chunks  sync.Pool // of *chunk
+	recycle bool      // engine.Config.RecycleMessages
+	chunks  sync.Pool // of *chunk, when recycling
 	buffers sync.Pool // of *event.Buffers
 }
 
@@ -107,7 +109,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{e: cfg.Engine, conc: cfg.Concurrency, margin: cfg.DeadlineMargin, log: cfg.Engine.Logger()}
+	r := &Runner{e: cfg.Engine, conc: cfg.Concurrency, margin: cfg.DeadlineMargin, log: cfg.Engine.Logger(),
+		recycle: cfg.Engine.Config().RecycleMessages}
 	if r.conc == 0 {
 		r.conc = DefaultConcurrency
 	}
@@ -201,9 +204,9 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		chunks = make([]*chunk, 0, cap(parts))
 		for lo := 0; lo < n; lo += buildChunk {
 			hi := min(lo+buildChunk, n)
-			c := r.getChunk()
+			c := r.getChunk(hi - lo)
 			chunks = append(chunks, c)
-			ds := b.openInto(c.ds[:hi-lo], lo)
+			ds := b.openInto(c.ds, lo)
 			if regErr = shards.registerEach(ds, lo, n); regErr != nil {
 				break
 			}
@@ -246,14 +249,24 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		return nil, regErr
 	}
 	r.report(ctx, &hooks, parts, n, ids, began, cut, cfg.WriteDeadline, endInvocation)
-	if !cut {
+	switch {
+	case cut:
+		// A cut-off run leaves its storage to the handlers still running.
+	case r.recycle:
 		// Every handler returned and every write ended: the next
 		// invocation may reuse the storage of the messages and payloads.
-		// (A cut-off run leaves it to the handlers still running.)
-		r.putChunks(chunks, n)
+		r.putChunks(chunks)
 		if b.buffers != nil {
+			if testing.Testing() {
+				b.buffers.Scribble() // see lambdaadapter.WithRecycledMessages
+			}
 			r.buffers.Put(b.buffers)
 		}
+	case b.buffers != nil:
+		// The messages keep their payloads; the next invocation reuses
+		// only the decoded records.
+		b.buffers.GiveUpData()
+		r.buffers.Put(b.buffers)
 	}
 	return ids, nil
 }

@@ -236,6 +236,7 @@ type options struct {
 	peers              bool
 	floor              bool
 	handlerWait        time.Duration
+	recycle            bool
 
 	// Worker mode (internal: the parent starts its children with these).
 	worker     string
@@ -274,6 +275,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		"also run github.com/harlow/kinesis-consumer v0.5.0 as a peer, with its in-memory and its DynamoDB checkpoint store, in every sequential and concurrent round and in a kill -9 test of its own")
 	fs.DurationVar(&o.handlerWait, "handler-wait", 0,
 		"every phase's handling of a record first waits this long (time.Sleep, a stand-in for a call downstream): the plain loop and harlow handle a shard's records one after another, the consumer runs records of different partition keys in parallel lanes")
+	fs.BoolVar(&o.recycle, "recycle", false,
+		"the consumer phases run with lambdaadapter.WithRecycledMessages (the messages' memory reused once finished) instead of messages the handler may keep")
 	fs.BoolVar(&o.floor, "floor", false,
 		"also run the plain loop with the consumer's GetRecords decoder (internal/getrecords.Fast) as a read phase: the floor of the consumer's CPU per record, reading and decoding without anything else")
 	fs.StringVar(&o.worker, "worker", "", "internal: run one phase in this process (plain, plain-fast, memory, dynamodb, kill, harlow-memory, harlow-dynamodb, harlow-kill)")
@@ -585,6 +588,7 @@ func workerArgs(o options, ph, stream, table string) []string {
 		"-dynamodb-endpoint", o.dynamoDBEndpoint,
 		"-worker-log-level", o.logLevel,
 		"-handler-wait", o.handlerWait.String(),
+		"-recycle=" + strconv.FormatBool(o.recycle),
 	}
 }
 

@@ -437,6 +437,9 @@ func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker,
 	if untilSignal {
 		opts = append(opts, lambdaadapter.WithLeaseDuration(o.leaseDuration))
 	}
+	if o.recycle {
+		opts = append(opts, lambdaadapter.WithRecycledMessages())
+	}
 	c, err := lambdaadapter.New(h, opts...)
 	if err != nil {
 		return err

@@ -26,6 +26,8 @@ type Lambda struct {
 	// BatchSize is the event source's batch size (default 10, so a case's
 	// records span several invocations).
 	BatchSize int
+	// Recycle runs the adapter with WithRecycledMessages.
+	Recycle bool
 }
 
 // Mode returns ModeLambda.
@@ -34,6 +36,9 @@ func (Lambda) Mode() lambdaadapter.Mode { return lambdaadapter.ModeLambda }
 // Drive runs h in Lambda mode until the world settled.
 func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
 	t.Helper()
+	if d.Recycle {
+		opts = append(opts[:len(opts):len(opts)], lambdaadapter.WithRecycledMessages())
+	}
 	a, err := lambdaadapter.New(h, append(w.Options(), opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -64,17 +69,23 @@ func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []la
 // ECS drives long-running mode: the Adapter's Run with the source stream,
 // an in-memory lease store and one worker, stopped once the world settled.
 // Its GetRecords answers come as the SDK with getrecords.Fast gives them
-// (wireKinesis), so every case also checks that no record is read after the
-// consumer gave its answer's buffer back.
-type ECS struct{}
+// (wireKinesis), so with Recycle every case also checks that no record is
+// read after the consumer gave its answer's buffer back.
+type ECS struct {
+	// Recycle runs the adapter with WithRecycledMessages.
+	Recycle bool
+}
 
 // Mode returns ModeECS.
 func (ECS) Mode() lambdaadapter.Mode { return lambdaadapter.ModeECS }
 
 // Drive runs h in long-running mode until the world settled, then stops
 // the consumer and waits for Run to return.
-func (ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
+func (d ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
 	t.Helper()
+	if d.Recycle {
+		opts = append(opts[:len(opts):len(opts)], lambdaadapter.WithRecycledMessages())
+	}
 	store := lease.NewMemory()
 	all := append(w.Options(), lambdaadapter.WithKinesisClient(wireKinesis{w.Kinesis}),
 		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(Stream),

@@ -122,6 +122,12 @@ type Config struct {
 	// time is not handled but dead-lettered (reason "max record age"), or,
 	// without a dead-letter target, settled with a warning.
 	MaxRecordAge time.Duration
+	// RecycleMessages lets the runners reuse the storage of a Message, its
+	// Payload and its Headers once the engine finished with it (Lambda
+	// mode: for a later invocation; long-running mode: for a later
+	// GetRecords answer). Off, every Message stays valid and unchanged
+	// after its handler returned, for as long as the handler keeps it.
+	RecycleMessages bool
 }
 
 // Validate reports an error for settings that cannot work.

@@ -43,7 +43,7 @@ func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe
 	if !h.WantsRecords() && end == nil {
 		return
 	}
-	m := &d.Msg
+	m := d.msg()
 	r := observe.Record{
 		Mode: observeMode(s.cfg.Mode), Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
 		SubSequenceNumber: m.SubSequenceNumber, Aggregated: m.Aggregated, PartitionKey: m.PartitionKey,
@@ -69,7 +69,7 @@ func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe
 func (s *Session) startSpan(d *Delivery) {
 	if t := s.e.cfg.Hooks.Tracer(); t != nil {
 		o := d.observed()
-		o.hctx, o.endSpan = t.StartRecord(d.shard.handlerContext(s.ctx), &d.Msg)
+		o.hctx, o.endSpan = t.StartRecord(d.shard.handlerContext(s.ctx), d.msg())
 	}
 }
 
@@ -101,10 +101,10 @@ func writeKindOf(a retry.Action) observe.WriteKind {
 // record without an arrival time).
 func (s *Session) tooOld(d *Delivery) (time.Duration, bool) {
 	max := s.e.cfg.MaxRecordAge
-	if max <= 0 || d.Msg.ArrivalTime.IsZero() {
+	if max <= 0 || d.msg().ArrivalTime.IsZero() {
 		return 0, false
 	}
-	age := time.Since(d.Msg.ArrivalTime)
+	age := time.Since(d.msg().ArrivalTime)
 	return age, age > max
 }
 
@@ -122,7 +122,7 @@ func (s *Session) expire(d *Delivery, age time.Duration, lb *laneSettles) {
 		return
 	}
 	if !e.cfg.Policy.DeadLetter {
-		e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record past the maximum record age dropped without a dead-letter target", &d.Msg, out, nil)
+		e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record past the maximum record age dropped without a dead-letter target", d.msg(), out, nil)
 		s.observe(d, out, observe.ActionSettled)
 		s.settleIn(d, lb)
 		return
@@ -130,7 +130,7 @@ func (s *Session) expire(d *Delivery, age time.Duration, lb *laneSettles) {
 	dec := retry.Decision{Action: retry.DeadLetter, Note: "max record age"}
 	w, err := e.newWrite(d, dec, out, time.Now())
 	if err != nil {
-		e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the dead letter of a record past the maximum record age; record left unsettled", &d.Msg, out, err)
+		e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: cannot write the dead letter of a record past the maximum record age; record left unsettled", d.msg(), out, err)
 		s.observe(d, out, observe.ActionUnsettled)
 		s.unsettled(d, out, err, nil)
 		return

@@ -32,14 +32,14 @@ func (s *Session) call(d *Delivery) (out message.Outcome, replyErr error) {
 	if d.obs != nil && d.obs.hctx != nil {
 		ctx = d.obs.hctx
 	}
-	return s.e.cfg.Handler.HandleRecord(ctx, &d.Msg), nil
+	return s.e.cfg.Handler.HandleRecord(ctx, d.msg()), nil
 }
 
 // recovered logs a handler panic with its stack and returns the Retry it
 // stands for.
 func (s *Session) recovered(d *Delivery, p any) message.Outcome {
 	out := message.Retry(fmt.Errorf("%w: %v", ErrPanic, p))
-	s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: handler panicked; treated as Retry", &d.Msg, out, nil,
+	s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: handler panicked; treated as Retry", d.msg(), out, nil,
 		slog.Any(AttrPanic, p), slog.String(AttrStack, string(debug.Stack())))
 	return out
 }
@@ -50,7 +50,7 @@ func (s *Session) recovered(d *Delivery, p any) message.Outcome {
 // instead of parking them at once (a batch parks them in order at its end).
 // lb, when not nil, collects d's settlement (see laneSettles).
 func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, parks *[]parked, lb *laneSettles) {
-	m := &d.Msg
+	m := d.msg()
 	e := s.e
 	ctx := s.ctx
 	if ctx.Err() != nil || !d.shard.Live() {
@@ -151,7 +151,7 @@ func (s *Session) unsettled(d *Delivery, out message.Outcome, err error, parks *
 // elsewhere holds the record, retry.Decision.Uncounted), the backoff
 // growing all the same.
 func (s *Session) leave(d *Delivery, out message.Outcome, err error, parks *[]parked, counted bool) {
-	m := &d.Msg
+	m := d.msg()
 	if s.cfg.Mode == ModeLambda || d.shard.quiescing.Load() || s.isStopping() {
 		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err)
 		s.giveUp(d)
@@ -188,7 +188,7 @@ func (s *Session) giveUp(d *Delivery) {
 		if s.deadKeys == nil {
 			s.deadKeys = map[string]bool{}
 		}
-		s.deadKeys[d.Msg.PartitionKey] = true
+		s.deadKeys[d.msg().PartitionKey] = true
 		s.ndead.Store(int32(len(s.deadKeys)))
 		s.mu.Unlock()
 	}
@@ -306,7 +306,7 @@ func (d *Delivery) openReplies() {
 		d.rmu.Unlock()
 	}
 	d.replying.Store(true)
-	message.Bind(&d.Msg, d)
+	message.Bind(d.msg(), d)
 }
 
 // closeReplies closes d for replies and returns the first one that failed.
@@ -326,7 +326,7 @@ func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Repl
 	d.replied.Store(true)
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
-	if !d.replying.Load() || m != &d.Msg {
+	if !d.replying.Load() || m != d.msg() {
 		return message.ErrReplyAfterReturn
 	}
 	if t := d.sess.e.cfg.Hooks.Tracer(); t != nil {
@@ -494,7 +494,7 @@ func (s *Session) runBatch(batch []*Delivery) {
 	}
 	ms := make([]*message.Message, len(live))
 	for i, d := range live {
-		ms[i] = &d.Msg
+		ms[i] = d.msg()
 		d.openReplies()
 	}
 	var start time.Time

@@ -314,9 +314,9 @@ func (s *Session) startLanesLocked() {
 // ctx's error and d is not submitted). It returns an error, submitting
 // nothing, once the session is closed.
 func (s *Session) Submit(ctx context.Context, d *Delivery) error {
-	if s.cfg.Mode == ModeLambda && s.e.written.take(&d.Msg) {
+	if s.cfg.Mode == ModeLambda && s.e.written.take(d.msg()) {
 		if s.isClosed() {
-			s.e.written.put(&d.Msg) // not taken after all
+			s.e.written.put(d.msg()) // not taken after all
 			return errClosed
 		}
 		d.sess = s
@@ -373,7 +373,7 @@ func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
 		return errClosed
 	}
 	d.sess = s
-	d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
+	d.firstAttempt, d.uncounted = d.msg().Attempt, 0
 	s.enqueueLocked(d, false)
 	s.startLanesLocked()
 	return nil
@@ -409,8 +409,8 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 		for i := range piece {
 			d := &piece[i]
 			d.sess = s
-			d.firstAttempt, d.uncounted = d.Msg.Attempt, 0
-			if s.cfg.Mode == ModeLambda && s.e.written.take(&d.Msg) {
+			d.firstAttempt, d.uncounted = d.msg().Attempt, 0
+			if s.cfg.Mode == ModeLambda && s.e.written.take(d.msg()) {
 				known = append(known, d)
 				continue
 			}
@@ -431,7 +431,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 // is not run again.
 func (s *Session) settleWritten(d *Delivery) {
 	s.e.logRecord(s.ctx, slog.LevelInfo, s.cfg.Mode,
-		"lambdaadapter: record settled without its handler: an earlier invocation wrote its copy, delay message or dead letter", &d.Msg, message.Outcome{}, nil)
+		"lambdaadapter: record settled without its handler: an earlier invocation wrote its copy, delay message or dead letter", d.msg(), message.Outcome{}, nil)
 	s.settle(d)
 }
 
@@ -571,7 +571,7 @@ func (s *Session) enqueueLocked(d *Delivery, first bool) *keyQueue {
 		s.keysMu.Lock() // see Session.keys
 		defer s.keysMu.Unlock()
 	}
-	k := d.Msg.PartitionKey
+	k := d.msg().PartitionKey
 	ks := s.keys[k]
 	if ks == nil {
 		if s.keys == nil {
@@ -950,21 +950,26 @@ func (s *Session) deadKey(d *Delivery) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.deadKeys[d.Msg.PartitionKey]
+	return s.deadKeys[d.msg().PartitionKey]
 }
 
 // park puts d back at the head of its key queue to be delivered again after
 // wait, with its attempt counted up when counted; later records of its key
 // wait for it.
 func (s *Session) park(d *Delivery, wait time.Duration, counted bool) {
+	// The redelivery gets a message of its own: the handler that had the
+	// last one may keep it (Message: yours to keep), unchanged.
+	m := new(message.Message)
+	*m = *d.msg()
+	d.again = m
 	switch {
 	case !counted:
 		d.uncounted++
-	case d.Msg.Attempt < math.MaxInt:
-		d.Msg.Attempt++
+	case m.Attempt < math.MaxInt:
+		m.Attempt++
 	}
 	s.mu.Lock()
-	k := d.Msg.PartitionKey
+	k := d.msg().PartitionKey
 	ks := s.keys[k]
 	if ks == nil {
 		if s.keys == nil {

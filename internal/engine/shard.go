@@ -241,14 +241,14 @@ func (s *Shard) Deliver(e settle.Epoch, m message.Message) (*Delivery, error) {
 // DeliverInto is Deliver into a Delivery the caller owns (one of a slice:
 // Lambda mode registers a whole invocation at once). d.Msg must be set.
 func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
-	t, err := s.wm.DeliverIn(e, d.Msg.SequenceNumber, 1)
+	t, err := s.wm.DeliverIn(e, d.msg().SequenceNumber, 1)
 	if err != nil {
 		return err
 	}
 	d.shard, d.ticket = s, t
 	d.ord = s.next.Add(1)
 	s.track(1)
-	s.noteArrival(d.Msg.SequenceNumber, d.Msg.ArrivalTime)
+	s.noteArrival(d.msg().SequenceNumber, d.msg().ArrivalTime)
 	return nil
 }
 
@@ -438,6 +438,12 @@ type Delivery struct {
 	ord    int64
 	sess   *Session
 
+	// again is the message of an in-process redelivery (see Session.park):
+	// a copy of the last one handed out, with its attempt counted up, so
+	// that a message a handler kept after it returned never changes. nil
+	// until the first redelivery: the message is Msg.
+	again *message.Message
+
 	next         *Delivery // the next delivery of its key, in its key queue
 	firstAttempt int       // Msg.Attempt when submitted
 	uncounted    int       // in-process redeliveries that counted no attempt (held elsewhere)
@@ -460,10 +466,20 @@ type Delivery struct {
 	Ref *Ref
 }
 
+// msg is the message of d's current (or last) handling: Msg until the
+// record is redelivered in process, a copy of it afterwards (again).
+func (d *Delivery) msg() *message.Message {
+	if d.again != nil {
+		return d.again
+	}
+	return &d.Msg
+}
+
 // Recycle zeroes ds, deliveries the engine finished with (their Ref
-// released), so that they can be registered again. A handler that kept the
-// Message of one (against Message's contract) gets ErrReplyAfterReturn
-// from its Reply until the delivery is used for another record.
+// released), so that they can be registered again (Config.RecycleMessages).
+// A handler that kept the Message of one (against the rule of recycled
+// messages) gets ErrReplyAfterReturn from its Reply until the delivery is
+// used for another record.
 func Recycle(ds []Delivery) {
 	clear(ds)
 	for i := range ds {

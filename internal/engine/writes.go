@@ -41,7 +41,7 @@ var errNoPublisher = errors.New("no Kinesis client to write a retry copy")
 
 // newWrite builds the write dec asks for d.
 func (e *Engine) newWrite(d *Delivery, dec retry.Decision, out message.Outcome, now time.Time) (*write, error) {
-	m := &d.Msg
+	m := d.msg()
 	w := &write{d: d, dec: dec, out: out, heapIdx: -1}
 	switch dec.Action {
 	case retry.Copy:
@@ -91,7 +91,7 @@ func (e *Engine) newWrite(d *Delivery, dec retry.Decision, out message.Outcome, 
 // larger than the record was, so it fits the stream's limit (unless the
 // publisher was given a lower one).
 func (e *Engine) originalDeadLetter(d *Delivery, dec retry.Decision, out message.Outcome) (*write, error) {
-	m := &d.Msg
+	m := d.msg()
 	h := make(envelope.Headers, 0, len(m.Headers))
 	for _, x := range m.Headers {
 		if !envelope.IsDeliveryHeader(x.Name) {
@@ -650,7 +650,7 @@ var errStale = errors.New("stale")
 func (w *writer) finish(wr *write, err error, unanswered bool) {
 	s := w.s
 	d := wr.d
-	m := &d.Msg
+	m := d.msg()
 	var extra []slog.Attr
 	if unanswered {
 		extra = append(extra, slog.Bool(AttrUnanswered, true))
@@ -769,7 +769,7 @@ func (w *writer) drain() {
 	for _, q := range abandoned {
 		for _, wr := range q {
 			w.s.e.logRecord(w.s.ctx, slog.LevelInfo, w.s.cfg.Mode, "lambdaadapter: "+wr.dec.Action.String()+
-				" not written: an earlier record of the shard stays unsettled, so Lambda delivers this one again", &wr.d.Msg, wr.out, nil)
+				" not written: an earlier record of the shard stays unsettled, so Lambda delivers this one again", wr.d.msg(), wr.out, nil)
 			w.s.giveUp(wr.d)
 		}
 	}

@@ -43,7 +43,7 @@ func (w *written) noteBeyond(d *Delivery) {
 	if !ok || !first.Before(d.ticket) {
 		return
 	}
-	w.put(&d.Msg)
+	w.put(d.msg())
 }
 
 // put remembers m's record.

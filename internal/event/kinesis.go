@@ -169,6 +169,22 @@ type Buffers struct {
 	arena []byte
 }
 
+// GiveUpData leaves the data of the last result decoded with b to its
+// records: the next call decodes into new memory, so that the records'
+// Data (and what aliases it) stay valid and unchanged. The Records slice is
+// still reused.
+func (b *Buffers) GiveUpData() { b.arena = nil }
+
+// Scribble overwrites the data memory b holds with 0xDB, so that a reader
+// that kept a Data slice of an earlier result past its reuse reads garbage
+// (tests of recycled messages).
+func (b *Buffers) Scribble() {
+	a := b.arena[:cap(b.arena)]
+	for i := range a {
+		a[i] = 0xDB
+	}
+}
+
 // DecodeKinesisWith is DecodeKinesis, except that the result's Records
 // slice and the memory of its Data come from buf when they fit there, and
 // are kept in buf for the next call (nil buf: fresh memory, as

@@ -90,6 +90,27 @@ func (d *Data) Release() {
 	}
 }
 
+// ScribbleOnRelease makes Release overwrite d's buffer with 0xDB, so that a
+// reader that kept a record's Data past the release reads garbage (tests
+// of recycled messages).
+func (d *Data) ScribbleOnRelease() {
+	if d != nil {
+		d.scribble = true
+	}
+}
+
+// ReleaseRecords is Release, except that the buffer the records' Data are
+// slices of is left to them: it stays valid and unchanged, and a later
+// answer is decoded into new memory. The Records slice, its string
+// pointers and timestamps are reused as after Release.
+func (d *Data) ReleaseRecords() {
+	if d == nil {
+		return
+	}
+	d.b, d.scribble = nil, false
+	d.Release()
+}
+
 // datas are the released Data buffers.
 var datas = sync.Pool{New: func() any { return new(Data) }}
 

@@ -20,12 +20,14 @@ import (
 
 // Message is one delivered Kinesis record, decoded.
 //
-// A Message is owned by the runner and handed to exactly one HandleRecord
-// call; the handler may read it freely during the call but must not keep
-// the Message, its Payload or its Headers after it returns (copy what it
-// needs; strings are its to keep), because the runner reuses their storage:
-// in Lambda mode for a later invocation, in long-running mode for a later
-// GetRecords answer once every record of the answer was finished.
+// A Message is handed to exactly one HandleRecord call (or one BatchHandler
+// call) and is the handler's to keep: the Message, its Payload and its
+// Headers stay valid and unchanged after the handler returned, for as long
+// as it keeps them, in both modes. A record handled again in process gets
+// a new Message. The adapter reads them after the handler returned (to
+// write a copy or a dead letter) but never changes them. Only with the
+// engine's RecycleMessages (an opt-in) does the runner reuse their storage
+// once it finished with the record.
 type Message struct {
 	// Payload is the record's data with any RSK1 envelope removed.
 	Payload []byte
@@ -103,8 +105,7 @@ func Bind(m *Message, r Replier) { m.replier = r }
 var ErrNoReplier = errors.New("lambdaadapter: replies are not available for this message")
 
 // ErrReplyAfterReturn is returned by Message.Reply after the handler
-// returned, as long as the runner did not reuse the Message for another
-// record (see Message: a handler must not keep its Message).
+// returned: a reply belongs to the handling it answers.
 var ErrReplyAfterReturn = errors.New("lambdaadapter: reply after the handler returned")
 
 // ErrNoReplyStream is returned by Message.Reply when neither the reply nor
