@@ -47,6 +47,12 @@ func (k *keeper) HandleRecord(_ context.Context, m *lambdaadapter.Message) lambd
 	return lambdaadapter.Ack()
 }
 
+// same reports whether kept message i still reads as its handler saw it;
+// k.mu must be held.
+func (k *keeper) same(i int) bool {
+	return cmp.Equal(k.saw[i], *k.kept[i], cmpopts.IgnoreUnexported(lambdaadapter.Message{}), cmpopts.EquateEmpty())
+}
+
 // check compares every kept message, field by field, with what its handler
 // saw, and returns how many there were.
 func (k *keeper) check(t *testing.T) int {
@@ -54,11 +60,26 @@ func (k *keeper) check(t *testing.T) int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i, m := range k.kept {
-		if diff := cmp.Diff(k.saw[i], *m, cmpopts.IgnoreUnexported(lambdaadapter.Message{}), cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("message %d (%s/%s) changed after its handler returned (-saw +now):\n%s", i, k.saw[i].ShardID, k.saw[i].SequenceNumber, diff)
+		if !k.same(i) {
+			t.Fatalf("message %d (%s/%s) changed after its handler returned (-saw +now):\n%s", i, k.saw[i].ShardID, k.saw[i].SequenceNumber,
+				cmp.Diff(k.saw[i], *m, cmpopts.IgnoreUnexported(lambdaadapter.Message{}), cmpopts.EquateEmpty()))
 		}
 	}
 	return len(k.kept)
+}
+
+// count counts the kept handlings for which f, called with k.mu held, is
+// true.
+func (k *keeper) count(f func(i int) bool) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for i := range k.kept {
+		if f(i) {
+			n++
+		}
+	}
+	return n
 }
 
 // TestMessagesAreYoursToKeep (Lambda mode): a handler keeps every Message
@@ -196,20 +217,6 @@ func TestMessagesAreYoursToKeepLongRunning(t *testing.T) {
 	}
 }
 
-// changed counts the kept messages that no longer read as their handler
-// saw them.
-func (k *keeper) changed() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for i, m := range k.kept {
-		if !cmp.Equal(k.saw[i], *m, cmpopts.IgnoreUnexported(lambdaadapter.Message{}), cmpopts.EquateEmpty()) {
-			n++
-		}
-	}
-	return n
-}
-
 // TestRecycledMessagesAreCaught: with WithRecycledMessages the adapter
 // reuses the messages' memory, and a test that kept them sees it: after two
 // invocations every kept message reads differently (it was zeroed), and
@@ -226,24 +233,11 @@ func TestRecycledMessagesAreCaught(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := k.changed(); n != 600 {
+	if n := k.count(func(i int) bool { return !k.same(i) }); n != 600 {
 		t.Errorf("%d of 600 kept messages changed, want all", n)
 	}
-	if n := k.payloads(); n != 600 {
+	overwritten := func(i int) bool { p := k.payload[i]; return len(p) > 0 && bytes.Count(p, []byte{0xDB}) == len(p) }
+	if n := k.count(overwritten); n != 600 {
 		t.Errorf("%d of 600 kept payloads overwritten with 0xDB, want all", n)
 	}
-}
-
-// payloads counts the payload slices kept on their own whose bytes all
-// read 0xDB.
-func (k *keeper) payloads() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for _, p := range k.payload {
-		if len(p) > 0 && bytes.Count(p, []byte{0xDB}) == len(p) {
-			n++
-		}
-	}
-	return n
 }

@@ -907,6 +907,21 @@ func TestFenceLapse(t *testing.T) {
 	})
 }
 
+// copyingWorld is a world whose handler retries every record, each retry a
+// counted copy written to the stream "orders" (testARN).
+func copyingWorld(t *testing.T) *world {
+	t.Helper()
+	h := message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
+		return message.Retry(errors.New("downstream failed"))
+	})
+	w := newWorld(t, h)
+	w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
+	if arn := w.k.CreateStream("orders", 1); arn != testARN {
+		t.Fatalf("stream %s, want %s", arn, testARN)
+	}
+	return w
+}
+
 // TestWriteRoundFollowsTheFence: a round of writes (long-running mode) ends
 // when the fence of its shard lapses, at the fence's deadline as it stands
 // while the round is on the wire: a PutRecords call that takes 5 s
@@ -917,14 +932,7 @@ func TestWriteRoundFollowsTheFence(t *testing.T) {
 	for _, renewed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("renewed=%v", renewed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
-					return message.Retry(errors.New("downstream failed"))
-				})
-				w := newWorld(t, h)
-				w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
-				if arn := w.k.CreateStream("orders", 1); arn != testARN {
-					t.Fatalf("stream %s, want %s", arn, testARN)
-				}
+				w := copyingWorld(t)
 				w.k.Delay = 5 * time.Second
 				e := w.engine(t)
 				sh := engine.NewShard("fenced", engine.Hooks{})
@@ -991,14 +999,7 @@ func TestUnansweredWriteLogged(t *testing.T) {
 	for _, mode := range []engine.Mode{engine.ModeLambda, engine.ModeLongRunning} {
 		t.Run(mode.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := message.HandlerFunc(func(context.Context, *message.Message) message.Outcome {
-					return message.Retry(errors.New("downstream failed"))
-				})
-				w := newWorld(t, h)
-				w.cfg.Policy.MaxAttempts = 5 // a Retry becomes a counted copy
-				if arn := w.k.CreateStream("orders", 1); arn != testARN {
-					t.Fatalf("stream %s, want %s", arn, testARN)
-				}
+				w := copyingWorld(t)
 				la := &lostAnswer{Kinesis: w.k}
 				pub, err := publish.NewPublisher(la, publish.WithBackoff(time.Millisecond, 10*time.Millisecond))
 				if err != nil {
