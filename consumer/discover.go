@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -216,28 +217,10 @@ const storeParallelism = 8
 // concurrently calls fn for every item, at most storeParallelism at a time,
 // and returns the first error after every call returned.
 func concurrently[T any](items []T, fn func(T) error) error {
-	if len(items) == 1 {
-		return fn(items[0])
-	}
-	sem := make(chan struct{}, storeParallelism)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
+	var g errgroup.Group
+	g.SetLimit(storeParallelism)
 	for _, it := range items {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := fn(it); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		})
+		g.Go(func() error { return fn(it) })
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
