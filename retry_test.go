@@ -731,3 +731,46 @@ func (g gatedKinesis) PutRecord(ctx context.Context, in *kinesis.PutRecordInput,
 	g.wait(ctx)
 	return g.Kinesis.PutRecord(ctx, in, optFns...)
 }
+
+// TestCopyAndDeadLetterKeepRustHeaders: headers the Rust crate
+// ruststream-kinesis writes although this module's encoder once refused
+// them (an empty name, '\r' inside a value) reach the handler, and the
+// record's counted copy and its dead letter carry them on.
+func TestCopyAndDeadLetterKeepRustHeaders(t *testing.T) {
+	// As ruststream-kinesis frames ": v\n" and "x-a: 1\r2\n".
+	block := ": v\nx-a: 1\r2\n"
+	data := func(extra, payload string) []byte {
+		b := block + extra
+		return append(append([]byte("RSK1"), byte(len(b)>>24), byte(len(b)>>16), byte(len(b)>>8), byte(len(b))), b+payload...)
+	}
+	b := lambdaadaptertest.NewBatch("orders")
+	b.AddRaw("user-1", data("", "copy me"))
+	b.AddRaw("user-2", data("x-ruststream-retry-count: 2\n", "dead-letter me"))
+	var seen []map[string]string
+	var mu sync.Mutex
+	handler := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		mu.Lock()
+		seen = append(seen, userHeaders(m.Headers))
+		mu.Unlock()
+		return lambdaadapter.Retry(errors.New("downstream failed"))
+	})
+	res := lambdaadaptertest.Run(t, handler, b, lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream("orders-dlq"))
+	if !res.AllSettled() {
+		t.Fatalf("response %s", res.Raw)
+	}
+	for i, h := range seen {
+		if h[""] != "v" || h["x-a"] != "1\r2" {
+			t.Errorf("handler %d saw headers %q, want \"\": v and x-a: 1\\r2", i, h)
+		}
+	}
+	w := res.Kinesis.Written()
+	if len(w) != 2 {
+		t.Fatalf("%d records written, want a copy and a dead letter", len(w))
+	}
+	for _, r := range w {
+		h := userHeaders(r.Headers)
+		if h[""] != "v" || h["x-a"] != "1\r2" {
+			t.Errorf("%s (%q) carries %q, want \"\": v and x-a: 1\\r2", r.Stream, r.Payload, h)
+		}
+	}
+}

@@ -23,22 +23,24 @@
 // # Compatibility
 //
 // Append and Encode write the same bytes as ruststream-kinesis's
-// encode_envelope for every header list they accept. They are stricter: they
-// refuse what would corrupt the framing (a '\n' or '\r' in a name or value, a
-// ':' in a name, an empty or blank name) with an error matching
-// ErrInvalidHeader, where ruststream writes it anyway. Values are bytes kept
-// as they are; ruststream replaces invalid UTF-8 with U+FFFD.
+// encode_envelope for every header list they accept, among them an empty
+// name and '\r' inside a name or value. They are stricter on what would
+// corrupt the framing or not read back as the same name (a '\n' in a name
+// or value, a ':' in a name, a name of whitespace only): they refuse it with
+// an error matching ErrInvalidHeader, where ruststream writes it anyway.
+// Values are bytes kept as they are; ruststream replaces invalid UTF-8 with
+// U+FFFD.
 //
 // Decode and DecodeInto read what decode_envelope reads, with its leniency:
 // data too short for the prefix, without Magic, or with a length prefix
 // pointing past its end is a raw payload; lines without ':' are skipped; names
 // and values are trimmed of surrounding whitespace, so a value with leading
 // or trailing spaces does not survive a round trip; a repeated name keeps its
-// first position and takes its last value. They depart from ruststream only
-// on input no encoder writes: a line whose name is empty or whose name or
-// value contains '\r' is dropped (so every decoded header can be encoded
-// again), and bytes that are not UTF-8 are kept where ruststream substitutes
-// U+FFFD. They never allocate more than
+// first position and takes its last value; a line with an empty name is a
+// header named "", and '\r' inside a name or value is kept. Every decoded
+// header can be encoded again. They depart from ruststream only on input its
+// encoder never writes: bytes that are not UTF-8 are kept where ruststream
+// substitutes U+FFFD. They never allocate more than
 // O(len(data)) bytes, whatever the length prefix claims, and nothing for a
 // raw payload.
 //

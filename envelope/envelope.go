@@ -73,13 +73,10 @@ type HeaderError struct {
 
 // Reasons a HeaderError gives.
 const (
-	reasonNameEmpty  = "name is empty"
 	reasonNameBlank  = "name is blank"
 	reasonNameColon  = "name contains colon"
 	reasonNameLF     = "name contains newline"
-	reasonNameCR     = "name contains carriage return"
 	reasonValueLF    = "value contains newline"
-	reasonValueCR    = "value contains carriage return"
 	reasonBlockLong  = "block is longer than 4294967295 bytes"
 	reasonRecordLong = "block and payload are too long for this platform"
 )
@@ -108,9 +105,12 @@ var maxBlockLen uint64 = math.MaxUint32
 // alone, without envelope. For headers Append accepts whose values are valid
 // UTF-8, the output is byte for byte what ruststream-kinesis writes.
 //
-// Append refuses, with a *HeaderError and dst returned unchanged, an empty or
-// blank name, a name containing ':', '\n' or '\r', a value containing '\n' or
-// '\r', and a header block longer than math.MaxUint32 bytes. It does not check
+// Append refuses, with a *HeaderError and dst returned unchanged, what
+// would break the framing or not read back as the same name: a name
+// containing ':' or '\n', a value containing '\n', a name that is blank but
+// not empty (whitespace only), and a header block longer than
+// math.MaxUint32 bytes. It writes what ruststream-kinesis writes and reads
+// back: an empty name (": value"), and '\r' inside a name or value. It does not check
 // that names are unique (a decoder keeps the last value of a repeated name),
 // nor does it skip the kinesis-* delivery headers. Values are written as they
 // are: surrounding whitespace is accepted but trimmed by Decode, and bytes
@@ -216,20 +216,14 @@ func measure(h Headers) (uint64, error) {
 // refusal returns why the header name: value cannot be framed, or "".
 func refusal(name, value string) string {
 	switch {
-	case name == "":
-		return reasonNameEmpty
 	case strings.IndexByte(name, ':') >= 0:
 		return reasonNameColon
 	case strings.IndexByte(name, '\n') >= 0:
 		return reasonNameLF
-	case strings.IndexByte(name, '\r') >= 0:
-		return reasonNameCR
-	case strings.TrimSpace(name) == "":
+	case name != "" && strings.TrimSpace(name) == "":
 		return reasonNameBlank
 	case strings.IndexByte(value, '\n') >= 0:
 		return reasonValueLF
-	case strings.IndexByte(value, '\r') >= 0:
-		return reasonValueCR
 	}
 	return ""
 }
@@ -261,13 +255,15 @@ func Decode(data []byte) (Headers, []byte) {
 // into lines at '\n'; a line without ':' is ignored; the name is what comes
 // before the first ':' and the value what comes after it, both trimmed of
 // surrounding whitespace; names are lower-cased (ASCII); a repeated name
-// replaces the earlier value in place. Two departures from ruststream, both
-// on input no encoder writes: the bytes of names and values are kept as they
-// are where ruststream replaces invalid UTF-8 with U+FFFD, and a line whose
-// name is empty or whose name or value contains '\r' (after trimming) is
-// dropped, so every header DecodeInto returns is one Append accepts and a
-// decoded record can always be encoded again. A PartitionKeyHeader line in
-// the block is kept; a receiver overrides it with the record's own key.
+// replaces the earlier value in place. A line with an empty name (": v")
+// is a header named "", and '\r' inside a name or value is kept, as
+// ruststream reads them; every header DecodeInto returns is one Append
+// accepts, so a decoded record can always be encoded again (copies and
+// dead letters keep every header). One departure from ruststream, on input
+// its encoder never writes: the bytes of names and values are kept as they
+// are where ruststream replaces invalid UTF-8 with U+FFFD. A
+// PartitionKeyHeader line in the block is kept; a receiver overrides it
+// with the record's own key.
 //
 // The payload aliases data. The headers share one string copied from the
 // header block, so they stay valid when data is reused. DecodeInto allocates
@@ -300,9 +296,6 @@ func DecodeInto(dst Headers, data []byte) (Headers, []byte) {
 			continue
 		}
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		if name == "" || strings.IndexByte(name, '\r') >= 0 || strings.IndexByte(value, '\r') >= 0 {
-			continue
-		}
 		if index == nil {
 			if i := dst[start:].index(name); i >= 0 {
 				dst[start+i].Value = value
@@ -334,9 +327,8 @@ func DecodeInto(dst Headers, data []byte) (Headers, []byte) {
 // names from costing quadratic time.
 const linearLimit = 32
 
-// countCandidates returns the number of lines of block that have a ':' with
-// something other than whitespace before it: an upper bound on the number of
-// headers the block holds.
+// countCandidates returns the number of lines of block that have a ':': an
+// upper bound on the number of headers the block holds.
 func countCandidates(block []byte) int {
 	count := 0
 	for {
@@ -344,10 +336,7 @@ func countCandidates(block []byte) int {
 		if i < 0 {
 			return count
 		}
-		name := block[bytes.LastIndexByte(block[:i], '\n')+1 : i]
-		if len(bytes.TrimSpace(name)) > 0 {
-			count++
-		}
+		count++
 		j := bytes.IndexByte(block[i:], '\n')
 		if j < 0 {
 			return count

@@ -209,13 +209,6 @@ func TestAppendRefuses(t *testing.T) {
 			wantMsg:    `envelope: header "x-a" value contains newline`,
 		},
 		{
-			name:       "carriage return in value",
-			h:          Headers{{"x-a", "1\r"}},
-			wantName:   "x-a",
-			wantReason: "value contains carriage return",
-			wantMsg:    `envelope: header "x-a" value contains carriage return`,
-		},
-		{
 			name:       "newline in name",
 			h:          Headers{{"x\na", "1"}},
 			wantName:   "x\na",
@@ -223,25 +216,11 @@ func TestAppendRefuses(t *testing.T) {
 			wantMsg:    `envelope: header "x\na" name contains newline`,
 		},
 		{
-			name:       "carriage return in name",
-			h:          Headers{{"x\ra", "1"}},
-			wantName:   "x\ra",
-			wantReason: "name contains carriage return",
-			wantMsg:    `envelope: header "x\ra" name contains carriage return`,
-		},
-		{
 			name:       "colon in name",
 			h:          Headers{{"x:a", "1"}},
 			wantName:   "x:a",
 			wantReason: "name contains colon",
 			wantMsg:    `envelope: header "x:a" name contains colon`,
-		},
-		{
-			name:       "empty name",
-			h:          Headers{{"", "1"}},
-			wantName:   "",
-			wantReason: "name is empty",
-			wantMsg:    `envelope: header name is empty`,
 		},
 		{
 			name:       "blank name",
@@ -382,14 +361,14 @@ func TestDecode(t *testing.T) {
 		{"partition key in the block is kept", record("partition-key: k\n", "p"), Headers{{PartitionKeyHeader, "k"}}, "p"},
 		{"inner spaces in a name are kept", record("x  a: 1\n", "p"), Headers{{"x  a", "1"}}, "p"},
 
-		// Lines that Append would refuse are dropped.
-		{"empty name", record(": v\na: 1\n", "p"), Headers{{"a", "1"}}, "p"},
-		{"blank name", record(" \t : v\n", "p"), nil, "p"},
-		{"colons only", record("::::\n:\n", "p"), nil, "p"},
-		{"carriage return inside a value", record("a: x\ry\nb: 1\n", "p"), Headers{{"b", "1"}}, "p"},
-		{"carriage return inside a name", record("a\rb: 1\n", "p"), nil, "p"},
+		// What ruststream-kinesis writes and reads, kept as it reads it.
+		{"empty name", record(": v\na: 1\n", "p"), Headers{{"", "v"}, {"a", "1"}}, "p"},
+		{"blank name reads as empty", record(" \t : v\n", "p"), Headers{{"", "v"}}, "p"},
+		{"colons only", record("::::\n:\n", "p"), Headers{{"", ""}}, "p"},
+		{"carriage return inside a value", record("a: x\ry\nb: 1\n", "p"), Headers{{"a", "x\ry"}, {"b", "1"}}, "p"},
+		{"carriage return inside a name", record("a\rb: 1\n", "p"), Headers{{"a\rb", "1"}}, "p"},
 		{"carriage return at the edges is whitespace", record("\ra\r:\r1\r\n", "p"), Headers{{"a", "1"}}, "p"},
-		{"bare carriage returns do not split lines", record("a: 1\rb: 2\n", "p"), nil, "p"},
+		{"bare carriage returns do not split lines", record("a: 1\rb: 2\n", "p"), Headers{{"a", "1\rb: 2"}}, "p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -613,8 +592,7 @@ func TestAllocations(t *testing.T) {
 
 // referenceDecode is decode_envelope of ruststream-kinesis transcribed as
 // plainly as possible (str::lines, split_once, trim, HeaderMap::insert), with
-// this package's two documented departures: bytes are kept as they are, and
-// a line that Append would refuse (empty name, '\r' inside) is dropped.
+// this package's one documented departure: bytes are kept as they are.
 func referenceDecode(data []byte) Headers {
 	if len(data) < 8 || string(data[:4]) != "RSK1" {
 		return nil
@@ -637,9 +615,6 @@ func referenceDecode(data []byte) Headers {
 			continue
 		}
 		name, value := strings.TrimSpace(line[:i]), strings.TrimSpace(line[i+1:])
-		if name == "" || strings.Contains(name, "\r") || strings.Contains(value, "\r") {
-			continue
-		}
 		// HeaderMap::insert: ASCII lower-case key, replace in place.
 		lowered := []byte(name)
 		for j, c := range lowered {
@@ -670,4 +645,43 @@ func mustHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestRustHeaderVectors: headers ruststream-kinesis writes although this
+// package used to refuse them — an empty name, '\r' inside a name or a
+// value — as its encode_envelope frames them ("name: value\n" lines after
+// RSK1 and the block's length). Decode reads them as ruststream reads them,
+// Append accepts them and writes the same bytes, so copies and dead letters
+// of such a record keep them.
+func TestRustHeaderVectors(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		vector string // hex of what ruststream-kinesis writes
+		h      Headers
+	}{
+		// ": v\n": an empty name.
+		{"empty name", "52534b3100000004" + "3a20760a" + "7061796c6f6164", Headers{{"", "v"}}},
+		// "x-a: 1\r2\n": a carriage return inside a value.
+		{"carriage return in a value", "52534b3100000009" + "782d613a2031 0d 320a" + "7061796c6f6164", Headers{{"x-a", "1\r2"}}},
+		// "a\rb: 3\n" then ": \n": a carriage return inside a name, an empty name and value.
+		{"carriage return in a name, then an empty header", "52534b310000000a" + "610d623a20330a" + "3a200a" + "7061796c6f6164", Headers{{"a\rb", "3"}, {"", ""}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vector := mustHex(t, strings.ReplaceAll(tt.vector, " ", ""))
+			h, payload := Decode(vector)
+			if diff := cmp.Diff(tt.h, h); diff != "" || string(payload) != "payload" {
+				t.Errorf("Decode: headers (-want +got):\n%s\npayload %q", diff, payload)
+			}
+			if diff := cmp.Diff(referenceDecode(vector), h); diff != "" {
+				t.Errorf("Decode differs from referenceDecode (-ref +got):\n%s", diff)
+			}
+			enc, err := Encode(h, payload)
+			if err != nil {
+				t.Fatalf("Encode of the decoded headers: %v", err)
+			}
+			if !bytes.Equal(enc, vector) {
+				t.Errorf("Encode wrote %x, want ruststream's %x", enc, vector)
+			}
+		})
+	}
 }

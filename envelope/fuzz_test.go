@@ -120,8 +120,8 @@ func envelopeBlockLen(data []byte) (int, bool) {
 }
 
 // checkDecoded checks what holds for every header list Decode returns:
-// unique, non-empty, lower-case, trimmed names and trimmed values, nothing
-// Append would refuse.
+// unique, lower-case, trimmed names (the empty name among them) and
+// trimmed values, nothing Append would refuse.
 func checkDecoded(t *testing.T, h Headers) {
 	t.Helper()
 	seen := make(map[string]bool)
@@ -238,8 +238,8 @@ func FuzzRoundTrip(f *testing.F) {
 // modelRefuses says, independently of refusal, whether Append must refuse
 // the header name: value.
 func modelRefuses(name, value string) bool {
-	return strings.TrimFunc(name, func(r rune) bool { return strings.ContainsRune(" \t\v\f\u0085\u00a0", r) || isSpaceRune(r) }) == "" ||
-		strings.ContainsAny(name, ":\r\n") || strings.ContainsAny(value, "\r\n")
+	blank := name != "" && strings.TrimFunc(name, func(r rune) bool { return strings.ContainsRune(" \t\v\f\r\n\u0085\u00a0", r) || isSpaceRune(r) }) == ""
+	return blank || strings.ContainsAny(name, ":\n") || strings.ContainsAny(value, "\n")
 }
 
 // isSpaceRune reports the White_Space runes outside Latin-1, those
