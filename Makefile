@@ -10,14 +10,14 @@ all: build test
 
 build:
 	$(GO) build ./...
-	CGO_ENABLED=0 $(GO) build -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
 
 # sam build (template.yaml: BuildMethod makefile, CodeUri .) runs this in a copy of
 # the repository with ARTIFACTS_DIR set. SAM does not pass the function's
 # architecture: arm64 unless LAMBDA_GOARCH=amd64 (for Architecture=x86_64).
 LAMBDA_GOARCH ?= arm64
 build-AdapterFunction:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build -tags lambda.norpc -trimpath -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/bootstrap
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_GOARCH) $(GO) build -buildvcs=auto -tags lambda.norpc -trimpath -o "$(ARTIFACTS_DIR)/bootstrap" ./cmd/bootstrap
 
 # Pinned local stand-ins (the Lambda Runtime Interface Emulator, from tools/go.mod).
 tools:

@@ -116,6 +116,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	awslambda "github.com/aws/aws-lambda-go/lambda"
@@ -142,6 +143,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return idempotencyCommand(args[1:], getenv, stdout, stderr)
 		case isHelp(args[0]):
 			return helpCommand(args[1:], getenv, stdout, stderr)
+		case args[0] == "version":
+			return versionCommand(args[1:], debug.ReadBuildInfo, stdout, stderr)
 		}
 	}
 	fs := flag.NewFlagSet("bootstrap", flag.ContinueOnError)

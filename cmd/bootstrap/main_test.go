@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -93,5 +94,34 @@ func TestHelp(t *testing.T) {
 		if code := run(args, noEnv, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
 			t.Errorf("%v: code %d, stderr %q; want 2 and an unknown command", args, code, errb.String())
 		}
+	}
+}
+
+// TestVersion: `bootstrap version` prints the module's path and version,
+// the VCS revision with its time and whether the tree was modified, and the
+// Go version, from the build information; without a revision it says so,
+// and arguments are refused.
+func TestVersion(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/shardsettle/lambdaadapter", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "46aa433"}, {Key: "vcs.time", Value: "2026-12-05T19:40:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	for _, c := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{bi, "github.com/shardsettle/lambdaadapter v1.2.3\nrevision 46aa433 (2026-12-05T19:40:00Z), modified\nbuilt with go1.26.8\n"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/shardsettle/lambdaadapter"}},
+			"github.com/shardsettle/lambdaadapter (devel)\nrevision unknown (not built from a VCS checkout)\nbuilt with go1.26.8\n"},
+	} {
+		var out, errb strings.Builder
+		if code := versionCommand(nil, func() (*debug.BuildInfo, bool) { return c.bi, true }, &out, &errb); code != 0 || out.String() != c.want {
+			t.Errorf("code %d, output %q, want 0 and %q (stderr %q)", code, out.String(), c.want, errb.String())
+		}
+	}
+	var out, errb strings.Builder
+	if code := run([]string{"version"}, func(string) string { return "" }, &out, &errb); code != 0 || !strings.Contains(out.String(), "built with go") {
+		t.Errorf("bootstrap version: code %d, output %q, stderr %q", code, out.String(), errb.String())
+	}
+	if code := run([]string{"version", "x"}, func(string) string { return "" }, &out, &errb); code != 2 {
+		t.Errorf("bootstrap version x: code %d, want 2", code)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 )
 
@@ -22,6 +23,8 @@ Usage:
   bootstrap leases init -table T           create the lease table (PAY_PER_REQUEST)
   bootstrap idempotency init [-table T]    create the idempotency table
   bootstrap help [leases|idempotency]      this text, or a command's flags
+  bootstrap version                        the module's version and the VCS
+                                           revision the binary was built from
 
 Configuration: LAMBDAADAPTER_* environment variables (LAMBDAADAPTER_MODE,
 LAMBDAADAPTER_STREAM, LAMBDAADAPTER_LEASE_TABLE, LAMBDAADAPTER_MAX_ATTEMPTS,
@@ -33,6 +36,45 @@ of variables, and the demonstration handler's payload commands:
 
 README.md ("Configuration", "Long-running mode") explains each.
 `
+
+// versionCommand implements `bootstrap version`: the module path and
+// version, the VCS revision, its time and whether the tree was modified
+// (when the binary was built from a VCS checkout), and the Go version, all
+// from the binary's build information (read, debug.ReadBuildInfo).
+func versionCommand(args []string, read func() (*debug.BuildInfo, bool), stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "bootstrap version: takes no arguments, got %q\n", args)
+		return 2
+	}
+	bi, ok := read()
+	if !ok {
+		fmt.Fprintln(stderr, "bootstrap version: the binary carries no build information")
+		return 1
+	}
+	version := bi.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	fmt.Fprintf(stdout, "%s %s\n", bi.Main.Path, version)
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		fmt.Fprintf(stdout, "revision %s", rev)
+		if t := settings["vcs.time"]; t != "" {
+			fmt.Fprintf(stdout, " (%s)", t)
+		}
+		if settings["vcs.modified"] == "true" {
+			fmt.Fprint(stdout, ", modified")
+		}
+		fmt.Fprintln(stdout)
+	} else {
+		fmt.Fprintln(stdout, "revision unknown (not built from a VCS checkout)")
+	}
+	fmt.Fprintf(stdout, "built with %s\n", bi.GoVersion)
+	return 0
+}
 
 // isHelp reports whether arg asks for help.
 func isHelp(arg string) bool {
