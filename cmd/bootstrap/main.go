@@ -158,7 +158,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bootstrap: unknown command %q (bootstrap help lists them)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "bootstrap: unknown command %q; the commands are leases, leases init, idempotency init, help and version, or none to run the adapter (-mode=lambda|ecs); bootstrap help explains them\n", fs.Arg(0))
 		return 2
 	}
 	m, err := lambdaadapter.ParseMode(*mode)

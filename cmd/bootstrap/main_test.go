@@ -94,6 +94,11 @@ func TestHelp(t *testing.T) {
 		if code := run(args, noEnv, &out, &errb); code != 2 || !strings.Contains(errb.String(), "unknown command") {
 			t.Errorf("%v: code %d, stderr %q; want 2 and an unknown command", args, code, errb.String())
 		}
+		for _, valid := range []string{"leases", "idempotency init", "help", "version"} {
+			if !strings.Contains(errb.String(), valid) {
+				t.Errorf("%v: the error does not name the command %q: %q", args, valid, errb.String())
+			}
+		}
 	}
 }
 
