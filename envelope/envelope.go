@@ -94,8 +94,7 @@ func (e *HeaderError) Error() string {
 func (e *HeaderError) Unwrap() error { return ErrInvalidHeader }
 
 // maxBlockLen is the longest header block the u32 length prefix can state.
-// It is a variable only so that a test can lower it.
-var maxBlockLen uint64 = math.MaxUint32
+const maxBlockLen = math.MaxUint32
 
 // Append appends the encoded record for headers h and payload to dst and
 // returns the extended slice. Headers other than PartitionKeyHeader are
@@ -195,7 +194,10 @@ func EncodedLen(h Headers, payload []byte) int {
 }
 
 // measure validates h and returns the length of its header block.
-func measure(h Headers) (uint64, error) {
+func measure(h Headers) (uint64, error) { return measureWithin(h, maxBlockLen) }
+
+// measureWithin is measure with a block of at most limit bytes.
+func measureWithin(h Headers, limit uint64) (uint64, error) {
 	var n uint64
 	for i := range h {
 		x := &h[i]
@@ -206,7 +208,7 @@ func measure(h Headers) (uint64, error) {
 			return 0, &HeaderError{Name: x.Name, Reason: r}
 		}
 		n += uint64(len(x.Name)) + uint64(len(x.Value)) + uint64(len(": \n"))
-		if n > maxBlockLen {
+		if n > limit {
 			return 0, &HeaderError{Reason: reasonBlockLong}
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 // ErrNotDelayed is matched by the error ForwardDelayed returns for a body
 // that is not a delay message of this adapter.
-var ErrNotDelayed = errors.New("not a lambdaadapter delay message")
+var ErrNotDelayed = errors.New("publish: not a lambdaadapter delay message")
 
 // ForwardDelayed handles messages received from a delay queue, given by
 // their bodies: each one due at now (Delayed.Left) is written to its stream
