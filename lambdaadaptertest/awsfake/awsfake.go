@@ -1,7 +1,7 @@
 // Package awsfake holds in-memory fakes of the Kinesis and SQS calls the
 // adapter makes: the writes (PutRecord, PutRecords, SendMessage,
-// SendMessageBatch), Kinesis reads (below), and SQS's ReceiveMessage and
-// DeleteMessageBatch on what was sent (a queue with delays and visibility
+// SendMessageBatch), Kinesis reads (below), and SQS's ReceiveMessage,
+// DeleteMessage and DeleteMessageBatch on what was sent (a queue with delays and visibility
 // timeouts). They record what they accept and can be told to fail or to
 // take time. Package
 // lambdaadaptertest offers them under the same names; this package exists so
