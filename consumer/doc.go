@@ -115,10 +115,13 @@
 //     checkpoint (a record that does not settle holds every later one).
 //     A GetRecords answer is decoded in one pass (internal/getrecords) into
 //     exactly what the SDK's deserializer returns; its records' data share
-//     one buffer. An answer's storage — that buffer, its deliveries (the
-//     Messages) and their headers' backing — is reused for a later answer
-//     once the engine finished with every record of it (handled, written
-//     where its outcome says, given up on or dropped): the Message contract,
+//     one buffer. By default that buffer, the answer's deliveries (the
+//     Messages) and their headers' block are new for every answer and
+//     left to the handlers, which may keep them; the decoded records'
+//     slices are reused once the engine finished with every record of the
+//     answer (handled, written where its outcome says, given up on or
+//     dropped). With engine.Config.RecycleMessages
+//     (lambdaadapter.WithRecycledMessages) the whole storage is reused then,
 //     as in Lambda mode. A record in flight holds its answer's storage, so
 //     storage more than four times larger than an answer needs is not
 //     reused for it (after a burst, small answers take new storage and the
