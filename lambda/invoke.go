@@ -113,8 +113,9 @@ type batch struct {
 	streams streamCache // buildInto's
 
 	// buffers, when not nil, holds the memory of the decoded records and
-	// their data (payloads alias it), which the Runner reuses once every
-	// handler returned.
+	// their data (payloads alias it). Once every handler returned, the
+	// Runner reuses the records; the data too with RecycleMessages, else it
+	// is left to the messages (Buffers.GiveUpData).
 	buffers *event.Buffers
 }
 
