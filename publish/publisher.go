@@ -411,15 +411,12 @@ func deref(s *string) string {
 
 // item is one record of a PutBatch on its way.
 type item struct {
-	idx       int // index in the caller's slice
-	key       string
-	size      int // data plus key
-	dataLen   int
-	data      []byte
-	last      error
-	lastClass class
-	// unanswered: a call that carried the item got no answer (noAnswer).
-	unanswered bool
+	idx     int // index in the caller's slice
+	key     string
+	size    int // data plus key
+	dataLen int
+	data    []byte
+	attempts
 }
 
 // errUnsettled marks a result not yet settled. It never escapes PutBatch
@@ -496,11 +493,12 @@ func (p *Publisher) PutBatch(ctx context.Context, rs []Record) []Result {
 
 // scratch is the memory a PutBatch call reuses from earlier calls.
 type scratch struct {
-	items   []item
-	streams []string
-	chunk   []int
-	entries []ktypes.PutRecordsRequestEntry
-	arena   []byte
+	items    []item
+	streams  []string
+	chunk    []int
+	entries  []ktypes.PutRecordsRequestEntry
+	outcomes []entryOutcome
+	arena    []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -514,7 +512,8 @@ func (s *scratch) release() {
 	clear(s.items)
 	clear(s.streams)
 	clear(s.entries[:cap(s.entries)]) // a retry may have shortened it
-	s.items, s.streams, s.chunk, s.entries, s.arena = s.items[:0], s.streams[:0], s.chunk[:0], s.entries[:0], s.arena[:0]
+	clear(s.outcomes[:cap(s.outcomes)])
+	s.items, s.streams, s.chunk, s.entries, s.outcomes, s.arena = s.items[:0], s.streams[:0], s.chunk[:0], s.entries[:0], s.outcomes[:0], s.arena[:0]
 	if cap(s.items) > maxPooledItems {
 		s.items, s.chunk = nil, nil
 	}
@@ -535,6 +534,9 @@ type batch struct {
 	stream   string
 	op       target
 	notFound error // the stream is missing: fail its later chunks without a call
+
+	req putRecordsRequest              // the request of the chunk being sent
+	out []ktypes.PutRecordsResultEntry // the last request's response entries
 }
 
 // send writes the items of one chunk (indices into b.items), retrying until
@@ -574,111 +576,73 @@ func (b *batch) send(ctx context.Context, chunk []int) {
 	}
 	b.s.arena = arena[:0]
 
-	req := &putRecordsRequest{stream: b.stream}
-	in := &req.in
-	in.StreamName, in.StreamARN = streamField(&req.stream)
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if err := ctx.Err(); err != nil {
-			b.giveUp(pending, err)
-			return
-		}
-		entries := b.s.entries[:0]
-		for _, j := range pending {
-			it := &b.items[j]
-			e := ktypes.PutRecordsRequestEntry{Data: it.data, PartitionKey: &it.key}
-			if h := &b.rs[it.idx].ExplicitHashKey; *h != "" {
-				e.ExplicitHashKey = h
-			}
-			entries = append(entries, e)
-		}
-		b.s.entries, in.Records = entries, entries
-		n := getNote()
-		out, err := b.p.k.PutRecords(ctx, in, n.kinesis[:]...)
-		seen := n.done(err)
-		if err == nil && (out == nil || len(out.Records) != len(pending)) {
-			n := 0
-			if out != nil {
-				n = len(out.Records)
-			}
-			err = badResponse(fmt.Sprintf("response with %d entries for %d records", n, len(pending)))
-		}
-		if _, bad := err.(badResponse); seen || bad {
-			for _, j := range pending {
-				b.items[j].unanswered = true
-			}
-		}
-		var lastErr error
-		if err != nil {
-			switch c := classifyCall(ctx, err); c {
-			case classNotFound:
-				b.notFound = &opError{op: b.op, what: "stream not found", cause: err, is: []error{ErrStreamNotFound}}
-				b.fail(pending, b.notFound)
-				return
-			case classPermanent:
-				b.fail(pending, &opError{op: b.op, cause: err})
-				return
-			case classCanceled:
-				for _, j := range pending {
-					if it := &b.items[j]; it.last == nil {
-						it.last, it.lastClass = err, classRetryable
-					}
-				}
-				b.giveUp(pending, ctx.Err())
-				return
-			default:
-				for _, j := range pending {
-					b.items[j].last, b.items[j].lastClass = err, c
-				}
-				lastErr = err
-			}
-		} else {
-			still := pending[:0]
-			for k, e := range out.Records {
-				j := pending[k]
-				it := &b.items[j]
-				if deref(e.ErrorCode) == "" && deref(e.SequenceNumber) != "" {
-					b.results[it.idx] = Result{ShardID: deref(e.ShardId), SequenceNumber: *e.SequenceNumber, Unanswered: it.unanswered}
-					continue
-				}
-				ee := &EntryError{Code: deref(e.ErrorCode), Message: deref(e.ErrorMessage)}
-				if ee.Code == "" {
-					ee.Message = "entry without error code or sequence number"
-				}
-				switch c := classifyEntry(ee.Code, false); c {
-				case classNotFound:
-					b.results[it.idx] = Result{Err: &opError{op: b.op, what: "stream not found", cause: ee, is: []error{ErrStreamNotFound}}, Unanswered: it.unanswered}
-				case classPermanent:
-					b.results[it.idx] = Result{Err: &opError{op: b.op, cause: ee}, Unanswered: it.unanswered}
-				default:
-					it.last, it.lastClass = ee, c
-					lastErr = ee
-					still = append(still, j)
-				}
-			}
-			pending = still
-		}
-		if len(pending) == 0 {
-			return
-		}
-		d, werr := b.p.cfg.backoff.wait(ctx, attempt)
-		if werr != nil {
-			b.giveUp(pending, werr)
-			return
-		}
-		b.p.logRetry(ctx, b.stream, attempt+1, d, len(pending), lastErr)
-	}
+	b.req = putRecordsRequest{stream: b.stream}
+	b.req.in.StreamName, b.req.in.StreamARN = streamField(&b.req.stream)
+	sendBatch(ctx, b, b.op, &b.p.cfg.backoff, pending)
 }
 
-func (b *batch) fail(pending []int, err error) {
+// request sends the pending items in one PutRecords call (batchRequests).
+func (b *batch) request(ctx context.Context, pending []int, n *note) ([]entryOutcome, error) {
+	entries := b.s.entries[:0]
 	for _, j := range pending {
 		it := &b.items[j]
-		b.results[it.idx] = Result{Err: err, Unanswered: it.unanswered}
+		e := ktypes.PutRecordsRequestEntry{Data: it.data, PartitionKey: &it.key}
+		if h := &b.rs[it.idx].ExplicitHashKey; *h != "" {
+			e.ExplicitHashKey = h
+		}
+		entries = append(entries, e)
 	}
+	b.s.entries, b.req.in.Records = entries, entries
+	out, err := b.p.k.PutRecords(ctx, &b.req.in, n.kinesis[:]...)
+	b.out = nil
+	if err != nil {
+		return nil, err
+	}
+	if out == nil || len(out.Records) != len(pending) {
+		n := 0
+		if out != nil {
+			n = len(out.Records)
+		}
+		return nil, badResponse(fmt.Sprintf("response with %d entries for %d records", n, len(pending)))
+	}
+	b.out = out.Records
+	outs := b.s.outcomes[:0]
+	for _, e := range out.Records {
+		if deref(e.ErrorCode) == "" && deref(e.SequenceNumber) != "" {
+			outs = append(outs, entryOutcome{})
+			continue
+		}
+		ee := &EntryError{Code: deref(e.ErrorCode), Message: deref(e.ErrorMessage)}
+		if ee.Code == "" {
+			ee.Message = "entry without error code or sequence number"
+		}
+		outs = append(outs, entryOutcome{err: ee, c: classifyEntry(ee.Code, false)})
+	}
+	b.s.outcomes = outs
+	return outs, nil
 }
 
-func (b *batch) giveUp(pending []int, why error) {
-	for _, j := range pending {
-		it := &b.items[j]
-		b.results[it.idx] = Result{Err: gaveUp(b.op, it.last, it.lastClass, why), Unanswered: it.unanswered}
+func (b *batch) written(j, k int) {
+	it := &b.items[j]
+	e := &b.out[k]
+	b.results[it.idx] = Result{ShardID: deref(e.ShardId), SequenceNumber: *e.SequenceNumber, Unanswered: it.unanswered}
+}
+
+func (b *batch) attempts(j int) *attempts { return &b.items[j].attempts }
+
+func (b *batch) fail(j int, err error) {
+	it := &b.items[j]
+	b.results[it.idx] = Result{Err: err, Unanswered: it.unanswered}
+}
+
+func (b *batch) missing(cause error, call bool) error {
+	err := &opError{op: b.op, what: "stream not found", cause: cause, is: []error{ErrStreamNotFound}}
+	if call {
+		b.notFound = err
 	}
+	return err
+}
+
+func (b *batch) logRetry(ctx context.Context, attempt int, d time.Duration, n int, err error) {
+	b.p.logRetry(ctx, b.stream, attempt, d, n, err)
 }

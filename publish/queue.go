@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -267,13 +268,10 @@ func (q *Queue) logRetry(ctx context.Context, url string, attempt int, d time.Du
 
 // qitem is one message of a SendBatch on its way.
 type qitem struct {
-	idx       int
-	id        string
-	size      int
-	last      error
-	lastClass class
-	// unanswered: a call that carried the item got no answer (noAnswer).
-	unanswered bool
+	idx  int
+	id   string
+	size int
+	attempts
 }
 
 // SendBatch sends ms to the queue at url with SendMessageBatch and returns
@@ -328,6 +326,10 @@ type qbatch struct {
 	items    []qitem
 	entries  []sqstypes.SendMessageBatchRequestEntry
 	notFound error
+
+	in   sqs.SendMessageBatchInput // the request being sent
+	byID map[string]int            // entry ID → index in the pending entries
+	sent []string                  // the last request's message IDs, by position ("" not sent)
 }
 
 func (b *qbatch) send(ctx context.Context, pending []int) {
@@ -335,128 +337,87 @@ func (b *qbatch) send(ctx context.Context, pending []int) {
 		return
 	}
 	if b.notFound != nil {
-		b.fail(pending, b.notFound)
+		for _, j := range pending {
+			b.fail(j, b.notFound)
+		}
 		return
 	}
-	in := &sqs.SendMessageBatchInput{QueueUrl: &b.url}
-	byID := make(map[string]int, len(pending)) // entry ID → index in pending
-	for attempt := 0; len(pending) > 0; attempt++ {
-		if err := ctx.Err(); err != nil {
-			b.giveUp(pending, err)
-			return
-		}
-		b.entries = b.entries[:0]
-		clear(byID)
-		for k, j := range pending {
-			it := &b.items[j]
-			m := &b.ms[it.idx]
-			b.entries = append(b.entries, sqstypes.SendMessageBatchRequestEntry{
-				Id:                &it.id,
-				MessageBody:       &m.Body,
-				DelaySeconds:      DelaySeconds(m.Delay),
-				MessageAttributes: attributes(m),
-			})
-			byID[it.id] = k
-		}
-		in.Entries = b.entries
-		n := getNote()
-		out, err := b.q.c.SendMessageBatch(ctx, in, n.sqs[:]...)
-		seen := n.done(err)
-		if err == nil && out == nil {
-			err = badResponse("empty response")
-		}
-		if _, bad := err.(badResponse); seen || bad {
-			for _, j := range pending {
-				b.items[j].unanswered = true
-			}
-		}
-		var lastErr error
-		if err != nil {
-			switch c := classifyCall(ctx, err); c {
-			case classNotFound:
-				b.notFound = &opError{op: b.op, what: "queue not found", cause: err, is: []error{ErrQueueNotFound}}
-				b.fail(pending, b.notFound)
-				return
-			case classPermanent:
-				b.fail(pending, &opError{op: b.op, cause: err})
-				return
-			case classCanceled:
-				for _, j := range pending {
-					if it := &b.items[j]; it.last == nil {
-						it.last, it.lastClass = err, classRetryable
-					}
-				}
-				b.giveUp(pending, ctx.Err())
-				return
-			default:
-				for _, j := range pending {
-					b.items[j].last, b.items[j].lastClass = err, c
-				}
-				lastErr = err
-			}
-		} else {
-			// An entry is sent only when the response lists it as
-			// successful and not also as failed.
-			sent := make([]string, len(pending)) // message IDs by position
-			for _, s := range out.Successful {
-				if k, ok := byID[deref(s.Id)]; ok && deref(s.MessageId) != "" {
-					sent[k] = *s.MessageId
-				}
-			}
-			failed := make([]*sqstypes.BatchResultErrorEntry, len(pending))
-			for f := range out.Failed {
-				if k, ok := byID[deref(out.Failed[f].Id)]; ok {
-					failed[k] = &out.Failed[f]
-				}
-			}
-			still := pending[:0]
-			for k, j := range pending {
-				it := &b.items[j]
-				if failed[k] == nil && sent[k] != "" {
-					b.results[it.idx] = QueueResult{MessageID: sent[k], Unanswered: it.unanswered}
-					continue
-				}
-				ee := &EntryError{Message: "entry missing from the response"}
-				c := classRetryable
-				if f := failed[k]; f != nil {
-					ee = &EntryError{Code: deref(f.Code), Message: deref(f.Message)}
-					c = classifyEntry(ee.Code, f.SenderFault)
-				}
-				switch c {
-				case classNotFound:
-					b.results[it.idx] = QueueResult{Err: &opError{op: b.op, what: "queue not found", cause: ee, is: []error{ErrQueueNotFound}}, Unanswered: it.unanswered}
-				case classPermanent:
-					b.results[it.idx] = QueueResult{Err: &opError{op: b.op, cause: ee}, Unanswered: it.unanswered}
-				default:
-					it.last, it.lastClass = ee, c
-					lastErr = ee
-					still = append(still, j)
-				}
-			}
-			pending = still
-		}
-		if len(pending) == 0 {
-			return
-		}
-		d, werr := b.q.cfg.backoff.wait(ctx, attempt)
-		if werr != nil {
-			b.giveUp(pending, werr)
-			return
-		}
-		b.q.logRetry(ctx, b.url, attempt+1, d, len(pending), lastErr)
+	b.in = sqs.SendMessageBatchInput{QueueUrl: &b.url}
+	if b.byID == nil {
+		b.byID = make(map[string]int, len(pending))
 	}
+	sendBatch(ctx, b, b.op, &b.q.cfg.backoff, pending)
 }
 
-func (b *qbatch) fail(pending []int, err error) {
-	for _, j := range pending {
+// request sends the pending items in one SendMessageBatch call
+// (batchRequests). An entry is sent only when the response lists it as
+// successful and not also as failed; an entry the response does not
+// mention is retried.
+func (b *qbatch) request(ctx context.Context, pending []int, n *note) ([]entryOutcome, error) {
+	b.entries = b.entries[:0]
+	clear(b.byID)
+	for k, j := range pending {
 		it := &b.items[j]
-		b.results[it.idx] = QueueResult{Err: err, Unanswered: it.unanswered}
+		m := &b.ms[it.idx]
+		b.entries = append(b.entries, sqstypes.SendMessageBatchRequestEntry{
+			Id:                &it.id,
+			MessageBody:       &m.Body,
+			DelaySeconds:      DelaySeconds(m.Delay),
+			MessageAttributes: attributes(m),
+		})
+		b.byID[it.id] = k
 	}
+	b.in.Entries = b.entries
+	out, err := b.q.c.SendMessageBatch(ctx, &b.in, n.sqs[:]...)
+	if err == nil && out == nil {
+		err = badResponse("empty response")
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.sent = slices.Grow(b.sent[:0], len(pending))[:len(pending)]
+	clear(b.sent)
+	for _, s := range out.Successful {
+		if k, ok := b.byID[deref(s.Id)]; ok && deref(s.MessageId) != "" {
+			b.sent[k] = *s.MessageId
+		}
+	}
+	outs := make([]entryOutcome, len(pending))
+	for k := range outs {
+		if b.sent[k] == "" {
+			outs[k] = entryOutcome{err: &EntryError{Message: "entry missing from the response"}, c: classRetryable}
+		}
+	}
+	for f := range out.Failed {
+		if k, ok := b.byID[deref(out.Failed[f].Id)]; ok {
+			fe := &out.Failed[f]
+			ee := &EntryError{Code: deref(fe.Code), Message: deref(fe.Message)}
+			outs[k] = entryOutcome{err: ee, c: classifyEntry(ee.Code, fe.SenderFault)}
+		}
+	}
+	return outs, nil
 }
 
-func (b *qbatch) giveUp(pending []int, why error) {
-	for _, j := range pending {
-		it := &b.items[j]
-		b.results[it.idx] = QueueResult{Err: gaveUp(b.op, it.last, it.lastClass, why), Unanswered: it.unanswered}
+func (b *qbatch) written(j, k int) {
+	it := &b.items[j]
+	b.results[it.idx] = QueueResult{MessageID: b.sent[k], Unanswered: it.unanswered}
+}
+
+func (b *qbatch) attempts(j int) *attempts { return &b.items[j].attempts }
+
+func (b *qbatch) fail(j int, err error) {
+	it := &b.items[j]
+	b.results[it.idx] = QueueResult{Err: err, Unanswered: it.unanswered}
+}
+
+func (b *qbatch) missing(cause error, call bool) error {
+	err := &opError{op: b.op, what: "queue not found", cause: cause, is: []error{ErrQueueNotFound}}
+	if call {
+		b.notFound = err
 	}
+	return err
+}
+
+func (b *qbatch) logRetry(ctx context.Context, attempt int, d time.Duration, n int, err error) {
+	b.q.logRetry(ctx, b.url, attempt, d, n, err)
 }
