@@ -126,12 +126,12 @@ type Session struct {
 	// keeps the lanes' waits for mu short.
 	keys     map[string]*keyQueue
 	keysMu   sync.Mutex
-	ready    []*keyQueue // keys ready for a lane, in the order they became ready
-	parked   parkHeap    // keys waiting for a record's retry, by time
-	queued   int         // records in key queues
-	running  int         // keys held by a lane (or the batch being handled)
-	closed   bool        // Submit refused; lanes end once nothing is left
-	stopping bool        // long-running stop: unsettled records are given up on
+	ready    []*keyQueue        // keys ready for a lane, in the order they became ready
+	parked   dueHeap[*keyQueue] // keys waiting for a record's retry, by time
+	queued   int                // records in key queues
+	running  int                // keys held by a lane (or the batch being handled)
+	closed   bool               // Submit refused; lanes end once nothing is left
+	stopping bool               // long-running stop: unsettled records are given up on
 	waiters  int
 	changed  chan struct{} // closed and replaced when waiters should look again
 	// idle are the lanes waiting in take for a ready key, each on its own
@@ -1071,26 +1071,5 @@ func (s *Session) done(d *Delivery) {
 	sh.track(-1)
 }
 
-// parkHeap orders parked keys by the time their retry is due.
-type parkHeap []*keyQueue
-
-func (h parkHeap) Len() int           { return len(h) }
-func (h parkHeap) Less(i, j int) bool { return h[i].parkedUntil.Before(h[j].parkedUntil) }
-func (h parkHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
-}
-func (h *parkHeap) Push(x any) {
-	ks := x.(*keyQueue)
-	ks.heapIdx = len(*h)
-	*h = append(*h, ks)
-}
-func (h *parkHeap) Pop() any {
-	old := *h
-	ks := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	ks.heapIdx = -1
-	return ks
-}
+func (ks *keyQueue) dueAt() time.Time { return ks.parkedUntil }
+func (ks *keyQueue) setHeapIdx(i int) { ks.heapIdx = i }

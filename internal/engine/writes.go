@@ -213,7 +213,7 @@ type writer struct {
 	mu       sync.Mutex
 	shards   map[*Shard]*shardWrites // ordered: each shard's writes
 	ready    []*write
-	later    writeHeap // ready but not due yet
+	later    dueHeap[*write] // ready but not due yet
 	inflight int
 	// finishing counts the rounds whose writes are being finished: their
 	// records settling makes the next writes of their shards ready, which
@@ -802,26 +802,5 @@ func (w *writer) close(ctx context.Context) {
 	w.mu.Unlock()
 }
 
-// writeHeap orders writes by the time they are due.
-type writeHeap []*write
-
-func (h writeHeap) Len() int           { return len(h) }
-func (h writeHeap) Less(i, j int) bool { return h[i].notBefore.Before(h[j].notBefore) }
-func (h writeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
-}
-func (h *writeHeap) Push(x any) {
-	wr := x.(*write)
-	wr.heapIdx = len(*h)
-	*h = append(*h, wr)
-}
-func (h *writeHeap) Pop() any {
-	old := *h
-	wr := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	wr.heapIdx = -1
-	return wr
-}
+func (wr *write) dueAt() time.Time { return wr.notBefore }
+func (wr *write) setHeapIdx(i int) { wr.heapIdx = i }
