@@ -132,8 +132,7 @@ type Session struct {
 	running  int                // keys held by a lane (or the batch being handled)
 	closed   bool               // Submit refused; lanes end once nothing is left
 	stopping bool               // long-running stop: unsettled records are given up on
-	waiters  int
-	changed  chan struct{} // closed and replaced when waiters should look again
+	changed  broadcast          // woken when waiters should look again
 	// idle are the lanes waiting in take for a ready key, each on its own
 	// channel, so that a key made ready wakes one lane, not all of them;
 	// waking counts the lanes woken that have not taken the lock since.
@@ -237,7 +236,6 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 	}
 	s := &Session{
 		e: e, cfg: cfg,
-		changed:   make(chan struct{}),
 		lanesDone: make(chan struct{}),
 		timerDone: closed,
 	}
@@ -683,10 +681,7 @@ func (s *Session) releaseLocked(ks *keyQueue) {
 
 // waitLocked registers a waiter and returns the channel closed at the next
 // change.
-func (s *Session) waitLocked() <-chan struct{} {
-	s.waiters++
-	return s.changed
-}
+func (s *Session) waitLocked() <-chan struct{} { return s.changed.wait() }
 
 // broadcastLocked wakes every waiter. The woken are no longer counted, so
 // the next broadcasts (a SubmitAll readies many keys under one lock) cost
@@ -695,21 +690,12 @@ func (s *Session) broadcastLocked() {
 	if s.closed {
 		s.wakeAllLanesLocked() // they end once the session is empty
 	}
-	if s.waiters == 0 {
-		return
-	}
-	close(s.changed)
-	s.changed = make(chan struct{})
-	s.waiters = 0
+	s.changed.wake()
 }
 
 // leaveLocked uncounts a waiter that stops waiting on ch before a
 // broadcast closed it.
-func (s *Session) leaveLocked(ch <-chan struct{}) {
-	if ch == s.changed {
-		s.waiters--
-	}
-}
+func (s *Session) leaveLocked(ch <-chan struct{}) { s.changed.leave(ch) }
 
 // emptyLocked reports whether nothing is left for a lane to do.
 func (s *Session) emptyLocked() bool {

@@ -224,10 +224,9 @@ type writer struct {
 	// next look at later writes takes those of shards no longer live at
 	// once, so that they end (stale) without waiting out their backoff.
 	unfenced bool
-	closed   bool // no write is accepted or started
-	started  bool // the workers run (from the first write on)
-	waiters  int
-	changed  chan struct{} // nil until someone waits (changedLocked)
+	closed   bool      // no write is accepted or started
+	started  bool      // the workers run (from the first write on)
+	changed  broadcast // woken when the writes change
 	workers  sync.WaitGroup
 	// npending counts the writes waiting for their turn, so that a settlement with
 	// none waiting (the common case) does not take mu. It grows under mu
@@ -381,22 +380,7 @@ func (w *writer) queueLocked(wr *write) {
 	w.broadcastLocked()
 }
 
-func (w *writer) broadcastLocked() {
-	if w.waiters == 0 || w.changed == nil {
-		return // nobody waits on a channel not yet closed
-	}
-	close(w.changed)
-	w.changed = nil // the next waiter makes one
-}
-
-// changedLocked returns the channel closed at the next broadcast, made on
-// first use: a session whose writer nobody waits on makes none.
-func (w *writer) changedLocked() chan struct{} {
-	if w.changed == nil {
-		w.changed = make(chan struct{})
-	}
-	return w.changed
-}
+func (w *writer) broadcastLocked() { w.changed.wake() }
 
 func (w *writer) idleLocked() bool {
 	return w.inflight == 0 && len(w.ready) == 0 && len(w.later) == 0
@@ -493,8 +477,7 @@ func (w *writer) next() []*write {
 			}
 			due = t.C
 		}
-		w.waiters++
-		ch := w.changedLocked()
+		ch := w.changed.wait()
 		w.mu.Unlock()
 		select {
 		case <-ch:
@@ -502,7 +485,7 @@ func (w *writer) next() []*write {
 		case <-w.ctx.Done():
 		}
 		w.mu.Lock()
-		w.waiters--
+		w.changed.leave(ch)
 	}
 }
 
@@ -748,12 +731,10 @@ func (w *writer) drain() {
 	w.draining = true
 	w.broadcastLocked()
 	for !w.idleLocked() {
-		w.waiters++
-		ch := w.changedLocked()
+		ch := w.changed.wait()
 		w.mu.Unlock()
 		<-ch
 		w.mu.Lock()
-		w.waiters--
 	}
 	w.closed = true
 	var abandoned [][]*write
@@ -784,15 +765,14 @@ func (w *writer) close(ctx context.Context) {
 	w.draining = true
 	w.broadcastLocked()
 	for !w.idleLocked() && ctx.Err() == nil {
-		w.waiters++
-		ch := w.changedLocked()
+		ch := w.changed.wait()
 		w.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 		}
 		w.mu.Lock()
-		w.waiters--
+		w.changed.leave(ch)
 	}
 	w.mu.Unlock()
 	w.stop() // fails what is under way or waiting
