@@ -332,7 +332,8 @@ func (p *Publisher) PutBuffer(ctx context.Context, r Record, buf *[]byte) (Resul
 }
 
 func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, error) {
-	fail := func(err error) (Result, error) { return Result{Err: err}, err }
+	var unanswered bool // an attempt got no answer (noAnswer)
+	fail := func(err error) (Result, error) { return Result{Err: err, Unanswered: unanswered}, err }
 	key, dataLen, err := p.check(r)
 	if err != nil {
 		return fail(err)
@@ -352,11 +353,9 @@ func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, er
 		in.ExplicitHashKey = &req.hashKey
 	}
 	var (
-		last       error
-		lastClass  class
-		unanswered bool
+		last      error
+		lastClass class
 	)
-	fail = func(err error) (Result, error) { return Result{Err: err, Unanswered: unanswered}, err }
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return fail(gaveUp(op, last, lastClass, err))
