@@ -30,7 +30,7 @@ unit:
 	$(GO) vet -tags integration ./integration/...
 	$(GO) test -race -count=1 ./...
 	# The allocation pins skip under the race detector; they run here without it.
-	$(GO) test -count=1 -run 'Alloc' . ./settle/ ./envelope/ ./publish/ ./internal/event/ ./internal/getrecords/ ./observe/emf/
+	$(GO) test -count=1 -run 'Alloc' . ./internal/settle/ ./envelope/ ./internal/publish/ ./internal/event/ ./internal/getrecords/ ./observe/emf/
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
@@ -72,9 +72,9 @@ test: unit integration
 # Micro and end-to-end benchmarks recorded in BENCHMARKS.md.
 bench:
 	$(GO) test -run '^$$' -bench 'BenchmarkCoreToCore|BenchmarkInvoke|BenchmarkCopies' -benchmem -count=1 .
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./settle/ ./internal/event/ ./internal/getrecords/
-	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime=4x -count=1 ./consumer/
-	$(GO) test -run '^$$' -bench '^BenchmarkRegister$$' -benchmem -count=1 ./consumer/
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./envelope/ ./internal/settle/ ./internal/event/ ./internal/getrecords/
+	$(GO) test -run '^$$' -bench '^BenchmarkPipeline$$' -benchtime=4x -count=1 ./internal/consumer/
+	$(GO) test -run '^$$' -bench '^BenchmarkRegister$$' -benchmem -count=1 ./internal/consumer/
 	$(GO) test -run '^$$' -bench . -count=1 ./internal/base64/
 	$(MAKE) bench-lanes
 
@@ -104,7 +104,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPaths$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 30s ./internal/message/
-	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./settle/
+	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./internal/settle/
 	$(GO) test -run '^$$' -fuzz '^FuzzDeaggregate$$' -fuzztime 30s ./internal/kpl/
 	$(GO) test -run '^$$' -fuzz '^FuzzGetRecordsDecode$$' -fuzztime 30s ./internal/getrecords/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 30s ./internal/base64/

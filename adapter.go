@@ -16,15 +16,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
-	"github.com/shardsettle/lambdaadapter/lambda"
+	"github.com/shardsettle/lambdaadapter/internal/lambda"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // Message is one delivered Kinesis record, decoded; the handler gets a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
-	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 )
 
 // Environment returns the options the LAMBDAADAPTER_* environment variables

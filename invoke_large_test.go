@@ -17,7 +17,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // largeBatch is 2,000 records, many build chunks, on two shards in runs of

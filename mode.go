@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
-	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lease"

@@ -8,7 +8,7 @@ import (
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // writeOnly hides every call of a Kinesis client but PutRecord(s).

@@ -22,7 +22,7 @@ import (
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 const streamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"

@@ -19,7 +19,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // Defaults.

@@ -23,7 +23,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/idempotency"
 	internalmessage "github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 const (

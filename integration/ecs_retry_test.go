@@ -19,7 +19,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // TestECSRetriesAndDeadLetters runs the long-running mode with a cap of 3

@@ -21,7 +21,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/idempotency"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // The tests below hold a record's idempotency key with a run in progress

@@ -3,7 +3,7 @@ package lambdaadaptertest
 import (
 	"testing"
 
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 func TestSequenceNumbers(t *testing.T) {

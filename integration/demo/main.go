@@ -75,7 +75,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // Settings of the demonstration.

@@ -8,7 +8,7 @@ import (
 
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/idempotency"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // heldCases are the rows of the semantics table about a record whose

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	lambdaadapter "github.com/shardsettle/lambdaadapter"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // oversizeCases are the rows of the semantics table about a record whose

@@ -29,8 +29,8 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
-	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 const testARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"

@@ -13,8 +13,8 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // call runs the handler for d with d open for replies, turning a panic into

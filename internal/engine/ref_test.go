@@ -12,7 +12,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // TestRefFreedOnceAllFinished: a delivery's Ref (a long-running answer's

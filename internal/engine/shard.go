@@ -10,7 +10,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // Hooks are what a runner does when records of a shard settle.

@@ -15,7 +15,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // write is what must be written for a record before it settles: its counted

@@ -44,7 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardsettle/lambdaadapter/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"

@@ -34,7 +34,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/soak/faultnet"
 )
 

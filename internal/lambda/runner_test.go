@@ -16,8 +16,8 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/lambda"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/lambda"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // msg builds a message; "shard:seq" and key.

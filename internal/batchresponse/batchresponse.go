@@ -19,7 +19,7 @@ package batchresponse
 import (
 	"unicode/utf8"
 
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // Failures returns the item identifiers to report for the given shards, in

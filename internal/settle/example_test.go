@@ -3,7 +3,7 @@ package settle_test
 import (
 	"fmt"
 
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 func Example() {

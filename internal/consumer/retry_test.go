@@ -18,8 +18,8 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/publish"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // failPayload adapts a failure rule on the record's payload (its RSK1

@@ -17,7 +17,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // stream is the test stream "s" in an in-memory Kinesis: the consumer

@@ -10,7 +10,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // printingKinesis stands in for *kinesis.Client: it prints each request and

@@ -10,9 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/shardsettle/lambdaadapter/batchresponse"
+	"github.com/shardsettle/lambdaadapter/internal/batchresponse"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
-	"github.com/shardsettle/lambdaadapter/publish"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // isSQSEvent reports whether payload looks like an SQS event, for an

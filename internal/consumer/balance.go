@@ -11,7 +11,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // heartbeat bumps this worker's row in the lease table, so other workers

@@ -10,7 +10,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // shard is one shard this worker holds the lease of, from the take to the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // checkpointer writes a shard's checkpoint: only when the watermark moved,

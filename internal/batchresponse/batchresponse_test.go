@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/shardsettle/lambdaadapter/batchresponse"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/batchresponse"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 func TestAppendJSON(t *testing.T) {

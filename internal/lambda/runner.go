@@ -43,12 +43,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardsettle/lambdaadapter/batchresponse"
+	"github.com/shardsettle/lambdaadapter/internal/batchresponse"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/event"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/settle"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // Default settings of a Runner.
