@@ -16,15 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
-	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/lambda"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/internal/publish"
 )
 
 // Message is one delivered Kinesis record, decoded; the handler gets a
@@ -460,7 +461,7 @@ func newAdapter(h Handler, bh BatchHandler, opts ...Option) (*Adapter, error) {
 		DeadLetterStream: c.deadLetterStrm, DeadLetterQueue: c.deadLetterQueue, DelayQueue: c.delayQueue,
 		ReplyStream:  c.replyStream,
 		Logger:       logger,
-		Hooks:        observe.NewSet(c.hooks...),
+		Hooks:        hooks.New(c.hooks...),
 		MaxRecordAge: c.maxRecordAge,
 
 		RecycleMessages: c.recycle,

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/shardsettle/lambdaadapter"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
 // largeBatch is 2,000 records, many build chunks, on two shards in runs of

@@ -7,8 +7,8 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
 // writeOnly hides every call of a Kinesis client but PutRecord(s).

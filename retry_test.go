@@ -21,8 +21,8 @@ import (
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
 const streamARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"

@@ -25,8 +25,8 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
 // The tests below run the bootstrap binary under the Lambda Runtime Interface

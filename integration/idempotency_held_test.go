@@ -20,8 +20,8 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/idempotency"
 	"github.com/shardsettle/lambdaadapter/integration/standin"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest"
 )
 
 // The tests below hold a record's idempotency key with a run in progress

@@ -9,9 +9,9 @@ import (
 
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // heartbeat bumps this worker's row in the lease table, so other workers

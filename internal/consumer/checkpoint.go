@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
-	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // checkpointer writes a shard's checkpoint: only when the watermark moved,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
+	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
@@ -39,7 +40,7 @@ var ErrStreamNotFound = errors.New("stream not found")
 type Consumer struct {
 	cfg  Config
 	log  *slog.Logger
-	obs  observe.Set            // the engine's hooks
+	obs  hooks.Set              // the engine's hooks
 	ch   chan []engine.Delivery // runs of one shard's registered deliveries, at most chunkSize each
 	sess *engine.Session
 	arn  string  // the stream's ARN learnt at start, when not configured; set before any reader starts

@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
@@ -296,7 +297,7 @@ func TestStopEndsWritesWaitingToBeMadeAgain(t *testing.T) {
 		k := awsfake.NewKinesis() // copies go here, and always fail
 		k.Fail = func(string, string, []byte) string { return "ResourceNotFoundException" }
 		var failed atomic.Int64
-		hooks := observe.NewSet(onWrite(func(w observe.Write) {
+		hooks := hooks.New(onWrite(func(w observe.Write) {
 			if w.Err != nil {
 				failed.Add(1)
 			}
@@ -355,7 +356,7 @@ func TestSlowWriteOutlivesRenewals(t *testing.T) {
 			return message.Ack()
 		}
 		var failed atomic.Int64
-		hooks := observe.NewSet(onWrite(func(w observe.Write) {
+		hooks := hooks.New(onWrite(func(w observe.Write) {
 			if w.Err != nil {
 				failed.Add(1)
 			}

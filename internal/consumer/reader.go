@@ -16,8 +16,8 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/pool"
-	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/observe"
 )
 
 // reader is the reader of one shard: a goroutine that hands the records its

@@ -15,11 +15,11 @@ import (
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/internal/retry"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
-	"github.com/shardsettle/lambdaadapter/internal/publish"
-	"github.com/shardsettle/lambdaadapter/internal/settle"
 )
 
 // failPayload adapts a failure rule on the record's payload (its RSK1

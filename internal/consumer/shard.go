@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/engine"
-	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/lease"
 )
 
 // shard is one shard this worker holds the lease of, from the take to the

@@ -52,10 +52,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/internal/retry"
-	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 )
 
 // Errors the engine retries records with. Users match them with errors.Is
@@ -117,7 +117,7 @@ type Config struct {
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
 	// Hooks receive what becomes of records and writes (package observe).
-	Hooks observe.Set
+	Hooks hooks.Set
 	// MaxRecordAge, when positive: a record older than this by its arrival
 	// time is not handled but dead-lettered (reason "max record age"), or,
 	// without a dead-letter target, settled with a warning.

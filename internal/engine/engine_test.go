@@ -27,10 +27,10 @@ import (
 	"github.com/shardsettle/lambdaadapter/envelope"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/internal/retry"
-	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/retry"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 )
 
 const testARN = "arn:aws:kinesis:us-east-1:123456789012:stream/orders"

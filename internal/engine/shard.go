@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/observe"
 )
 
 // Hooks are what a runner does when records of a shard settle.

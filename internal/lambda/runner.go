@@ -46,9 +46,10 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/batchresponse"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/event"
+	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/message"
-	"github.com/shardsettle/lambdaadapter/observe"
 	"github.com/shardsettle/lambdaadapter/internal/settle"
+	"github.com/shardsettle/lambdaadapter/observe"
 )
 
 // Default settings of a Runner.
@@ -390,7 +391,7 @@ func registrable(recs []event.KinesisRecord) bool {
 // write deadline (a fifth of the margin before the Lambda deadline): an
 // exporter's lines go out before the response, so a timed-out invocation is
 // the only one whose metrics are lost.
-func (r *Runner) report(ctx context.Context, h *observe.Set, parts [][]engine.Delivery, records int, ids []string, began time.Time, cut bool, flushBy time.Time, end func(observe.Invocation)) {
+func (r *Runner) report(ctx context.Context, h *hooks.Set, parts [][]engine.Delivery, records int, ids []string, began time.Time, cut bool, flushBy time.Time, end func(observe.Invocation)) {
 	if h.Empty() {
 		return
 	}

@@ -1,55 +1,60 @@
-package observe
+// Package hooks fans the events of one adapter out to its observe hooks.
+package hooks
 
-import "context"
+import (
+	"context"
+
+	"github.com/shardsettle/lambdaadapter/observe"
+)
 
 // Set is the hooks of one adapter, sorted by the interfaces they implement,
 // so that an event nobody asked for costs one length check. The zero Set
 // has no hooks. A Set is read-only once built and safe for concurrent use.
 type Set struct {
-	records     []RecordHook
-	writes      []WriteHook
-	invocations []InvocationHook
-	reads       []ReadHook
-	leases      []LeaseHook
-	checkpoints []CheckpointHook
-	inflight    []InFlightHook
-	flushers    []Flusher
-	tracer      TraceHook
+	records     []observe.RecordHook
+	writes      []observe.WriteHook
+	invocations []observe.InvocationHook
+	reads       []observe.ReadHook
+	leases      []observe.LeaseHook
+	checkpoints []observe.CheckpointHook
+	inflight    []observe.InFlightHook
+	flushers    []observe.Flusher
+	tracer      observe.TraceHook
 }
 
-// NewSet sorts hooks by the interfaces they implement. A nil hook is
+// New sorts hooks by the interfaces they implement. A nil hook is
 // skipped; of several TraceHooks only the first is used.
-func NewSet(hooks ...Hook) Set {
+func New(hooks ...observe.Hook) Set {
 	var s Set
 	for _, h := range hooks {
 		if h == nil {
 			continue
 		}
-		if x, ok := h.(RecordHook); ok {
+		if x, ok := h.(observe.RecordHook); ok {
 			s.records = append(s.records, x)
 		}
-		if x, ok := h.(WriteHook); ok {
+		if x, ok := h.(observe.WriteHook); ok {
 			s.writes = append(s.writes, x)
 		}
-		if x, ok := h.(InvocationHook); ok {
+		if x, ok := h.(observe.InvocationHook); ok {
 			s.invocations = append(s.invocations, x)
 		}
-		if x, ok := h.(ReadHook); ok {
+		if x, ok := h.(observe.ReadHook); ok {
 			s.reads = append(s.reads, x)
 		}
-		if x, ok := h.(LeaseHook); ok {
+		if x, ok := h.(observe.LeaseHook); ok {
 			s.leases = append(s.leases, x)
 		}
-		if x, ok := h.(CheckpointHook); ok {
+		if x, ok := h.(observe.CheckpointHook); ok {
 			s.checkpoints = append(s.checkpoints, x)
 		}
-		if x, ok := h.(InFlightHook); ok {
+		if x, ok := h.(observe.InFlightHook); ok {
 			s.inflight = append(s.inflight, x)
 		}
-		if x, ok := h.(Flusher); ok {
+		if x, ok := h.(observe.Flusher); ok {
 			s.flushers = append(s.flushers, x)
 		}
-		if x, ok := h.(TraceHook); ok && s.tracer == nil {
+		if x, ok := h.(observe.TraceHook); ok && s.tracer == nil {
 			s.tracer = x
 		}
 	}
@@ -62,61 +67,61 @@ func (s *Set) Empty() bool {
 		len(s.checkpoints)+len(s.inflight)+len(s.flushers) == 0 && s.tracer == nil
 }
 
-// Tracer returns the first TraceHook of the set (one tracer: spans nest),
+// Tracer returns the first observe.TraceHook of the set (one tracer: spans nest),
 // or nil.
-func (s *Set) Tracer() TraceHook { return s.tracer }
+func (s *Set) Tracer() observe.TraceHook { return s.tracer }
 
 // WantsRecords reports whether a hook receives Records (so the caller
 // measures what they carry only then).
 func (s *Set) WantsRecords() bool { return len(s.records) > 0 }
 
-// WantsInFlight reports whether a hook receives InFlight snapshots.
+// WantsInFlight reports whether a hook receives observe.InFlight snapshots.
 func (s *Set) WantsInFlight() bool { return len(s.inflight) > 0 }
 
 // Record calls every RecordHook.
-func (s *Set) Record(r Record) {
+func (s *Set) Record(r observe.Record) {
 	for _, h := range s.records {
 		h.OnRecord(r)
 	}
 }
 
 // Write calls every WriteHook.
-func (s *Set) Write(w Write) {
+func (s *Set) Write(w observe.Write) {
 	for _, h := range s.writes {
 		h.OnWrite(w)
 	}
 }
 
 // Invocation calls every InvocationHook.
-func (s *Set) Invocation(i Invocation) {
+func (s *Set) Invocation(i observe.Invocation) {
 	for _, h := range s.invocations {
 		h.OnInvocation(i)
 	}
 }
 
 // Read calls every ReadHook.
-func (s *Set) Read(r Read) {
+func (s *Set) Read(r observe.Read) {
 	for _, h := range s.reads {
 		h.OnRead(r)
 	}
 }
 
 // Lease calls every LeaseHook.
-func (s *Set) Lease(l Lease) {
+func (s *Set) Lease(l observe.Lease) {
 	for _, h := range s.leases {
 		h.OnLease(l)
 	}
 }
 
 // Checkpoint calls every CheckpointHook.
-func (s *Set) Checkpoint(c Checkpoint) {
+func (s *Set) Checkpoint(c observe.Checkpoint) {
 	for _, h := range s.checkpoints {
 		h.OnCheckpoint(c)
 	}
 }
 
 // InFlight calls every InFlightHook.
-func (s *Set) InFlight(f InFlight) {
+func (s *Set) InFlight(f observe.InFlight) {
 	for _, h := range s.inflight {
 		h.OnInFlight(f)
 	}
