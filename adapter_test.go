@@ -98,7 +98,7 @@ func TestHandleEventMatchesInvoke(t *testing.T) {
 		}
 		return lambdaadapter.Ack()
 	})
-	a, err := lambdaadapter.New(h)
+	a, err := lambdaadapter.NewFunction(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestHandleEventMatchesInvoke(t *testing.T) {
 }
 
 func TestInvokeMalformed(t *testing.T) {
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 		t.Error("handler called on a malformed invocation")
 		return lambdaadapter.Ack()
 	}))
@@ -172,7 +172,7 @@ func TestNewValidates(t *testing.T) {
 	h := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Ack() })
 	tests := []struct {
 		name string
-		opt  lambdaadapter.Option
+		opt  lambdaadapter.FunctionOption
 		ok   bool
 	}{
 		{"concurrency 1", lambdaadapter.WithConcurrency(1), true},
@@ -185,7 +185,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := lambdaadapter.New(h, tt.opt)
+			_, err := lambdaadapter.NewFunction(h, tt.opt)
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
 			}
@@ -199,5 +199,5 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("nil handler: recover() = %v", p)
 		}
 	}()
-	_, _ = lambdaadapter.New(nil)
+	_, _ = lambdaadapter.NewFunction(nil)
 }

@@ -18,7 +18,7 @@ func TestInvokeAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under the race detector")
 	}
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop), lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(noop), lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestInvokeAllocBytes(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocations differ under the race detector; make unit runs this test without it")
 	}
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop), lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(noop), lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
 	if err != nil {
 		t.Fatal(err)
 	}

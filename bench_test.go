@@ -62,10 +62,10 @@ func BenchmarkInvoke(b *testing.B) {
 		payload := lambdaadaptertest.NewBatch("bench").Generate(sz.n, sz.keys, sz.size, sz.hasHeaders).JSON()
 		for _, v := range []struct {
 			name string
-			opts []lambdaadapter.Option
-		}{{"adapter", nil}, {"recycled", []lambdaadapter.Option{lambdaadapter.WithRecycledMessages()}}} {
+			opts []lambdaadapter.FunctionOption
+		}{{"adapter", nil}, {"recycled", []lambdaadapter.FunctionOption{lambdaadapter.WithRecycledMessages()}}} {
 			b.Run(v.name+"/"+sz.name, func(b *testing.B) {
-				a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(noop), v.opts...)
+				a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(noop), v.opts...)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -176,7 +176,7 @@ func BenchmarkLanes(b *testing.B) {
 	})
 	for _, lanes := range []int{1, 64} {
 		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) {
-			a, err := lambdaadapter.New(sleepy, lambdaadapter.WithConcurrency(lanes))
+			a, err := lambdaadapter.NewFunction(sleepy, lambdaadapter.WithConcurrency(lanes))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -204,7 +204,7 @@ func BenchmarkCopies(b *testing.B) {
 	retry := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 		return lambdaadapter.Retry(nil)
 	})
-	a, err := lambdaadapter.New(retry, lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithKinesisClient(fake))
+	a, err := lambdaadapter.NewFunction(retry, lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithKinesisClient(fake))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/consumer"
 )
 
-// Environment returns the options the LAMBDAADAPTER_* environment variables
+// environment returns the options the LAMBDAADAPTER_* environment variables
 // set, read with getenv (os.Getenv when nil). Handle applies them before its
 // own options, so options given in code win. Settings that belong to one mode
 // are wrapped in OnlyIn: one environment serves both modes. A bad value is an
@@ -52,7 +52,7 @@ import (
 //	LAMBDAADAPTER_EFO_CONSUMER          WithEnhancedFanOut           ecs
 //
 // Durations are Go durations (500ms, 10s, 2m).
-func Environment(getenv func(string) string) ([]Option, error) {
+func environment(getenv func(string) string) ([]Option, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -99,7 +99,7 @@ func Environment(getenv func(string) string) ([]Option, error) {
 	}
 
 	if v := getenv("LAMBDAADAPTER_MODE"); v != "" {
-		m, err := ParseMode(v)
+		m, err := parseMode(v)
 		if err != nil {
 			bad("LAMBDAADAPTER_MODE", v, "lambda or ecs")
 		} else {
@@ -114,15 +114,15 @@ func Environment(getenv func(string) string) ([]Option, error) {
 			opts = append(opts, WithLogLevel(l))
 		}
 	}
-	num("LAMBDAADAPTER_CONCURRENCY", 1, 1<<20, &opts, WithConcurrency)
-	num("LAMBDAADAPTER_MAX_ATTEMPTS", 1, 1<<30, &opts, WithMaxAttempts)
-	dur("LAMBDAADAPTER_MAX_INPROCESS_DELAY", &opts, WithMaxInProcessDelay)
-	dur("LAMBDAADAPTER_MAX_RECORD_AGE", &opts, WithMaxRecordAge)
-	str("LAMBDAADAPTER_DEAD_LETTER_STREAM", WithDeadLetterStream, &opts)
-	str("LAMBDAADAPTER_DEAD_LETTER_QUEUE", WithDeadLetterQueue, &opts)
-	str("LAMBDAADAPTER_DELAY_QUEUE", WithDelayQueue, &opts)
-	str("LAMBDAADAPTER_REPLY_STREAM", WithReplyStream, &opts)
-	str("LAMBDAADAPTER_REPLY_PARTITION_KEY", WithReplyPartitionKey, &opts)
+	num("LAMBDAADAPTER_CONCURRENCY", 1, 1<<20, &opts, opt(WithConcurrency))
+	num("LAMBDAADAPTER_MAX_ATTEMPTS", 1, 1<<30, &opts, opt(WithMaxAttempts))
+	dur("LAMBDAADAPTER_MAX_INPROCESS_DELAY", &opts, opt(WithMaxInProcessDelay))
+	dur("LAMBDAADAPTER_MAX_RECORD_AGE", &opts, opt(WithMaxRecordAge))
+	str("LAMBDAADAPTER_DEAD_LETTER_STREAM", opt(WithDeadLetterStream), &opts)
+	str("LAMBDAADAPTER_DEAD_LETTER_QUEUE", opt(WithDeadLetterQueue), &opts)
+	str("LAMBDAADAPTER_DELAY_QUEUE", opt(WithDelayQueue), &opts)
+	str("LAMBDAADAPTER_REPLY_STREAM", opt(WithReplyStream), &opts)
+	str("LAMBDAADAPTER_REPLY_PARTITION_KEY", opt(WithReplyPartitionKey), &opts)
 	switch v := getenv("LAMBDAADAPTER_DEAD_LETTER_DROPS"); v {
 	case "", "false":
 	case "true":
@@ -131,12 +131,12 @@ func Environment(getenv func(string) string) ([]Option, error) {
 		bad("LAMBDAADAPTER_DEAD_LETTER_DROPS", v, "true or false")
 	}
 
-	dur("LAMBDAADAPTER_DEADLINE_MARGIN", &lambdaOnly, WithDeadlineMargin)
+	dur("LAMBDAADAPTER_DEADLINE_MARGIN", &lambdaOnly, opt(WithDeadlineMargin))
 
-	str("LAMBDAADAPTER_STREAM", WithStream, &ecsOnly)
-	str("LAMBDAADAPTER_STREAM_ARN", WithStreamARN, &ecsOnly)
-	str("LAMBDAADAPTER_LEASE_TABLE", WithLeaseTable, &ecsOnly)
-	str("LAMBDAADAPTER_OWNER_ID", WithOwnerID, &ecsOnly)
+	str("LAMBDAADAPTER_STREAM", opt(WithStream), &ecsOnly)
+	str("LAMBDAADAPTER_STREAM_ARN", opt(WithStreamARN), &ecsOnly)
+	str("LAMBDAADAPTER_LEASE_TABLE", opt(WithLeaseTable), &ecsOnly)
+	str("LAMBDAADAPTER_OWNER_ID", opt(WithOwnerID), &ecsOnly)
 	switch v := getenv("LAMBDAADAPTER_START"); {
 	case v == "":
 	case strings.EqualFold(v, "latest"):
@@ -151,13 +151,13 @@ func Environment(getenv func(string) string) ([]Option, error) {
 			ecsOnly = append(ecsOnly, WithStartPosition(AtTimestamp(t)))
 		}
 	}
-	dur("LAMBDAADAPTER_LEASE_DURATION", &ecsOnly, WithLeaseDuration)
-	dur("LAMBDAADAPTER_CHECKPOINT_INTERVAL", &ecsOnly, WithCheckpointInterval)
-	dur("LAMBDAADAPTER_METRICS_INTERVAL", &ecsOnly, WithMetricsInterval)
-	dur("LAMBDAADAPTER_SHUTDOWN_TIMEOUT", &ecsOnly, WithShutdownTimeout)
-	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, WithListInterval)
-	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, WithGetRecordsLimit)
-	str("LAMBDAADAPTER_EFO_CONSUMER", WithEnhancedFanOut, &ecsOnly)
+	dur("LAMBDAADAPTER_LEASE_DURATION", &ecsOnly, opt(WithLeaseDuration))
+	dur("LAMBDAADAPTER_CHECKPOINT_INTERVAL", &ecsOnly, opt(WithCheckpointInterval))
+	dur("LAMBDAADAPTER_METRICS_INTERVAL", &ecsOnly, opt(WithMetricsInterval))
+	dur("LAMBDAADAPTER_SHUTDOWN_TIMEOUT", &ecsOnly, opt(WithShutdownTimeout))
+	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, opt(WithListInterval))
+	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, opt(WithGetRecordsLimit))
+	str("LAMBDAADAPTER_EFO_CONSUMER", opt(WithEnhancedFanOut), &ecsOnly)
 	base, baseSet := durOf("LAMBDAADAPTER_RETRY_BACKOFF")
 	maxBackoff, maxSet := durOf("LAMBDAADAPTER_MAX_RETRY_BACKOFF")
 	if baseSet || maxSet {
@@ -180,17 +180,6 @@ func Environment(getenv func(string) string) ([]Option, error) {
 		opts = append(opts, OnlyIn(ModeECS, ecsOnly...))
 	}
 	return opts, nil
-}
-
-// WithLogLevel sets the level of the adapter's own logger (NewLogger), used
-// when no WithLogger is given: in long-running mode JSON lines on stdout; in
-// Lambda mode aws-lambda-go's lambdacontext log handler, which adds each
-// invocation's requestId and whose format and level follow the function's
-// logging configuration (AWS_LAMBDA_LOG_FORMAT, AWS_LAMBDA_LOG_LEVEL) as well.
-// Handle uses it at slog.LevelWarn by default; New logs nothing unless one
-// of the two is given.
-func WithLogLevel(l slog.Level) Option {
-	return func(c *config) { c.logLevel, c.logLevelSet = l, true }
 }
 
 // NewLogger returns the logger WithLogLevel sets up, at level l for mode m:
@@ -240,4 +229,10 @@ func modeFlag(args []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// opt turns an option constructor of one argument into one that returns an
+// Option, for the environment's table.
+func opt[T any, O Option](f func(T) O) func(T) Option {
+	return func(v T) Option { return f(v) }
 }

@@ -13,14 +13,14 @@ import (
 func TestEnvironmentEnhancedFanOut(t *testing.T) {
 	for _, mode := range []string{"ecs", "lambda"} {
 		t.Run(mode, func(t *testing.T) {
-			opts, err := Environment(envOf(map[string]string{
+			opts, err := environment(envOf(map[string]string{
 				"LAMBDAADAPTER_MODE": mode, "LAMBDAADAPTER_STREAM": "orders", "LAMBDAADAPTER_EFO_CONSUMER": "orders-app",
 			}))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var c config
-			c.apply(opts)
+			c.apply(forMode(Mode(mode), opts))
 			want := map[string]string{"ecs": "orders-app", "lambda": ""}[mode]
 			if c.ecs.fanOut != want {
 				t.Errorf("enhanced fan-out consumer %q, want %q", c.ecs.fanOut, want)
@@ -29,8 +29,8 @@ func TestEnvironmentEnhancedFanOut(t *testing.T) {
 				t.Errorf("validate: %v", err)
 			}
 			if mode == "lambda" {
-				if _, err := New(nopHandler, append(opts, WithKinesisClient(awsfake.NewKinesis()))...); err != nil {
-					t.Errorf("New in Lambda mode: %v", err)
+				if _, err := newFunction(nopHandler, forMode(ModeLambda, append(opts, WithKinesisClient(awsfake.NewKinesis())))); err != nil {
+					t.Errorf("a function from this environment: %v", err)
 				}
 			}
 		})

@@ -29,27 +29,20 @@ func TestEnvironmentBothModes(t *testing.T) {
 		"LAMBDAADAPTER_LIST_INTERVAL": "1m", "LAMBDAADAPTER_GETRECORDS_LIMIT": "500",
 		"LAMBDAADAPTER_RETRY_BACKOFF": "1s", "LAMBDAADAPTER_MAX_RETRY_BACKOFF": "1m",
 	}
-	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), WithSQSClient(awsfake.NewSQS())}
+	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), WithSQSClient(awsfake.NewSQS()), WithLeaseStore(lease.NewMemory())}
 	// One environment serves both modes: each mode's settings are ignored
-	// by the other (OnlyIn), never an error.
+	// by the other, never an error.
 	for _, mode := range []string{"lambda", "ecs"} {
 		env["LAMBDAADAPTER_MODE"] = mode
-		opts, err := Environment(envOf(env))
+		f, s, err := fromProcess(nopHandler, nil, envOf(env), clients)
 		if err != nil {
 			t.Fatalf("%s: %v", mode, err)
 		}
-		if mode == "ecs" {
-			opts = append(opts, WithLeaseStore(lease.NewMemory()))
-		}
-		a, err := New(nopHandler, append(opts, clients...)...)
-		if err != nil {
-			t.Fatalf("%s: New: %v", mode, err)
-		}
-		if a.Mode().String() != mode {
-			t.Errorf("mode %v, want %s", a.Mode(), mode)
+		if (f != nil) != (mode == "lambda") || (s != nil) != (mode == "ecs") {
+			t.Errorf("mode %s: function %v, service %v", mode, f != nil, s != nil)
 		}
 		if mode == "ecs" {
-			if got := a.Consumer().Owner(); got != "w-1" {
+			if got := s.Owner(); got != "w-1" {
 				t.Errorf("owner %q, want w-1 from LAMBDAADAPTER_OWNER_ID", got)
 			}
 		}
@@ -64,7 +57,7 @@ func TestEnvironmentBadValues(t *testing.T) {
 		"LAMBDAADAPTER_CHECKPOINT_INTERVAL": "0s", "LAMBDAADAPTER_SHUTDOWN_TIMEOUT": "x", "LAMBDAADAPTER_LIST_INTERVAL": "1",
 		"LAMBDAADAPTER_GETRECORDS_LIMIT": "10001", "LAMBDAADAPTER_RETRY_BACKOFF": "fast", "LAMBDAADAPTER_MAX_RETRY_BACKOFF": "0",
 	} {
-		_, err := Environment(envOf(map[string]string{name: v}))
+		_, err := environment(envOf(map[string]string{name: v}))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: err = %v, want one naming the variable", name, v, err)
 		}
@@ -95,7 +88,7 @@ func TestModeFlag(t *testing.T) {
 // TestHandlePrecedence: the environment, then the -mode argument, then the
 // options given in code.
 func TestHandlePrecedence(t *testing.T) {
-	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), OnlyIn(ModeECS, WithLeaseStore(lease.NewMemory()))}
+	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), WithLeaseStore(lease.NewMemory())}
 	env := envOf(map[string]string{"LAMBDAADAPTER_MODE": "ecs", "LAMBDAADAPTER_STREAM": "orders"})
 	for _, tt := range []struct {
 		args []string
@@ -106,15 +99,15 @@ func TestHandlePrecedence(t *testing.T) {
 		{[]string{"-mode=lambda"}, nil, ModeLambda},
 		{[]string{"-mode=lambda"}, []Option{WithMode(ModeECS)}, ModeECS},
 	} {
-		a, err := newFromProcess(nopHandler, tt.args, env, append(clients, tt.opts...))
+		f, s, err := fromProcess(nopHandler, tt.args, env, append(clients, tt.opts...))
 		if err != nil {
 			t.Fatalf("%q: %v", tt.args, err)
 		}
-		if a.Mode() != tt.want {
-			t.Errorf("args %q: mode %v, want %v", tt.args, a.Mode(), tt.want)
+		if got := map[bool]Mode{true: ModeLambda, false: ModeECS}[f != nil]; got != tt.want || (s != nil) != (tt.want == ModeECS) {
+			t.Errorf("args %q: mode %v, want %v", tt.args, got, tt.want)
 		}
 	}
-	if _, err := newFromProcess(nopHandler, []string{"-mode=k8s"}, envOf(nil), clients); err == nil || !strings.Contains(err.Error(), "-mode") {
+	if _, _, err := fromProcess(nopHandler, []string{"-mode=k8s"}, envOf(nil), clients); err == nil || !strings.Contains(err.Error(), "-mode") {
 		t.Errorf("-mode=k8s: err = %v", err)
 	}
 }
@@ -142,7 +135,7 @@ func TestHandleConfigErrorExits(t *testing.T) {
 }
 
 func TestLeaseStoreAndTableConflict(t *testing.T) {
-	_, err := New(nopHandler, WithMode(ModeECS), WithStream("s"), WithKinesisClient(awsfake.NewKinesis()),
+	_, err := NewService(nopHandler, WithStream("s"), WithKinesisClient(awsfake.NewKinesis()),
 		WithLeaseStore(lease.NewMemory()), WithLeaseTable("leases"))
 	if err == nil || !strings.Contains(err.Error(), "WithLeaseTable") {
 		t.Errorf("store and table together: err = %v, want an error naming both", err)
@@ -156,6 +149,31 @@ func TestOutcomeKinds(t *testing.T) {
 	} {
 		if out != want {
 			t.Errorf("kind %v, want %v", out, want)
+		}
+	}
+}
+
+// TestHandleAppliesOptionsOfItsMode: Handle applies the options of the mode
+// it picked and ignores the other mode's (an invalid value there is not
+// even looked at); OnlyIn scopes shared options to one mode.
+func TestHandleAppliesOptionsOfItsMode(t *testing.T) {
+	base := []Option{WithKinesisClient(awsfake.NewKinesis()), WithLeaseStore(lease.NewMemory()), WithStream("orders")}
+	for _, tt := range []struct {
+		mode Mode
+		opt  Option
+		ok   bool
+	}{
+		{ModeECS, WithDeadlineMargin(0), true},
+		{ModeLambda, WithDeadlineMargin(0), false},
+		{ModeLambda, WithRetryBackoff(0, 0), true},
+		{ModeECS, WithRetryBackoff(0, 0), false},
+		{ModeECS, OnlyIn(ModeLambda, WithConcurrency(0)), true},
+		{ModeLambda, OnlyIn(ModeLambda, WithConcurrency(0)), false},
+		{ModeLambda, OnlyIn(ModeECS, WithConcurrency(0), WithMode(ModeECS)), true}, // WithMode inside OnlyIn is ignored
+	} {
+		_, _, err := fromProcess(nopHandler, nil, envOf(nil), append(base, WithMode(tt.mode), tt.opt))
+		if (err == nil) != tt.ok {
+			t.Errorf("%s mode with %#v: err = %v, want ok=%v", tt.mode, tt.opt, err, tt.ok)
 		}
 	}
 }

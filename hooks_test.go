@@ -172,7 +172,7 @@ func TestHooksECS(t *testing.T) {
 		k.PutTo("orders", shard, "k2", []byte("retry"))
 		k.PutTo("orders", shard, "k3", []byte("b"))
 		h := &recorder{}
-		a, err := lambdaadapter.New(byPayload, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"),
+		a, err := lambdaadapter.NewService(byPayload, lambdaadapter.WithStream("orders"),
 			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
 			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithHooks(h))
 		if err != nil {
@@ -327,17 +327,17 @@ func TestTraceHookWithoutHandler(t *testing.T) {
 	for _, tc := range []struct {
 		what    string
 		payload []byte
-		opts    []lambdaadapter.Option
+		opts    []lambdaadapter.FunctionOption
 	}{
 		{"poison", poison, nil},
 		// lambdaadaptertest's records arrived in January 2026.
-		{"too old", []byte("old"), []lambdaadapter.Option{lambdaadapter.WithMaxRecordAge(time.Hour)}},
+		{"too old", []byte("old"), []lambdaadapter.FunctionOption{lambdaadapter.WithMaxRecordAge(time.Hour)}},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			b := lambdaadaptertest.NewBatch("orders")
 			b.AddRaw("k", tc.payload)
 			f := &fakeTracer{}
-			opts := append([]lambdaadapter.Option{lambdaadapter.WithHooks(f)}, tc.opts...)
+			opts := append([]lambdaadapter.FunctionOption{lambdaadapter.WithHooks(f)}, tc.opts...)
 			h := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 				t.Error("the handler ran")
 				return lambdaadapter.Ack()
@@ -376,7 +376,7 @@ func TestTraceHookWithoutHandler(t *testing.T) {
 			}
 			return outs
 		})
-		a, err := lambdaadapter.NewBatch(bh, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"),
+		a, err := lambdaadapter.NewBatchService(bh, lambdaadapter.WithStream("orders"),
 			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
 			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithHooks(f))
 		if err != nil {
@@ -416,7 +416,7 @@ func TestECSIdleStreamWritesMillisBehindLatest(t *testing.T) {
 		k.CreateStream("idle", 2)
 		var out lockedBuffer
 		e := emf.New(&out, emf.WithService("svc"))
-		a, err := lambdaadapter.New(byPayload, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("idle"),
+		a, err := lambdaadapter.NewService(byPayload, lambdaadapter.WithStream("idle"),
 			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
 			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithHooks(e))
 		if err != nil {

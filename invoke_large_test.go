@@ -41,7 +41,7 @@ func TestInvokeLargeBatchResponse(t *testing.T) {
 	retry := map[string]bool{seqs[1250]: true, seqs[1503]: true} // shard 0, shard 1
 	var mu sync.Mutex
 	handled := map[string]int{}
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
 		mu.Lock()
 		handled[m.SequenceNumber]++
 		mu.Unlock()
@@ -111,7 +111,7 @@ func TestInvokeLargeUntrustworthyBatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+			a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 				t.Error("handler called on an untrustworthy invocation")
 				return lambdaadapter.Ack()
 			}))
@@ -168,7 +168,7 @@ func TestInvokeReusedStorageIsClean(t *testing.T) {
 		second.AddRaw(fmt.Sprintf("j%d", i%7), []byte(fmt.Sprintf("second-%d", i)))
 	}
 	h, got := collect()
-	a, err := lambdaadapter.New(h)
+	a, err := lambdaadapter.NewFunction(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestInvokeReusedStorageIsClean(t *testing.T) {
 		delete(reused, s)
 	}
 	fh, fresh := collect()
-	b, err := lambdaadapter.New(fh)
+	b, err := lambdaadapter.NewFunction(fh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestInvokeCutOffKeepsStorage(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan lambdaadapter.Message, 1)
 	checked := make(chan string, 1)
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
 		if m.SequenceNumber == stuck && m.ShardID == "shardId-000000000000" {
 			started <- copyMessage(m)
 			<-release // ignores its context, as a hung handler does
@@ -257,7 +257,7 @@ func TestInvokeCutOffKeepsStorage(t *testing.T) {
 // modes do the same way.
 func TestInvokeKeptMessageReply(t *testing.T) {
 	var kept *lambdaadapter.Message
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
 		kept = m
 		return lambdaadapter.Ack()
 	}))

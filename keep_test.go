@@ -89,7 +89,7 @@ func (k *keeper) count(f func(i int) bool) int {
 // and without RSK1 headers, and the user records of KPL aggregates.
 func TestMessagesAreYoursToKeep(t *testing.T) {
 	k := &keeper{}
-	a, err := lambdaadapter.New(k, lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
+	a, err := lambdaadapter.NewFunction(k, lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,16 +154,16 @@ func TestMessagesAreYoursToKeepLongRunning(t *testing.T) {
 				done.Add(1)
 				return lambdaadapter.Ack()
 			}
-			opts := []lambdaadapter.Option{
-				lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream),
+			opts := []lambdaadapter.ServiceOption{
+				lambdaadapter.WithStream(stream),
 				lambdaadapter.WithKinesisClient(kin), lambdaadapter.WithLeaseStore(lease.NewMemory()),
 				lambdaadapter.WithOwnerID("keeper"), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 				lambdaadapter.WithGetRecordsLimit(10), lambdaadapter.WithRetryBackoff(time.Millisecond, 10*time.Millisecond),
 			}
-			var a *lambdaadapter.Adapter
+			var a *lambdaadapter.Service
 			var err error
 			if batch {
-				a, err = lambdaadapter.NewBatch(lambdaadapter.BatchHandlerFunc(func(ctx context.Context, ms []*lambdaadapter.Message) []lambdaadapter.Outcome {
+				a, err = lambdaadapter.NewBatchService(lambdaadapter.BatchHandlerFunc(func(ctx context.Context, ms []*lambdaadapter.Message) []lambdaadapter.Outcome {
 					outs := make([]lambdaadapter.Outcome, len(ms))
 					for i, m := range ms {
 						outs[i] = k.HandleRecord(ctx, m)
@@ -171,7 +171,7 @@ func TestMessagesAreYoursToKeepLongRunning(t *testing.T) {
 					return outs
 				}), append(opts, lambdaadapter.WithBatchSize(8))...)
 			} else {
-				a, err = lambdaadapter.New(k, opts...)
+				a, err = lambdaadapter.NewService(k, opts...)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -224,7 +224,7 @@ func TestMessagesAreYoursToKeepLongRunning(t *testing.T) {
 // record's data.
 func TestRecycledMessagesAreCaught(t *testing.T) {
 	k := &keeper{}
-	a, err := lambdaadapter.New(k, lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()), lambdaadapter.WithRecycledMessages())
+	a, err := lambdaadapter.NewFunction(k, lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()), lambdaadapter.WithRecycledMessages())
 	if err != nil {
 		t.Fatal(err)
 	}

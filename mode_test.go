@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
@@ -14,47 +16,66 @@ import (
 // writeOnly hides every call of a Kinesis client but PutRecord(s).
 type writeOnly struct{ publish.KinesisAPI }
 
-func TestModeWiring(t *testing.T) {
+func TestDoorsWiring(t *testing.T) {
 	h := lambdaadapter.HandlerFunc(noop)
 	k := lambdaadaptertest.NewKinesis()
-	if _, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithKinesisClient(k)); err == nil || !strings.Contains(err.Error(), "WithStream") {
-		t.Errorf("ECS without a stream: %v", err)
+	if _, err := lambdaadapter.NewService(h, lambdaadapter.WithKinesisClient(k)); err == nil || !strings.Contains(err.Error(), "WithStream") {
+		t.Errorf("a service without a stream: %v", err)
 	}
 	// A client that only writes cannot read the stream.
-	if _, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(writeOnly{k})); err == nil || !strings.Contains(err.Error(), "GetRecords") {
-		t.Errorf("ECS with a write-only client: %v", err)
+	if _, err := lambdaadapter.NewService(h, lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(writeOnly{k})); err == nil || !strings.Contains(err.Error(), "GetRecords") {
+		t.Errorf("a service with a write-only client: %v", err)
 	}
-	ecs, err := lambdaadapter.New(h, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("s"))
+	// The library builds no AWS configuration of its own.
+	if _, err := lambdaadapter.NewService(h, lambdaadapter.WithStream("s")); err == nil || !strings.Contains(err.Error(), "WithAWSConfig") {
+		t.Errorf("a service without a client or AWS configuration: %v", err)
+	}
+	if _, err := lambdaadapter.NewService(h, lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseTable("t")); err == nil || !strings.Contains(err.Error(), "DynamoDB") {
+		t.Errorf("a lease table without a DynamoDB client: %v", err)
+	}
+	if _, err := lambdaadapter.NewFunction(h, lambdaadapter.WithMaxAttempts(3)); err == nil || !strings.Contains(err.Error(), "WithAWSConfig") {
+		t.Errorf("counted copies without a Kinesis client: %v", err)
+	}
+	if _, err := lambdaadapter.NewFunction(h, lambdaadapter.WithKinesisClient(k), lambdaadapter.WithDeadLetterQueue("https://sqs.example/1/q")); err == nil || !strings.Contains(err.Error(), "SQS") {
+		t.Errorf("a dead-letter queue without an SQS client: %v", err)
+	}
+	cfg := aws.Config{Region: "us-east-1", Credentials: aws.AnonymousCredentials{}}
+	s, err := lambdaadapter.NewService(h, lambdaadapter.WithStream("s"), lambdaadapter.WithAWSConfig(cfg), lambdaadapter.WithLeaseTable("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ecs.Mode() != lambdaadapter.ModeECS || ecs.Consumer() == nil {
-		t.Errorf("mode %v consumer %v", ecs.Mode(), ecs.Consumer())
+	if !strings.HasPrefix(s.Owner(), "worker-") || len(s.Owned()) != 0 {
+		t.Errorf("owner %q, owned %v; want a random worker id and no shard before Run", s.Owner(), s.Owned())
 	}
-	if _, err := ecs.Invoke(t.Context(), []byte(`{"Records":[]}`)); err == nil {
-		t.Error("Invoke on a long-running adapter succeeded")
-	}
-	lam, err := lambdaadapter.New(h, lambdaadapter.WithKinesisClient(k))
+	// A function that only acks, drops and retries needs no AWS at all.
+	f, err := lambdaadapter.NewFunction(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lam.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "long-running") {
-		t.Errorf("Run in Lambda mode: %v", err)
+	res, err := f.Invoke(t.Context(), lambdaadaptertest.NewBatch("s").Generate(3, 2, 8, false).JSON())
+	if err != nil || string(res) != `{"batchItemFailures":[]}` {
+		t.Errorf("Invoke = %s, %v", res, err)
+	}
+	// A reply naming a stream then fails with a clear error.
+	var replyErr error
+	f, err = lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		replyErr = m.Reply(ctx, lambdaadapter.Reply{Stream: "answers", Payload: []byte("x")})
+		return lambdaadapter.Ack()
+	}), lambdaadapter.WithConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Invoke(t.Context(), lambdaadaptertest.NewBatch("s").Generate(1, 1, 8, false).JSON()); err != nil {
+		t.Fatal(err)
+	}
+	if replyErr == nil || !strings.Contains(replyErr.Error(), "WithKinesisClient") {
+		t.Errorf("reply without a Kinesis client: %v", replyErr)
 	}
 	bh := lambdaadapter.BatchHandlerFunc(func(context.Context, []*message.Message) []message.Outcome { return nil })
-	b, err := lambdaadapter.NewBatch(bh, lambdaadapter.WithStream("s"), lambdaadapter.WithBatchSize(500))
-	if err != nil || b.Mode() != lambdaadapter.ModeECS {
-		t.Errorf("NewBatch: %v", err)
+	if _, err := lambdaadapter.NewBatchService(bh, lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(k), lambdaadapter.WithBatchSize(500)); err != nil {
+		t.Errorf("NewBatchService: %v", err)
 	}
-	if _, err := lambdaadapter.NewBatch(bh, lambdaadapter.WithStream("s"), lambdaadapter.WithBatchSize(20000)); err == nil {
+	if _, err := lambdaadapter.NewBatchService(bh, lambdaadapter.WithStream("s"), lambdaadapter.WithKinesisClient(k), lambdaadapter.WithBatchSize(20000)); err == nil {
 		t.Error("batch size 20000 accepted")
-	}
-	for in, want := range map[string]lambdaadapter.Mode{"": lambdaadapter.ModeLambda, "lambda": lambdaadapter.ModeLambda, "ecs": lambdaadapter.ModeECS} {
-		if m, err := lambdaadapter.ParseMode(in); err != nil || m != want {
-			t.Errorf("ParseMode(%q) = %v, %v", in, m, err)
-		}
-	}
-	if _, err := lambdaadapter.ParseMode("k8s"); err == nil {
-		t.Error("ParseMode(k8s) accepted")
 	}
 }

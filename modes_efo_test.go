@@ -31,20 +31,20 @@ func (fanOutFake) SubscribeToShard(context.Context, *kinesis.SubscribeToShardInp
 }
 
 // TestEnhancedFanOutNeedsSubscribeToShard: WithEnhancedFanOut with a
-// Kinesis client that cannot subscribe is an error at New, naming what is
+// Kinesis client that cannot subscribe is an error at NewService, naming what is
 // missing; with one that can, the consumer is built.
 func TestEnhancedFanOutNeedsSubscribeToShard(t *testing.T) {
-	base := []lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"), lambdaadapter.WithEnhancedFanOut("orders-app"),
+	base := []lambdaadapter.ServiceOption{
+		lambdaadapter.WithStream("orders"), lambdaadapter.WithEnhancedFanOut("orders-app"),
 	}
-	_, err := lambdaadapter.New(modesAck, append(base, lambdaadapter.WithKinesisClient(awsfake.NewKinesis()))...)
+	_, err := lambdaadapter.NewService(modesAck, append(base, lambdaadapter.WithKinesisClient(awsfake.NewKinesis()))...)
 	if err == nil || !strings.Contains(err.Error(), "SubscribeToShard") {
 		t.Errorf("New with a client without SubscribeToShard: %v, want an error naming it", err)
 	}
-	if _, err := lambdaadapter.New(modesAck, append(base, lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}))...); err != nil {
+	if _, err := lambdaadapter.NewService(modesAck, append(base, lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}))...); err != nil {
 		t.Errorf("New with a fan-out client: %v", err)
 	}
-	_, err = lambdaadapter.New(modesAck, append(base, lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}), lambdaadapter.WithEnhancedFanOut("orders app"))...)
+	_, err = lambdaadapter.NewService(modesAck, append(base, lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}), lambdaadapter.WithEnhancedFanOut("orders app"))...)
 	if err == nil || !strings.Contains(err.Error(), `"orders app"`) {
 		t.Errorf("New with a consumer name Kinesis refuses: %v", err)
 	}

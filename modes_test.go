@@ -3,11 +3,12 @@ package lambdaadapter_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"log/slog"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"go.uber.org/goleak"
 
 	"github.com/shardsettle/lambdaadapter"
@@ -28,180 +30,148 @@ var modesAck = lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Me
 	return lambdaadapter.Ack()
 })
 
-// nopDynamo satisfies lease.DynamoDBAPI; New never calls it.
+// optionDoors lists every exported option by the doors it fits: "function"
+// (NewFunction only), "service" (NewService only), "shared" (both) or
+// "handle" (Handle only). TestOptionDoorsMatchSource fails when an option
+// has no row or its row and its declared type disagree.
+func optionDoors() map[string]struct {
+	door string
+	opt  lambdaadapter.Option
+} {
+	type row = struct {
+		door string
+		opt  lambdaadapter.Option
+	}
+	svc := func(o lambdaadapter.ServiceOption) row { return row{"service", o} }
+	shared := func(o lambdaadapter.SharedOption) row { return row{"shared", o} }
+	return map[string]row{
+		"WithStream":             svc(lambdaadapter.WithStream("orders")),
+		"WithStreamARN":          svc(lambdaadapter.WithStreamARN("arn:aws:kinesis:us-east-1:123456789012:stream/orders")),
+		"WithLeaseTable":         svc(lambdaadapter.WithLeaseTable("leases")),
+		"WithDynamoDBClient":     svc(lambdaadapter.WithDynamoDBClient(nopDynamo{})),
+		"WithLeaseStore":         svc(lambdaadapter.WithLeaseStore(lease.NewMemory())),
+		"WithOwnerID":            svc(lambdaadapter.WithOwnerID("worker-1")),
+		"WithStartPosition":      svc(lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon())),
+		"WithGetRecordsLimit":    svc(lambdaadapter.WithGetRecordsLimit(500)),
+		"WithLeaseDuration":      svc(lambdaadapter.WithLeaseDuration(6 * time.Second)),
+		"WithCheckpointInterval": svc(lambdaadapter.WithCheckpointInterval(2 * time.Second)),
+		"WithMetricsInterval":    svc(lambdaadapter.WithMetricsInterval(30 * time.Second)),
+		"WithShutdownTimeout":    svc(lambdaadapter.WithShutdownTimeout(20 * time.Second)),
+		"WithListInterval":       svc(lambdaadapter.WithListInterval(time.Minute)),
+		"WithBatchSize":          svc(lambdaadapter.WithBatchSize(10)),
+		"WithRetryBackoff":       svc(lambdaadapter.WithRetryBackoff(time.Second, time.Minute)),
+		"WithEnhancedFanOut":     svc(lambdaadapter.WithEnhancedFanOut("orders-app")),
+		"WithDeadlineMargin":     {"function", lambdaadapter.WithDeadlineMargin(300 * time.Millisecond)},
+		"WithMode":               {"handle", lambdaadapter.WithMode(lambdaadapter.ModeECS)},
+		"OnlyIn":                 {"handle", lambdaadapter.OnlyIn(lambdaadapter.ModeECS)},
+		"WithAWSConfig":          shared(lambdaadapter.WithAWSConfig(aws.Config{Region: "us-east-1"})),
+		"WithKinesisClient":      shared(lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()})),
+		"WithSQSClient":          shared(lambdaadapter.WithSQSClient(awsfake.NewSQS())),
+		"WithConcurrency":        shared(lambdaadapter.WithConcurrency(4)),
+		"WithLogger":             shared(lambdaadapter.WithLogger(nil)),
+		"WithLogLevel":           shared(lambdaadapter.WithLogLevel(slog.LevelError)),
+		"WithMaxAttempts":        shared(lambdaadapter.WithMaxAttempts(3)),
+		"WithDeadLetterStream":   shared(lambdaadapter.WithDeadLetterStream("dead")),
+		"WithDeadLetterQueue":    shared(lambdaadapter.WithDeadLetterQueue("https://sqs.us-east-1.amazonaws.com/1/dead")),
+		"WithDeadLetterDrops":    shared(lambdaadapter.WithDeadLetterDrops()),
+		"WithDelayQueue":         shared(lambdaadapter.WithDelayQueue("https://sqs.us-east-1.amazonaws.com/1/delays")),
+		"WithMaxInProcessDelay":  shared(lambdaadapter.WithMaxInProcessDelay(time.Second)),
+		"WithReplyStream":        shared(lambdaadapter.WithReplyStream("replies")),
+		"WithReplyPartitionKey":  shared(lambdaadapter.WithReplyPartitionKey("k")),
+		"WithMaxMessageSize":     shared(lambdaadapter.WithMaxMessageSize(1 << 10)),
+		"WithHooks":              shared(lambdaadapter.WithHooks()),
+		"WithMaxRecordAge":       shared(lambdaadapter.WithMaxRecordAge(time.Hour)),
+		"WithRecycledMessages":   shared(lambdaadapter.WithRecycledMessages()),
+	}
+}
+
+// nopDynamo satisfies lease.DynamoDBAPI; the constructors never call it.
 type nopDynamo struct{ lease.DynamoDBAPI }
 
-// modeOnlyOption is an option that belongs to one mode, under the name it
-// reports in errors.
-type modeOnlyOption struct {
-	mode lambdaadapter.Mode
-	opt  lambdaadapter.Option
-}
+// doorTypes are the declared option types, by door.
+var doorTypes = map[string]string{"function": "FunctionOption", "service": "ServiceOption", "shared": "SharedOption", "handle": "Option"}
 
-// modeOnlyOptions lists every option tagged with its mode (c.only in the
-// source). TestModeOptionsMatchSource fails when the source tags an option
-// that has no row here, or a row names an option the source does not tag.
-func modeOnlyOptions() map[string]modeOnlyOption {
-	ecs := func(o lambdaadapter.Option) modeOnlyOption { return modeOnlyOption{lambdaadapter.ModeECS, o} }
-	return map[string]modeOnlyOption{
-		"WithStream":             ecs(lambdaadapter.WithStream("orders")),
-		"WithStreamARN":          ecs(lambdaadapter.WithStreamARN("arn:aws:kinesis:us-east-1:123456789012:stream/orders")),
-		"WithLeaseTable":         ecs(lambdaadapter.WithLeaseTable("leases")),
-		"WithDynamoDBClient":     ecs(lambdaadapter.WithDynamoDBClient(nopDynamo{})),
-		"WithLeaseStore":         ecs(lambdaadapter.WithLeaseStore(lease.NewMemory())),
-		"WithOwnerID":            ecs(lambdaadapter.WithOwnerID("worker-1")),
-		"WithStartPosition":      ecs(lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon())),
-		"WithGetRecordsLimit":    ecs(lambdaadapter.WithGetRecordsLimit(500)),
-		"WithLeaseDuration":      ecs(lambdaadapter.WithLeaseDuration(6 * time.Second)),
-		"WithCheckpointInterval": ecs(lambdaadapter.WithCheckpointInterval(2 * time.Second)),
-		"WithMetricsInterval":    ecs(lambdaadapter.WithMetricsInterval(30 * time.Second)),
-		"WithShutdownTimeout":    ecs(lambdaadapter.WithShutdownTimeout(20 * time.Second)),
-		"WithListInterval":       ecs(lambdaadapter.WithListInterval(time.Minute)),
-		"WithBatchSize":          ecs(lambdaadapter.WithBatchSize(10)),
-		"WithRetryBackoff":       ecs(lambdaadapter.WithRetryBackoff(time.Second, time.Minute)),
-		"WithEnhancedFanOut":     ecs(lambdaadapter.WithEnhancedFanOut("orders-app")),
-		"WithDeadlineMargin":     {lambdaadapter.ModeLambda, lambdaadapter.WithDeadlineMargin(300 * time.Millisecond)},
-	}
-}
-
-// bothModeOptions are the exported options that apply in either mode (not
-// tagged). Every exported function returning Option is in exactly one of
-// this list and modeOnlyOptions, so a new option has to be classified.
-var bothModeOptions = []string{
-	"WithMode", "OnlyIn", "WithConcurrency", "WithLogger", "WithLogLevel", "WithMaxAttempts",
-	"WithDeadLetterStream", "WithDeadLetterQueue", "WithDeadLetterDrops", "WithDelayQueue",
-	"WithMaxInProcessDelay", "WithReplyStream", "WithReplyPartitionKey", "WithKinesisClient",
-	"WithSQSClient", "WithMaxMessageSize", "WithHooks", "WithMaxRecordAge", "WithRecycledMessages",
-}
-
-// modeBase returns the options an adapter of mode m needs to build without
-// AWS: fake clients and, in long-running mode, a stream.
-func modeBase(m lambdaadapter.Mode) []lambdaadapter.Option {
-	k := lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()}) // fanOutFake: modes_efo_test.go
-	if m == lambdaadapter.ModeECS {
-		return []lambdaadapter.Option{
-			lambdaadapter.WithMode(lambdaadapter.ModeECS), k,
-			lambdaadapter.WithStream("orders"), lambdaadapter.WithDynamoDBClient(nopDynamo{}),
+// TestOptionDoorsMatchSource: every exported function of the root package
+// that returns an option is in optionDoors, declared with the type of its
+// door; and the types do what the doors promise: an option of one door
+// does not convert to the other's option type (so passing it there does
+// not compile), a shared one converts to both, Handle's own to neither.
+func TestOptionDoorsMatchSource(t *testing.T) {
+	_, files := rootSource(t)
+	rows := optionDoors()
+	seen := map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !fn.Name.IsExported() {
+				continue
+			}
+			for door, typ := range doorTypes {
+				if !returnsOnly(fn, typ) {
+					continue
+				}
+				seen[fn.Name.Name] = true
+				row, ok := rows[fn.Name.Name]
+				switch {
+				case !ok:
+					t.Errorf("%s returns %s but has no row in optionDoors", fn.Name.Name, typ)
+				case row.door != door:
+					t.Errorf("%s returns %s (door %s), its row says %s", fn.Name.Name, typ, door, row.door)
+				}
+			}
 		}
 	}
-	return []lambdaadapter.Option{k}
-}
-
-func otherMode(m lambdaadapter.Mode) lambdaadapter.Mode {
-	if m == lambdaadapter.ModeECS {
-		return lambdaadapter.ModeLambda
+	for name := range rows {
+		if !seen[name] {
+			t.Errorf("optionDoors has %s, which is not an exported option of the source", name)
+		}
 	}
-	return lambdaadapter.ModeECS
-}
-
-// modeDescription is how the wrong-mode error names the mode an option
-// belongs to.
-func modeDescription(m lambdaadapter.Mode) string {
-	if m == lambdaadapter.ModeECS {
-		return "long-running mode (WithMode(ModeECS))"
-	}
-	return "Lambda mode"
-}
-
-// checkWrongMode checks err is the error of New for the options names,
-// which belong to mode belongs, given to an adapter of mode runs. There is
-// no sentinel error for this (nothing to match with errors.Is), so the
-// message is checked.
-func checkWrongMode(t *testing.T, err error, belongs, runs lambdaadapter.Mode, names ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s in %s mode: accepted, want an error", strings.Join(names, ", "), runs)
-	}
-	msg := err.Error()
-	want := fmt.Sprintf("lambdaadapter: %s belongs to %s, but this adapter runs in %s mode",
-		strings.Join(names, ", "), modeDescription(belongs), runs)
-	if !strings.HasPrefix(msg, want) {
-		t.Errorf("error %q\nwant it to start %q", msg, want)
-	}
-	if !errors.Is(err, lambdaadapter.ErrWrongMode) {
-		t.Errorf("error %q does not match ErrWrongMode", msg)
-	}
-	if !strings.Contains(msg, "OnlyIn") {
-		t.Errorf("error %q does not point to OnlyIn", msg)
+	fnType := reflect.TypeFor[lambdaadapter.FunctionOption]()
+	svcType := reflect.TypeFor[lambdaadapter.ServiceOption]()
+	for name, fn := range map[string]any{
+		"WithDeadlineMargin": lambdaadapter.WithDeadlineMargin, "WithStream": lambdaadapter.WithStream,
+		"WithConcurrency": lambdaadapter.WithConcurrency, "WithMode": lambdaadapter.WithMode,
+	} {
+		out := reflect.TypeOf(fn).Out(0)
+		want := map[string][2]bool{"function": {true, false}, "service": {false, true}, "shared": {true, true}, "handle": {false, false}}[rows[name].door]
+		if got := [2]bool{out.Implements(fnType), out.Implements(svcType)}; got != want {
+			t.Errorf("%s returns %v: converts to FunctionOption, ServiceOption = %v, want %v", name, out, got, want)
+		}
 	}
 }
 
-func TestWithLeaseTableInLambdaMode(t *testing.T) {
-	_, err := lambdaadapter.New(modesAck, lambdaadapter.WithKinesisClient(awsfake.NewKinesis()), lambdaadapter.WithLeaseTable("t"))
-	checkWrongMode(t, err, lambdaadapter.ModeECS, lambdaadapter.ModeLambda, "WithLeaseTable")
-}
-
-func TestWithDeadlineMarginInECSMode(t *testing.T) {
-	_, err := lambdaadapter.New(modesAck, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"),
-		lambdaadapter.WithKinesisClient(awsfake.NewKinesis()), lambdaadapter.WithDeadlineMargin(time.Second))
-	checkWrongMode(t, err, lambdaadapter.ModeLambda, lambdaadapter.ModeECS, "WithDeadlineMargin")
-	// NewBatch implies long-running mode.
-	bh := lambdaadapter.BatchHandlerFunc(func(context.Context, []*lambdaadapter.Message) []lambdaadapter.Outcome { return nil })
-	_, err = lambdaadapter.NewBatch(bh, lambdaadapter.WithStream("orders"),
-		lambdaadapter.WithKinesisClient(awsfake.NewKinesis()), lambdaadapter.WithDeadlineMargin(time.Second))
-	checkWrongMode(t, err, lambdaadapter.ModeLambda, lambdaadapter.ModeECS, "WithDeadlineMargin")
-}
-
-// TestModeOptions: every option of one mode is accepted in its mode and an
-// error naming it (and its mode) in the other; wrapped in OnlyIn for its
-// own mode it is ignored in the other, and OnlyIn for the other mode does
-// not make it acceptable there.
-func TestModeOptions(t *testing.T) {
-	for name, row := range modeOnlyOptions() {
-		t.Run(name, func(t *testing.T) {
-			own, other := row.mode, otherMode(row.mode)
-			if _, err := lambdaadapter.New(modesAck, append(modeBase(own), row.opt)...); err != nil {
-				t.Errorf("in its own mode (%s): %v", own, err)
+// TestOptionsInTheirDoor: every option builds in each door it fits (with
+// the clients and stream a door needs), so the rows above are real values.
+func TestOptionsInTheirDoor(t *testing.T) {
+	k := lambdaadapter.WithKinesisClient(fanOutFake{awsfake.NewKinesis()})
+	sqsClient := lambdaadapter.WithSQSClient(awsfake.NewSQS())
+	for name, row := range optionDoors() {
+		var extra []lambdaadapter.SharedOption
+		if name == "WithDeadLetterDrops" {
+			extra = append(extra, lambdaadapter.WithDeadLetterStream("dead")) // it needs a target
+		}
+		if o, ok := row.opt.(lambdaadapter.FunctionOption); ok {
+			fopts := []lambdaadapter.FunctionOption{k, sqsClient, o}
+			for _, x := range extra {
+				fopts = append(fopts, x)
 			}
-			_, err := lambdaadapter.New(modesAck, append(modeBase(other), row.opt)...)
-			checkWrongMode(t, err, own, other, name)
-			if _, err := lambdaadapter.New(modesAck, append(modeBase(other), lambdaadapter.OnlyIn(own, row.opt))...); err != nil {
-				t.Errorf("OnlyIn(%s, %s) in %s mode: %v, want it ignored", own, name, other, err)
+			if _, err := lambdaadapter.NewFunction(modesAck, fopts...); err != nil {
+				t.Errorf("NewFunction with %s: %v", name, err)
 			}
-			if _, err := lambdaadapter.New(modesAck, append(modeBase(own), lambdaadapter.OnlyIn(own, row.opt))...); err != nil {
-				t.Errorf("OnlyIn(%s, %s) in its own mode: %v", own, name, err)
+		}
+		if o, ok := row.opt.(lambdaadapter.ServiceOption); ok {
+			base := []lambdaadapter.ServiceOption{k, sqsClient, lambdaadapter.WithStream("orders"), lambdaadapter.WithDynamoDBClient(nopDynamo{})}
+			if name == "WithLeaseStore" {
+				base = base[:3]
 			}
-			_, err = lambdaadapter.New(modesAck, append(modeBase(other), lambdaadapter.OnlyIn(other, row.opt))...)
-			checkWrongMode(t, err, own, other, name)
-		})
+			for _, x := range extra {
+				base = append(base, x)
+			}
+			if _, err := lambdaadapter.NewService(modesAck, append(base, o)...); err != nil {
+				t.Errorf("NewService with %s: %v", name, err)
+			}
+		}
 	}
-}
-
-func TestOnlyInIgnoresTheOtherMode(t *testing.T) {
-	k := awsfake.NewKinesis()
-	ecs := []lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"), lambdaadapter.WithKinesisClient(k),
-	}
-	if _, err := lambdaadapter.New(modesAck, lambdaadapter.WithKinesisClient(k), lambdaadapter.OnlyIn(lambdaadapter.ModeECS, lambdaadapter.WithLeaseTable("t"))); err != nil {
-		t.Errorf("OnlyIn(ModeECS, WithLeaseTable) in Lambda mode: %v", err)
-	}
-	if _, err := lambdaadapter.New(modesAck, append(ecs, lambdaadapter.OnlyIn(lambdaadapter.ModeLambda, lambdaadapter.WithDeadlineMargin(time.Second)))...); err != nil {
-		t.Errorf("OnlyIn(ModeLambda, WithDeadlineMargin) in ECS mode: %v", err)
-	}
-	// Ignored means not applied at all: an invalid value is not even
-	// looked at in the other mode, and is an error in its own.
-	if _, err := lambdaadapter.New(modesAck, append(ecs, lambdaadapter.OnlyIn(lambdaadapter.ModeLambda, lambdaadapter.WithDeadlineMargin(0)))...); err != nil {
-		t.Errorf("OnlyIn(ModeLambda, WithDeadlineMargin(0)) in ECS mode: %v, want it ignored", err)
-	}
-	if _, err := lambdaadapter.New(modesAck, lambdaadapter.WithKinesisClient(k), lambdaadapter.OnlyIn(lambdaadapter.ModeLambda, lambdaadapter.WithDeadlineMargin(0))); err == nil {
-		t.Error("OnlyIn(ModeLambda, WithDeadlineMargin(0)) in Lambda mode accepted: OnlyIn did not apply it")
-	}
-	if _, err := lambdaadapter.New(modesAck, lambdaadapter.WithKinesisClient(k), lambdaadapter.OnlyIn(lambdaadapter.ModeECS, lambdaadapter.WithRetryBackoff(0, 0))); err != nil {
-		t.Errorf("OnlyIn(ModeECS, WithRetryBackoff(0, 0)) in Lambda mode: %v, want it ignored", err)
-	}
-	if _, err := lambdaadapter.New(modesAck, append(ecs, lambdaadapter.OnlyIn(lambdaadapter.ModeECS, lambdaadapter.WithRetryBackoff(0, 0)))...); err == nil {
-		t.Error("OnlyIn(ModeECS, WithRetryBackoff(0, 0)) in ECS mode accepted: OnlyIn did not apply it")
-	}
-	// The mode is the one in force after every option, wherever WithMode
-	// comes.
-	if _, err := lambdaadapter.New(modesAck, lambdaadapter.WithLeaseTable("t"), lambdaadapter.WithDynamoDBClient(nopDynamo{}),
-		lambdaadapter.WithStream("orders"), lambdaadapter.WithKinesisClient(k), lambdaadapter.WithMode(lambdaadapter.ModeECS)); err != nil {
-		t.Errorf("ECS options before WithMode(ModeECS): %v", err)
-	}
-	// Several options of the wrong mode are named once each, in order.
-	_, err := lambdaadapter.New(modesAck, lambdaadapter.WithKinesisClient(k), lambdaadapter.WithStream("a"),
-		lambdaadapter.WithLeaseTable("t"), lambdaadapter.WithStream("b"))
-	checkWrongMode(t, err, lambdaadapter.ModeECS, lambdaadapter.ModeLambda, "WithStream", "WithLeaseTable")
 }
 
 // rootSource parses the root package's non-test files.
@@ -242,106 +212,6 @@ func returnsOnly(fn *ast.FuncDecl, typ string) bool {
 	}
 	id, ok := fn.Type.Results.List[0].Type.(*ast.Ident)
 	return ok && id.Name == typ
-}
-
-// TestModeOptionsMatchSource reads the tags (c.only(mode, "Name")) in the
-// source: each names the option it is in; the table above lists exactly the
-// tagged options, with their modes; every exported option is either tagged
-// or listed as applying in both modes; and each one's documentation says
-// "(long-running mode only)" or "(Lambda mode only)" exactly when it is
-// tagged.
-func TestModeOptionsMatchSource(t *testing.T) {
-	fset, files := rootSource(t)
-	rows := modeOnlyOptions()
-	tagged := map[string]string{}  // option name -> mode constant
-	options := map[string]string{} // exported option -> its doc
-	for _, f := range files {
-		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok {
-				continue
-			}
-			isOption := fn.Name.IsExported() && returnsOnly(fn, "Option")
-			if isOption {
-				options[fn.Name.Name] = fn.Doc.Text()
-			}
-			if fn.Body == nil {
-				continue
-			}
-			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
-				}
-				sel, ok := call.Fun.(*ast.SelectorExpr)
-				if !ok || sel.Sel.Name != "only" {
-					return true
-				}
-				at := fset.Position(call.Pos())
-				if len(call.Args) != 2 {
-					t.Errorf("%s: only with %d arguments", at, len(call.Args))
-					return true
-				}
-				mode, ok := call.Args[0].(*ast.Ident)
-				lit, ok2 := call.Args[1].(*ast.BasicLit)
-				if !ok || !ok2 || lit.Kind != token.STRING {
-					t.Errorf("%s: only(%T, %T): the test reads a mode constant and a string literal", at, call.Args[0], call.Args[1])
-					return true
-				}
-				name, _ := strconv.Unquote(lit.Value)
-				switch {
-				case !isOption:
-					t.Errorf("%s: %s tags %q but is not an exported option", at, fn.Name.Name, name)
-				case name != fn.Name.Name:
-					t.Errorf("%s: %s tags itself as %q: errors would name the wrong option", at, fn.Name.Name, name)
-				case tagged[name] != "":
-					t.Errorf("%s: %s tagged twice", at, name)
-				}
-				tagged[name] = mode.Name
-				return true
-			})
-		}
-	}
-	if len(tagged) == 0 || len(options) == 0 {
-		t.Fatalf("found %d tagged options and %d options in the source: the test no longer reads it", len(tagged), len(options))
-	}
-	modeConst := map[lambdaadapter.Mode]string{lambdaadapter.ModeECS: "ModeECS", lambdaadapter.ModeLambda: "ModeLambda"}
-	for name, mode := range tagged {
-		row, ok := rows[name]
-		switch {
-		case !ok:
-			t.Errorf("%s is tagged %s in the source but has no row in modeOnlyOptions", name, mode)
-		case modeConst[row.mode] != mode:
-			t.Errorf("%s is tagged %s in the source, its row says %s", name, mode, modeConst[row.mode])
-		}
-	}
-	for name := range rows {
-		if _, ok := tagged[name]; !ok {
-			t.Errorf("modeOnlyOptions has %s, which the source does not tag with a mode", name)
-		}
-	}
-	for _, name := range bothModeOptions {
-		if _, ok := tagged[name]; ok {
-			t.Errorf("%s is listed as applying in both modes but is tagged %s", name, tagged[name])
-		}
-		if _, ok := options[name]; !ok {
-			t.Errorf("bothModeOptions has %s, which is not an exported option", name)
-		}
-	}
-	docWants := map[string]string{"ModeECS": "(long-running mode only)", "ModeLambda": "(Lambda mode only)"}
-	for name, doc := range options {
-		mode, isTagged := tagged[name]
-		if !isTagged && !slices.Contains(bothModeOptions, name) {
-			t.Errorf("option %s is neither tagged with a mode (c.only) nor listed in bothModeOptions: classify it", name)
-		}
-		doc = strings.Join(strings.Fields(doc), " ")
-		switch {
-		case isTagged && !strings.Contains(doc, docWants[mode]):
-			t.Errorf("%s is tagged %s but its documentation does not say %q", name, mode, docWants[mode])
-		case !isTagged && strings.Contains(doc, "mode only)"):
-			t.Errorf("%s is documented as belonging to one mode but is not tagged with it: it is accepted in both", name)
-		}
-	}
 }
 
 // aliasDoc returns the documentation of the type name declared in files.
@@ -547,8 +417,8 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		acked.Add(1)
 		return lambdaadapter.Ack()
 	})
-	a, err := lambdaadapter.New(h,
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream),
+	a, err := lambdaadapter.NewService(h,
+		lambdaadapter.WithStream(stream),
 		lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()),
 		lambdaadapter.WithOwnerID("leak-check"), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 		lambdaadapter.WithLeaseDuration(3*time.Second), lambdaadapter.WithListInterval(time.Second),

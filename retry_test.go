@@ -234,10 +234,10 @@ func TestDropsToDeadLetter(t *testing.T) {
 func TestFailedWriteLeavesRecordUnsettled(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []lambdaadapter.Option
+		opts []lambdaadapter.FunctionOption
 	}{
-		{"copy", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(5)}},
-		{"dead-letter stream", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dlq")}},
+		{"copy", []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(5)}},
+		{"dead-letter stream", []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dlq")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestFailedWriteLeavesRecordUnsettled(t *testing.T) {
 					n.(*atomic.Int32).Add(1)
 					return outcomeByPayload(ctx, m)
 				})
-				a, err := lambdaadapter.New(h, append(tt.opts, lambdaadapter.WithKinesisClient(fake))...)
+				a, err := lambdaadapter.NewFunction(h, append(tt.opts, lambdaadapter.WithKinesisClient(fake))...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -401,7 +401,7 @@ func TestDelayQueueForwarding(t *testing.T) {
 	}}
 	raw, _ := json.Marshal(ev)
 	k, q := lambdaadaptertest.NewKinesis(), lambdaadaptertest.NewSQS()
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(outcomeByPayload),
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(outcomeByPayload),
 		lambdaadapter.WithKinesisClient(k), lambdaadapter.WithSQSClient(q), lambdaadapter.WithDelayQueue("http://sqs.local/000000000000/delay"))
 	if err != nil {
 		t.Fatal(err)
@@ -541,13 +541,13 @@ func TestThousandCopies(t *testing.T) {
 func TestNewValidatesRetryOptions(t *testing.T) {
 	h := lambdaadapter.HandlerFunc(outcomeByPayload)
 	k := lambdaadaptertest.NewKinesis()
-	for name, opts := range map[string][]lambdaadapter.Option{
+	for name, opts := range map[string][]lambdaadapter.FunctionOption{
 		"max attempts 0":           {lambdaadapter.WithMaxAttempts(0)},
 		"both dead-letter targets": {lambdaadapter.WithDeadLetterStream("s"), lambdaadapter.WithDeadLetterQueue("q")},
 		"drops without target":     {lambdaadapter.WithDeadLetterDrops()},
 		"in-process delay 0":       {lambdaadapter.WithMaxInProcessDelay(0)},
 	} {
-		if _, err := lambdaadapter.New(h, append(opts, lambdaadapter.WithKinesisClient(k))...); err == nil || !strings.HasPrefix(err.Error(), "lambdaadapter: ") {
+		if _, err := lambdaadapter.NewFunction(h, append(opts, lambdaadapter.WithKinesisClient(k))...); err == nil || !strings.HasPrefix(err.Error(), "lambdaadapter: ") {
 			t.Errorf("%s: err = %v", name, err)
 		}
 	}
@@ -583,13 +583,13 @@ func TestOversizeCopyLosesNothing(t *testing.T) {
 	data := []byte("retry" + strings.Repeat("x", 1<<20-len("retry")-1))
 	for _, tt := range []struct {
 		name      string
-		opts      []lambdaadapter.Option
+		opts      []lambdaadapter.FunctionOption
 		unsettled bool
 		toDLQ     bool
 	}{
-		{name: "no target", opts: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)}},
-		{name: "dead-letter stream", opts: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream("dlq")}, toDLQ: true},
-		{name: "dead-letter queue", opts: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3),
+		{name: "no target", opts: []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(3)}},
+		{name: "dead-letter stream", opts: []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream("dlq")}, toDLQ: true},
+		{name: "dead-letter queue", opts: []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(3),
 			lambdaadapter.WithDeadLetterQueue("http://sqs.local/000000000000/dlq")}, unsettled: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

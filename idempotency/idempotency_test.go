@@ -751,7 +751,7 @@ func TestReplies(t *testing.T) {
 	}
 	b := lambdaadaptertest.NewBatch("orders")
 	b.Add("k", []byte("r0"))
-	opts := []lambdaadapter.Option{lambdaadapter.WithReplyStream("replies"), lambdaadapter.WithKinesisClient(k)}
+	opts := []lambdaadapter.FunctionOption{lambdaadapter.WithReplyStream("replies"), lambdaadapter.WithKinesisClient(k)}
 	if res := lambdaadaptertest.Run(t, h, b, opts...); res.AllSettled() {
 		t.Fatal("a failed reply settled the record")
 	}
@@ -789,12 +789,12 @@ func TestReplies(t *testing.T) {
 func TestInProgressUnderCountedRetries(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		opts []lambdaadapter.Option
+		opts []lambdaadapter.FunctionOption
 	}{
-		{"cap 1", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1)}},
-		{"cap 3", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)}},
-		{"dead-letter stream, cap 1", []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dead-letters")}},
-		{"dead-letter queue (cap 3)", []lambdaadapter.Option{lambdaadapter.WithDeadLetterQueue("https://sqs.us-east-1.amazonaws.com/123456789012/dl")}},
+		{"cap 1", []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(1)}},
+		{"cap 3", []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(3)}},
+		{"dead-letter stream, cap 1", []lambdaadapter.FunctionOption{lambdaadapter.WithMaxAttempts(1), lambdaadapter.WithDeadLetterStream("dead-letters")}},
+		{"dead-letter queue (cap 3)", []lambdaadapter.FunctionOption{lambdaadapter.WithDeadLetterQueue("https://sqs.us-east-1.amazonaws.com/123456789012/dl")}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			db := newFakeDB(t)

@@ -264,8 +264,8 @@ func (c *benchCounter) handle(_ context.Context, m *lambdaadapter.Message) lambd
 func benchRead(b *testing.B, stream string, n int, opts []lambdaadapter.Option) (secs, cpu float64) {
 	b.Helper()
 	c := newBenchCounter(n)
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(c.handle), append([]lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseStore(lease.NewMemory()),
+	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(c.handle), append([]lambdaadapter.Option{
+		lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseStore(lease.NewMemory()),
 		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithGetRecordsLimit(1000),
 	}, opts...)...)
 	if err != nil {
@@ -311,7 +311,7 @@ func benchLatency(b *testing.B, env *standin.Env) (poll, efo []time.Duration) {
 		if i == 1 {
 			opts = append(opts, lambdaadapter.WithKinesisClient(&efoClient{Client: env.Kinesis, noEnds: true}), lambdaadapter.WithEnhancedFanOut("latency"))
 		}
-		a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(c.handle), opts...)
+		a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(c.handle), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -262,7 +262,7 @@ func efoRun(t *testing.T, env *standin.Env, client *efoClient, stream, name stri
 		lambdaadapter.WithLeaseDuration(ecsLeaseDuration), lambdaadapter.WithListInterval(time.Second),
 		lambdaadapter.WithShutdownTimeout(ecsShutdownTimeout), lambdaadapter.WithLogger(slog.New(log)),
 	}, opts...)
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(h.handle), all...)
+	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(h.handle), all...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

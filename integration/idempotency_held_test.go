@@ -114,7 +114,7 @@ func TestIdempotencyHeldUnderCountedRetriesLambda(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, err := lambdaadapter.New(fx.counted(h), lambdaadapter.WithMaxAttempts(cap),
+			a, err := lambdaadapter.NewFunction(fx.counted(h), lambdaadapter.WithMaxAttempts(cap),
 				lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS))
 			if err != nil {
 				t.Fatal(err)

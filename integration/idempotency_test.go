@@ -206,7 +206,7 @@ func TestIdempotencyLambdaRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := lambdaadapter.New(fx.counted(h), lambdaadapter.WithConcurrency(n+4),
+	a, err := lambdaadapter.NewFunction(fx.counted(h), lambdaadapter.WithConcurrency(n+4),
 		lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS))
 	if err != nil {
 		t.Fatal(err)

@@ -203,9 +203,9 @@ func TestLeaseDynamoDBRunMissingTable(t *testing.T) {
 // well before the test's deadline.
 func runOn(t *testing.T, env *standin.Env, table string) error {
 	t.Helper()
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 		return lambdaadapter.Ack()
-	}), lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders-"+strings.ToLower(rand.Text()[:8])),
+	}), lambdaadapter.WithStream("orders-"+strings.ToLower(rand.Text()[:8])),
 		lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithLeaseTable(table), lambdaadapter.WithDynamoDBClient(env.DynamoDB))
 	if err != nil {
 		t.Fatalf("New: %v", err)

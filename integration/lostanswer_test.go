@@ -367,8 +367,8 @@ func TestECSLostLeaseAnswers(t *testing.T) {
 
 	var h efoHandled
 	var log efoLog
-	a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(h.handle),
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithKinesisClient(env.Kinesis),
+	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(h.handle),
+		lambdaadapter.WithKinesisClient(env.Kinesis),
 		lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseTable(table), lambdaadapter.WithDynamoDBClient(p.client(env)),
 		lambdaadapter.WithOwnerID("w1"), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 		lambdaadapter.WithLeaseDuration(ecsLeaseDuration), lambdaadapter.WithListInterval(ecsListInterval),

@@ -81,7 +81,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 		return lambdaadapter.Retry(nil)
 	})
 	lambdaRun := func(batch int, opts ...lambdaadapter.Option) float64 {
-		a, err := lambdaadapter.New(retry, append([]lambdaadapter.Option{
+		a, err := lambdaadapter.NewFunction(retry, append([]lambdaadapter.Option{
 			lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS)}, opts...)...) // a later WithKinesisClient wins
 		if err != nil {
 			b.Fatal(err)
@@ -124,8 +124,8 @@ func BenchmarkRetryStorm(b *testing.B) {
 				finish(&written)
 			}
 		})
-		a, err := lambdaadapter.New(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
-			lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream),
+		a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
+			lambdaadapter.WithStream(stream),
 			lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 			lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS),
 			lambdaadapter.WithHooks(hook),
@@ -133,8 +133,8 @@ func BenchmarkRetryStorm(b *testing.B) {
 		if model {
 			fake := lambdaadaptertest.NewKinesis()
 			fake.Delay = modelLatency
-			a, err = lambdaadapter.New(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
-				lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream),
+			a, err = lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
+				lambdaadapter.WithStream(stream),
 				lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 				lambdaadapter.WithKinesisClient(modelKinesis{env.Kinesis, fake}), lambdaadapter.WithSQSClient(env.SQS),
 				lambdaadapter.WithHooks(hook),

@@ -218,25 +218,25 @@ type Result struct {
 // AllSettled reports whether the response reported no failure.
 func (r *Result) AllSettled() bool { return len(r.Failures) == 0 }
 
-// Run runs the batch through a new Adapter for h with opts, via the raw
-// Invoke path Lambda uses, and returns the result. The adapter writes to
+// Run runs the batch through a new Function for h with opts, via the raw
+// Invoke path Lambda uses, and returns the result. The Function writes to
 // in-memory fakes (Result.Kinesis, Result.SQS) unless opts set clients. It
 // fails the test on any error, including an invalid option. The invocation
 // context is t.Context() unless RunContext is used.
-func Run(t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.Option) *Result {
+func Run(t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.FunctionOption) *Result {
 	t.Helper()
 	return RunContext(t.Context(), t, h, b, opts...)
 }
 
 // RunContext is Run with an explicit invocation context, e.g. one with a
 // deadline to exercise the deadline margin.
-func RunContext(ctx context.Context, t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.Option) *Result {
+func RunContext(ctx context.Context, t testing.TB, h lambdaadapter.Handler, b *Batch, opts ...lambdaadapter.FunctionOption) *Result {
 	t.Helper()
 	res := &Result{Kinesis: NewKinesis(), SQS: NewSQS()}
-	all := append([]lambdaadapter.Option{lambdaadapter.WithKinesisClient(res.Kinesis), lambdaadapter.WithSQSClient(res.SQS)}, opts...)
-	a, err := lambdaadapter.New(h, all...)
+	all := append([]lambdaadapter.FunctionOption{lambdaadapter.WithKinesisClient(res.Kinesis), lambdaadapter.WithSQSClient(res.SQS)}, opts...)
+	a, err := lambdaadapter.NewFunction(h, all...)
 	if err != nil {
-		t.Fatalf("lambdaadaptertest: New: %v", err)
+		t.Fatalf("lambdaadaptertest: NewFunction: %v", err)
 	}
 	raw, err := a.Invoke(ctx, b.JSON())
 	if err != nil {

@@ -440,7 +440,7 @@ func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker,
 	if o.recycle {
 		opts = append(opts, lambdaadapter.WithRecycledMessages())
 	}
-	c, err := lambdaadapter.New(h, opts...)
+	c, err := lambdaadapter.NewFunction(h, opts...)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func TestIdempotencyFromEnvironment(t *testing.T) {
 	}
 	getenv := func(k string) string { return env[k] }
 	for _, m := range []lambdaadapter.Mode{lambdaadapter.ModeLambda, lambdaadapter.ModeECS} {
-		if _, _, err := adapter(m, getenv); err != nil {
+		if err := build(t, m, getenv); err != nil {
 			t.Errorf("%v: adapter with the idempotency helper: %v", m, err)
 		}
 	}
@@ -45,7 +45,7 @@ func TestIdempotencyFromEnvironment(t *testing.T) {
 		"LAMBDAADAPTER_IDEMPOTENCY_PREFIX":             "a#b",
 	}
 	for k, v := range bad {
-		_, _, err := adapter(lambdaadapter.ModeLambda, func(x string) string {
+		err := build(t, lambdaadapter.ModeLambda, func(x string) string {
 			if x == k {
 				return v
 			}
@@ -56,7 +56,7 @@ func TestIdempotencyFromEnvironment(t *testing.T) {
 		}
 	}
 	// A setting without the table is a mistake, not ignored.
-	_, _, err = adapter(lambdaadapter.ModeLambda, func(x string) string {
+	err = build(t, lambdaadapter.ModeLambda, func(x string) string {
 		if x == "LAMBDAADAPTER_IDEMPOTENCY_TTL" {
 			return "1h"
 		}

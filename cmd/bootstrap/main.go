@@ -108,18 +108,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
-
-	awslambda "github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/observe/emf"
@@ -161,43 +156,50 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "bootstrap: unknown command %q; the commands are leases, leases init, idempotency init, help and version, or none to run the adapter (-mode=lambda|ecs); bootstrap help explains them\n", fs.Arg(0))
 		return 2
 	}
-	m, err := lambdaadapter.ParseMode(*mode)
+	m, err := parseMode(*mode)
 	if err != nil {
 		fmt.Fprintln(stderr, "bootstrap:", err)
 		return 2
 	}
-	a, logger, err := adapter(m, getenv)
+	h, opts, err := setup(m, getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "bootstrap:", err)
 		return 2
 	}
-	if m == lambdaadapter.ModeLambda {
-		awslambda.Start(a)
-		return 0
+	// Handle is the user's own entry: it reads the LAMBDAADAPTER_*
+	// environment, loads the AWS configuration, names the instance, and
+	// runs a Function under the Lambda runtime or a Service until SIGTERM.
+	all := []lambdaadapter.Option{lambdaadapter.WithMode(m)}
+	for _, o := range opts {
+		all = append(all, o)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	logger.LogAttrs(ctx, slog.LevelInfo, "bootstrap: long-running mode", slog.String("owner", a.Consumer().Owner()))
-	if err := a.Run(ctx); err != nil {
-		fmt.Fprintln(stderr, "bootstrap:", err)
-		return 1
-	}
+	lambdaadapter.Handle(h, all...)
 	return 0
 }
 
-// adapter builds the demonstration adapter for mode m from the
-// environment (lambdaadapter.Environment) and the logger its handler shares.
-func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.Adapter, *slog.Logger, error) {
-	opts, err := lambdaadapter.Environment(getenv)
-	if err != nil {
-		return nil, nil, err
+// parseMode parses -mode: lambda (or empty) or ecs.
+func parseMode(s string) (lambdaadapter.Mode, error) {
+	switch s {
+	case "", "lambda":
+		return lambdaadapter.ModeLambda, nil
+	case "ecs":
+		return lambdaadapter.ModeECS, nil
 	}
+	return "", fmt.Errorf("unknown mode %q (want lambda or ecs)", s)
+}
+
+// setup builds the demonstration handler for mode m and the options the
+// bootstrap adds to Handle's (which reads the LAMBDAADAPTER_* settings
+// itself): the logger the handler shares, and the metrics hook.
+func setup(m lambdaadapter.Mode, getenv func(string) string) (lambdaadapter.Handler, []lambdaadapter.SharedOption, error) {
 	level := slog.LevelWarn
 	if v := getenv("LAMBDAADAPTER_LOG_LEVEL"); v != "" {
-		_ = level.UnmarshalText([]byte(v)) // Environment checked it
+		if err := level.UnmarshalText([]byte(v)); err != nil {
+			return nil, nil, fmt.Errorf("LAMBDAADAPTER_LOG_LEVEL=%q: want debug, info, warn or error", v)
+		}
 	}
 	logger := lambdaadapter.NewLogger(m, level)
-	opts = append(opts, lambdaadapter.WithMode(m), lambdaadapter.WithLogger(logger))
+	opts := []lambdaadapter.SharedOption{lambdaadapter.WithLogger(logger)}
 	switch v := getenv("LAMBDAADAPTER_METRICS"); v {
 	case "", "off":
 	case "emf":
@@ -210,6 +212,5 @@ func adapter(m lambdaadapter.Mode, getenv func(string) string) (*lambdaadapter.A
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := lambdaadapter.New(h, opts...)
-	return a, logger, err
+	return h, opts, nil
 }

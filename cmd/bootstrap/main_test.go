@@ -6,28 +6,49 @@ import (
 	"testing"
 
 	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/lease"
 )
 
-func TestAdapterFromEnvironment(t *testing.T) {
-	env := map[string]string{
-		"AWS_REGION": "us-east-1", "LAMBDAADAPTER_CONCURRENCY": "8", "LAMBDAADAPTER_DEADLINE_MARGIN": "250ms", "LAMBDAADAPTER_LOG_LEVEL": "debug",
-		"LAMBDAADAPTER_MAX_ATTEMPTS": "3", "LAMBDAADAPTER_DEAD_LETTER_STREAM": "dlq", "LAMBDAADAPTER_DEAD_LETTER_DROPS": "true",
-		"LAMBDAADAPTER_MAX_INPROCESS_DELAY": "2s", "LAMBDAADAPTER_REPLY_STREAM": "r",
-		"LAMBDAADAPTER_METRICS": "emf", "LAMBDAADAPTER_MAX_RECORD_AGE": "1h", "LAMBDAADAPTER_METRICS_INTERVAL": "30s",
-		// Long-running settings in the same environment are for the other mode.
-		"LAMBDAADAPTER_STREAM": "s", "LAMBDAADAPTER_LEASE_DURATION": "5s",
+// build builds what Handle would from setup's handler and options, with
+// fake clients instead of the AWS configuration Handle loads.
+func build(t *testing.T, m lambdaadapter.Mode, getenv func(string) string) error {
+	t.Helper()
+	h, opts, err := setup(m, getenv)
+	if err != nil {
+		return err
 	}
-	t.Setenv("AWS_REGION", "us-east-1")
+	k := lambdaadapter.WithKinesisClient(awsfake.NewKinesis())
+	if m == lambdaadapter.ModeECS {
+		sopts := []lambdaadapter.ServiceOption{k, lambdaadapter.WithStream("s"), lambdaadapter.WithLeaseStore(lease.NewMemory())}
+		for _, o := range opts {
+			sopts = append(sopts, o)
+		}
+		_, err = lambdaadapter.NewService(h, sopts...)
+		return err
+	}
+	fopts := []lambdaadapter.FunctionOption{k}
+	for _, o := range opts {
+		fopts = append(fopts, o)
+	}
+	_, err = lambdaadapter.NewFunction(h, fopts...)
+	return err
+}
+
+// TestSetupFromEnvironment: the bootstrap's own settings (log level,
+// metrics; Handle reads the LAMBDAADAPTER_* settings of the adapter, and
+// the root package tests those) build in both modes, and a bad one is an
+// error naming it.
+func TestSetupFromEnvironment(t *testing.T) {
+	env := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "debug", "LAMBDAADAPTER_METRICS": "emf"}
 	for _, m := range []lambdaadapter.Mode{lambdaadapter.ModeLambda, lambdaadapter.ModeECS} {
-		a, logger, err := adapter(m, func(k string) string { return env[k] })
-		if err != nil || logger == nil || a.Mode() != m {
-			t.Errorf("%v: adapter: %v", m, err)
+		if err := build(t, m, func(k string) string { return env[k] }); err != nil {
+			t.Errorf("%v: %v", m, err)
 		}
 	}
-	bad := map[string]string{"LAMBDAADAPTER_CONCURRENCY": "0", "LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_DEAD_LETTER_DROPS": "yes",
-		"LAMBDAADAPTER_METRICS": "prometheus", "LAMBDAADAPTER_MAX_RECORD_AGE": "-1s"}
+	bad := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_METRICS": "prometheus"}
 	for k, v := range bad {
-		_, _, err := adapter(lambdaadapter.ModeLambda, func(x string) string {
+		err := build(t, lambdaadapter.ModeLambda, func(x string) string {
 			if x == k {
 				return v
 			}
@@ -36,9 +57,6 @@ func TestAdapterFromEnvironment(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: err = %v, want one naming the variable", k, v, err)
 		}
-	}
-	if _, _, err := adapter(lambdaadapter.ModeECS, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "stream") {
-		t.Errorf("long-running mode without a stream: err = %v", err)
 	}
 }
 

@@ -17,7 +17,7 @@ func ageCases() []Case {
 		{
 			Name: "MaxRecordAgeDeadLettered", Row: "WithMaxRecordAge: an older record is dead-lettered, not handled",
 			Records: old, Wait: 2 * time.Hour, Later: fresh,
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxRecordAge(time.Hour), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxRecordAge(time.Hour), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
 			Script:  ack,
 			Check: func(t *testing.T, r *Result) {
 				handledOnce(t, r, 1)
@@ -51,7 +51,7 @@ func ageCases() []Case {
 		{
 			Name: "MaxRecordAgeDropped", Row: "WithMaxRecordAge without a dead-letter target: an older record is dropped",
 			Records: old, Wait: 2 * time.Hour, Later: fresh,
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxRecordAge(time.Hour)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxRecordAge(time.Hour)},
 			Script:  ack,
 			Check: func(t *testing.T, r *Result) {
 				handledOnce(t, r, 1)
@@ -65,7 +65,7 @@ func ageCases() []Case {
 		{
 			Name: "MaxRecordAgeYoungHandled", Row: "WithMaxRecordAge: a record younger than the limit is handled",
 			Records: old, Wait: 30 * time.Minute, Later: fresh,
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxRecordAge(time.Hour), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxRecordAge(time.Hour), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
 			Script:  ack,
 			Check: func(t *testing.T, r *Result) {
 				handledOnce(t, r, 3)

@@ -82,7 +82,7 @@ func tableCases() []Case {
 		{
 			Name: "DropDeadLettered", Row: "Drop(err) with WithDeadLetterDrops",
 			Records: oneKey("dd", 2, "trace", "t-1"),
-			Options: []lambdaadapter.Option{lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDeadLetterDrops()},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDeadLetterDrops()},
 			Script: func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome {
 				if h.Payload == "dd-0" {
 					return lambdaadapter.Drop(errHandler)
@@ -127,7 +127,7 @@ func tableCases() []Case {
 		{
 			Name: "RetryCountedRetired", Row: "Retry(err), counted: retired at the cap without a target",
 			Records: oneKey("c", 2),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3)},
 			Script: func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome {
 				if h.Payload == "c-0" {
 					return lambdaadapter.Retry(errHandler)
@@ -144,7 +144,7 @@ func tableCases() []Case {
 		{
 			Name: "RetryCountedDeadLetterStream", Row: "Retry(err), counted: dead-lettered at the cap (stream)",
 			Records: oneKey("x", 1, "trace", "t-2"),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(2), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(2), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
 			Script:  func(Handling, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Retry(errHandler) },
 			Check: func(t *testing.T, r *Result) {
 				attemptsAndCounts(t, handlings(t, r, "x-0", 2), []int{1, 2}, []string{"", "1"})
@@ -158,7 +158,7 @@ func tableCases() []Case {
 		{
 			Name: "RetryCountedDeadLetterQueue", Row: "Retry(err), counted: dead-lettered at the cap (queue; a target alone caps at 3)",
 			Records: oneKey("q", 1),
-			Options: []lambdaadapter.Option{lambdaadapter.WithDeadLetterQueue(DeadLetterQueue)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithDeadLetterQueue(DeadLetterQueue)},
 			Script:  func(Handling, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Retry(errHandler) },
 			Check: func(t *testing.T, r *Result) {
 				attemptsAndCounts(t, handlings(t, r, "q-0", 3), []int{1, 2, 3}, []string{"", "1", "2"})
@@ -189,7 +189,7 @@ func tableCases() []Case {
 		{
 			Name: "RetryAfterDelayQueue", Row: "RetryAfter(d, err), d long: delay queue",
 			Records: oneKey("rq", 1),
-			Options: []lambdaadapter.Option{lambdaadapter.WithDelayQueue(DelayQueue)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithDelayQueue(DelayQueue)},
 			Script:  failFirst(1, lambdaadapter.RetryAfter(20*time.Minute, errHandler)),
 			Check: func(t *testing.T, r *Result) {
 				hs := handlings(t, r, "rq-0", 2)
@@ -242,7 +242,7 @@ func tableCases() []Case {
 		{
 			Name: "PanicCounted", Row: "panic: as Retry (counted)",
 			Records: oneKey("pc", 1),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3)},
 			Script: func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome {
 				if h.Call == 0 {
 					panic("conformance: boom")
@@ -266,7 +266,7 @@ func tableCases() []Case {
 		{
 			Name: "CopyWriteFails", Row: "a copy that cannot be written: the record stays unsettled; Lambda delivers it again, long-running mode makes the write again",
 			Records: oneKey("cw", 2),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(20)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(20)},
 			Setup: func(w *World) {
 				// Writes to the source stream fail for three minutes: longer
 				// than the publisher's retries within one invocation (Lambda)
@@ -327,7 +327,7 @@ func tableCases() []Case {
 		{
 			Name: "Reply", Row: "Message.Reply: the record settles once its replies are written",
 			Records: oneKey("rp", 3),
-			Options: []lambdaadapter.Option{lambdaadapter.WithReplyStream(ReplyStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithReplyStream(ReplyStream)},
 			Setup: func(w *World) {
 				// rp-1's reply cannot be written for a minute.
 				until := time.Now().Add(time.Minute)

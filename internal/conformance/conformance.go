@@ -58,8 +58,8 @@ func NewWorld(shards int) *World {
 }
 
 // Options are the options every driver passes: the world's clients.
-func (w *World) Options() []lambdaadapter.Option {
-	return []lambdaadapter.Option{lambdaadapter.WithKinesisClient(w.Kinesis), lambdaadapter.WithSQSClient(w.SQS)}
+func (w *World) Options() []lambdaadapter.SharedOption {
+	return []lambdaadapter.SharedOption{lambdaadapter.WithKinesisClient(w.Kinesis), lambdaadapter.WithSQSClient(w.SQS)}
 }
 
 // Settled reports whether every shard of the source stream is checkpointed
@@ -94,7 +94,7 @@ type Driver interface {
 	// the mode's own wiring) and runs it until w.Settled, within a virtual
 	// deadline; it fails t if the world never settles. It runs inside a
 	// synctest bubble, and nothing it started runs after it returns.
-	Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option)
+	Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.SharedOption)
 }
 
 // Handling is one call of the handler.
@@ -187,7 +187,7 @@ type Case struct {
 	Row     string // the table row it proves, as the README names it
 	Shards  int    // default 1
 	Records []Record
-	Options []lambdaadapter.Option
+	Options []lambdaadapter.SharedOption
 	// Setup, when set, runs after the world is made (e.g. to make writes fail).
 	Setup func(w *World)
 	// Wait, when set, passes (in the bubble's time) after Records are put,

@@ -19,7 +19,7 @@ import (
 // delay a case uses, so only a record that never settles reaches it.
 const settleDeadline = 2 * time.Hour
 
-// Lambda drives Lambda mode: the Adapter's Invoke behind a local event
+// Lambda drives Lambda mode: the Function's Invoke behind a local event
 // source for the source stream (batches of BatchSize records per shard,
 // checkpointed by the partial batch response) and for the delay queue.
 type Lambda struct {
@@ -34,14 +34,18 @@ type Lambda struct {
 func (Lambda) Mode() lambdaadapter.Mode { return lambdaadapter.ModeLambda }
 
 // Drive runs h in Lambda mode until the world settled.
-func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
+func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.SharedOption) {
 	t.Helper()
 	if d.Recycle {
 		opts = append(opts[:len(opts):len(opts)], lambdaadapter.WithRecycledMessages())
 	}
-	a, err := lambdaadapter.New(h, append(w.Options(), opts...)...)
+	var fopts []lambdaadapter.FunctionOption
+	for _, o := range append(w.Options(), opts...) {
+		fopts = append(fopts, o)
+	}
+	a, err := lambdaadapter.NewFunction(h, fopts...)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewFunction: %v", err)
 	}
 	batch := d.BatchSize
 	if batch <= 0 {
@@ -66,7 +70,7 @@ func (d Lambda) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []la
 	}
 }
 
-// ECS drives long-running mode: the Adapter's Run with the source stream,
+// ECS drives long-running mode: the Service's Run with the source stream,
 // an in-memory lease store and one worker, stopped once the world settled.
 // Its GetRecords answers come as the SDK with getrecords.Fast gives them
 // (wireKinesis), so with Recycle every case also checks that no record is
@@ -81,19 +85,26 @@ func (ECS) Mode() lambdaadapter.Mode { return lambdaadapter.ModeECS }
 
 // Drive runs h in long-running mode until the world settled, then stops
 // the consumer and waits for Run to return.
-func (d ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.Option) {
+func (d ECS) Drive(t *testing.T, w *World, h lambdaadapter.Handler, opts []lambdaadapter.SharedOption) {
 	t.Helper()
 	if d.Recycle {
 		opts = append(opts[:len(opts):len(opts)], lambdaadapter.WithRecycledMessages())
 	}
 	store := lease.NewMemory()
-	all := append(w.Options(), lambdaadapter.WithKinesisClient(wireKinesis{w.Kinesis}),
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(Stream),
+	var all []lambdaadapter.ServiceOption
+	for _, o := range w.Options() {
+		all = append(all, o)
+	}
+	all = append(all, lambdaadapter.WithKinesisClient(wireKinesis{w.Kinesis}),
+		lambdaadapter.WithStream(Stream),
 		lambdaadapter.WithLeaseStore(store), lambdaadapter.WithOwnerID("worker-1"),
 		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
-	a, err := lambdaadapter.New(h, append(all, opts...)...)
+	for _, o := range opts {
+		all = append(all, o)
+	}
+	a, err := lambdaadapter.NewService(h, all...)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewService: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -40,14 +40,14 @@ func heldCases() []Case {
 		{
 			Name: "HeldElsewhereCap1", Row: "Retry matching idempotency.ErrInProgress (held elsewhere), counted: unsettled, no attempt counted (cap 1)",
 			Records: oneKey("h1", 2),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(1)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(1)},
 			Script:  failFirst(3, held, "h1-0"),
 			Check:   heldCheck("h1-0", "h1-1"),
 		},
 		{
 			Name: "HeldElsewhereCap3DeadLetter", Row: "Retry matching idempotency.ErrInProgress (held elsewhere), counted: unsettled, no copy, no dead letter (cap 3, target)",
 			Records: oneKey("h3", 2),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDelayQueue(DelayQueue)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDelayQueue(DelayQueue)},
 			Script: func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome {
 				if h.Payload == "h3-0" && h.Call < 3 {
 					if h.Call == 1 {
@@ -62,7 +62,7 @@ func heldCases() []Case {
 		{
 			Name: "CopiesKeepTheKey", Row: "Retry(err), counted: copies carry the original's coordinates (x-lambdaadapter-origin); idempotency's default key is the original's",
 			Records: oneKey("ck", 1),
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDelayQueue(DelayQueue)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDelayQueue(DelayQueue)},
 			Script: func(h Handling, m *lambdaadapter.Message) lambdaadapter.Outcome {
 				switch h.Call {
 				case 0:

@@ -112,7 +112,7 @@ func aggregateCases() []Case {
 		{
 			Name: "AggregateRetryCounted", Row: "KPL aggregate: Retry(err) of one user record, counted: a plain copy",
 			Records: []Record{{Key: "agg", Users: users("uc", 3, "a", "b", "c")}},
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(2), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(2), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
 			Script: func(h Handling, _ *lambdaadapter.Message) lambdaadapter.Outcome {
 				if h.Payload == "uc-1" {
 					return lambdaadapter.Retry(errHandler)
@@ -145,7 +145,7 @@ func aggregateCases() []Case {
 				{Key: "k", Raw: malformedAggregate()},
 				{Key: "k", Payload: "after"},
 			},
-			Options: []lambdaadapter.Option{lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDeadLetterDrops()},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithDeadLetterStream(DeadLetterStream), lambdaadapter.WithDeadLetterDrops()},
 			Script:  ack,
 			Check: func(t *testing.T, r *Result) {
 				handledOnce(t, r, 2)

@@ -20,7 +20,7 @@ func oversizeCases() []Case {
 		{
 			Name: "OversizeCopyDeadLetterStream", Row: "Retry(err), counted, its copy too large to write: dead-lettered as it arrived (dead-letter stream)",
 			Records: []Record{{Key: key, Raw: []byte(big)}},
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3), lambdaadapter.WithDeadLetterStream(DeadLetterStream)},
 			Script:  retry,
 			Check: func(t *testing.T, r *Result) {
 				handlings(t, r, big, 1)
@@ -34,7 +34,7 @@ func oversizeCases() []Case {
 		{
 			Name: "OversizeCopyNoTarget", Row: "Retry(err), counted, its copy too large to write: retired (no dead-letter target)",
 			Records: []Record{{Key: key, Raw: []byte(big)}, {Key: key, Payload: "after-0"}},
-			Options: []lambdaadapter.Option{lambdaadapter.WithMaxAttempts(3)},
+			Options: []lambdaadapter.SharedOption{lambdaadapter.WithMaxAttempts(3)},
 			Script:  retry,
 			Check: func(t *testing.T, r *Result) {
 				handlings(t, r, big, 1)

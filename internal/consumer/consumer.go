@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,12 +86,7 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	if cfg.Owner == "" {
-		host, _ := os.Hostname()
-		task := ""
-		if uri := os.Getenv("ECS_CONTAINER_METADATA_URI_V4"); uri != "" {
-			task = path.Base(uri) // on ECS: the task's container id
-		}
-		cfg.Owner = lease.NewOwnerID(host, task)
+		cfg.Owner = lease.NewOwnerID("", "")
 	}
 	return &Consumer{
 		cfg:      cfg,

@@ -7,9 +7,8 @@
 // Users reach it through the module root: the engine that Config.Engine
 // needs is built there, from the handler and the retry options.
 //
-//	a, err := lambdaadapter.New(handler,
-//		lambdaadapter.WithMode(lambdaadapter.ModeECS),
-//		lambdaadapter.WithStream("orders"),
+//	a, err := lambdaadapter.NewService(handler,
+//		//		lambdaadapter.WithStream("orders"),
 //		lambdaadapter.WithLeaseTable("orders-leases"),
 //		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
 //	...

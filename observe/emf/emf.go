@@ -11,7 +11,7 @@
 // adapter is told otherwise) and at shutdown.
 //
 //	e := emf.New(os.Stdout, emf.Environment(os.Getenv)...)
-//	a, err := lambdaadapter.New(handler, lambdaadapter.WithHooks(e))
+//	a, err := lambdaadapter.NewFunction(handler, lambdaadapter.WithHooks(e))
 //
 // # Documents
 //

@@ -9,7 +9,7 @@
 //	tracer := otel.NewTracer(tp)            // a trace.TracerProvider
 //	metrics, err := otel.NewMetrics(mp)     // a metric.MeterProvider
 //	…
-//	a, err := lambdaadapter.New(handler, lambdaadapter.WithHooks(tracer, metrics))
+//	a, err := lambdaadapter.NewFunction(handler, lambdaadapter.WithHooks(tracer, metrics))
 //
 // Without a Tracer the adapter starts no span and reads no trace header.
 //

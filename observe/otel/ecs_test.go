@@ -40,7 +40,7 @@ func TestLongRunning(t *testing.T) {
 		seqLinked := k.PutTo("orders", shard, "k1", data)
 		seqPlain := k.PutTo("orders", shard, "k2", []byte("a"))
 
-		a, err := lambdaadapter.New(byPayload, lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream("orders"),
+		a, err := lambdaadapter.NewService(byPayload, lambdaadapter.WithStream("orders"),
 			lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithOwnerID("w1"),
 			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithReplyStream("replies"),
 			lambdaadapter.WithHooks(tr, m))

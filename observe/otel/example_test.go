@@ -35,7 +35,7 @@ func Example() {
 	handler := lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
 		return lambdaadapter.Ack()
 	})
-	a, err := lambdaadapter.New(handler, lambdaadapter.WithHooks(otel.NewTracer(tp), metrics),
+	a, err := lambdaadapter.NewFunction(handler, lambdaadapter.WithHooks(otel.NewTracer(tp), metrics),
 		lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
 	if err != nil {
 		log.Fatal(err)

@@ -582,7 +582,7 @@ func startWorkerWith(t *testing.T, name, stream, table string, r *routes, h lamb
 		lambdaadapter.WithRetryBackoff(100*time.Millisecond, time.Second),
 		lambdaadapter.WithLogger(logger),
 	}
-	a, err := lambdaadapter.New(h, append(all, opts...)...)
+	a, err := lambdaadapter.NewFunction(h, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("worker %s: %v", name, err)
 	}

@@ -151,7 +151,7 @@ func TestECSIdempotencyFaults(t *testing.T) {
 func TestLambdaIdempotencyFaults(t *testing.T) {
 	concurrentlyI(t, func(t *testing.T, f idemFault) {
 		s := newIdemSetup(t)
-		a, err := lambdaadapter.New(s.h, s.opts...)
+		a, err := lambdaadapter.NewFunction(s.h, s.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestECSIdempotencyClaimOutage(t *testing.T) {
 // TestLambdaIdempotencyClaimOutage: the same in Lambda mode.
 func TestLambdaIdempotencyClaimOutage(t *testing.T) {
 	s := newIdemSetup(t)
-	a, err := lambdaadapter.New(s.h, s.opts...)
+	a, err := lambdaadapter.NewFunction(s.h, s.opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

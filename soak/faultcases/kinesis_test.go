@@ -116,7 +116,7 @@ func TestLambdaKinesisReadFaults(t *testing.T) {
 		stream, arn := env.NewStream(t, 1)
 		r := newRoutes(t, env)
 		j := &journal{}
-		a, err := lambdaadapter.New(j.handler("lambda"), lambdaadapter.WithKinesisClient(r.K), lambdaadapter.WithMaxAttempts(3))
+		a, err := lambdaadapter.NewFunction(j.handler("lambda"), lambdaadapter.WithKinesisClient(r.K), lambdaadapter.WithMaxAttempts(3))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -142,7 +142,7 @@ func TestLambdaTCPFaults(t *testing.T) {
 	}
 	concurrentlyT(t, faults, func(t *testing.T, f tcpFault) {
 		s := newWriteSetup(t)
-		a, err := lambdaadapter.New(s.j.handler("lambda"), s.opts...)
+		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), s.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

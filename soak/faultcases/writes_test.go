@@ -225,7 +225,7 @@ func TestLambdaWriteFaults(t *testing.T) {
 	}
 	concurrentlyW(t, faults, func(t *testing.T, f writeFault) {
 		s := newWriteSetup(t)
-		a, err := lambdaadapter.New(s.j.handler("lambda"), s.opts...)
+		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), s.opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

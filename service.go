@@ -1,0 +1,321 @@
+package lambdaadapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
+	"github.com/shardsettle/lambdaadapter/internal/engine"
+	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// Service runs a Handler (or a BatchHandler) in long-running mode: it reads
+// the stream itself, on ECS or any host, and shares its shards with the
+// other instances of the service through leases (WithLeaseTable). Run
+// blocks until its context ends and then stops gracefully.
+type Service struct {
+	consumer *consumer.Consumer
+	store    lease.Store
+}
+
+// NewService returns a Service for h, validating the options once. It
+// panics if h is nil (a programmer error) and returns an error for
+// contradictory or out-of-range options. It needs WithStream, and
+// WithAWSConfig or the clients (WithKinesisClient; WithDynamoDBClient with
+// WithLeaseTable; WithSQSClient with a queue); it builds no AWS
+// configuration of its own and reads no environment.
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	...
+//	s, err := lambdaadapter.NewService(h, lambdaadapter.WithAWSConfig(cfg),
+//		lambdaadapter.WithStream("orders"), lambdaadapter.WithLeaseTable("orders-leases"))
+//	...
+//	err = s.Run(ctx) // until ctx ends, then a graceful stop
+func NewService(h Handler, opts ...ServiceOption) (*Service, error) {
+	if h == nil {
+		panic("lambdaadapter: nil handler")
+	}
+	return newService(h, nil, serviceOptions(opts))
+}
+
+// NewBatchService returns a Service that hands records to bh in batches
+// (WithBatchSize). It panics if bh is nil.
+func NewBatchService(bh BatchHandler, opts ...ServiceOption) (*Service, error) {
+	if bh == nil {
+		panic("lambdaadapter: nil batch handler")
+	}
+	return newService(nil, bh, serviceOptions(opts))
+}
+
+func serviceOptions(opts []ServiceOption) []Option {
+	all := make([]Option, len(opts))
+	for i, o := range opts {
+		all[i] = o
+	}
+	return all
+}
+
+// newService builds a Service from options of any kind (Handle passes what
+// it filtered for long-running mode).
+func newService(h Handler, bh BatchHandler, opts []Option) (*Service, error) {
+	c := config{mode: ModeECS}
+	c.apply(opts)
+	if c.ecs.stream == "" {
+		return nil, errors.New("lambdaadapter: a service needs the stream: WithStream, or LAMBDAADAPTER_STREAM in the environment of Handle")
+	}
+	e, _, err := c.buildEngine(h, bh)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := c.consumerConfig(e)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := consumer.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("lambdaadapter: %w", err)
+	}
+	return &Service{consumer: cons, store: cc.Store}, nil
+}
+
+// Position is where a Service starts reading a shard that has no
+// checkpoint yet (WithStartPosition), or where Seek moves its readers.
+type Position = consumer.Position
+
+// Latest starts at the tip: records written from now on (the default).
+func Latest() Position { return consumer.Latest() }
+
+// TrimHorizon starts at the oldest record each shard still retains.
+func TrimHorizon() Position { return consumer.TrimHorizon() }
+
+// AtTimestamp starts at the first record that arrived at or after t.
+func AtTimestamp(t time.Time) Position { return consumer.AtTimestamp(t) }
+
+// AtSequence is exactly the record seq of shard shardID (for Seek only).
+func AtSequence(shardID, seq string) Position { return consumer.AtSequence(shardID, seq) }
+
+type ecsConfig struct {
+	stream, streamARN  string
+	table              string
+	dynamo             lease.DynamoDBAPI
+	store              lease.Store
+	owner              string
+	start              Position
+	limit              int
+	leaseDuration      time.Duration
+	checkpointInterval time.Duration
+	metricsInterval    time.Duration
+	shutdownTimeout    time.Duration
+	listInterval       time.Duration
+	batchSize          int
+	retryBackoff       time.Duration
+	maxRetryBackoff    time.Duration
+	fanOut             string // enhanced fan-out consumer name
+}
+
+// WithStream names the stream to read (required
+// in ModeECS). Lease keys use the name.
+func WithStream(name string) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.stream = name })
+}
+
+// WithStreamARN sets the stream's ARN: API calls
+// and copies then use it.
+func WithStreamARN(arn string) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.streamARN = arn })
+}
+
+// WithLeaseTable stores leases in the DynamoDB
+// table (see package lease for its schema; create it with `bootstrap leases
+// init -table NAME`), so many instances share the stream. Without it,
+// leases live in memory and one instance reads every shard.
+func WithLeaseTable(table string) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.table = table })
+}
+
+// WithDynamoDBClient sets the DynamoDB client of
+// the lease table, typically a *dynamodb.Client; without it one is built
+// from the default AWS configuration.
+func WithDynamoDBClient(d lease.DynamoDBAPI) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.dynamo = d })
+}
+
+// WithLeaseStore sets the lease store directly
+// (tests, custom stores).
+func WithLeaseStore(s lease.Store) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.store = s })
+}
+
+// WithOwnerID sets this instance's lease owner
+// id; it must be unique per process (default: "worker-" and random digits;
+// Handle uses the host name, or the ECS task's container id on ECS).
+func WithOwnerID(id string) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.owner = id })
+}
+
+// WithStartPosition sets where a shard without a
+// checkpoint starts (default Latest).
+func WithStartPosition(p Position) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.start = p })
+}
+
+// WithGetRecordsLimit sets the GetRecords limit
+// (default 1,000, at most 10,000).
+func WithGetRecordsLimit(n int) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.limit = n })
+}
+
+// WithLeaseDuration sets how long a lease whose
+// counter does not change is taken to be alive (default 10s); leases renew
+// every third of it.
+func WithLeaseDuration(d time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.leaseDuration = d })
+}
+
+// WithMetricsInterval sets how often the hooks
+// (WithHooks) get an in-flight snapshot and are flushed (default 60s, and
+// once more before Run returns). In Lambda mode they are flushed once per
+// invocation.
+func WithMetricsInterval(d time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.metricsInterval = d })
+}
+
+// WithCheckpointInterval bounds checkpoint writes
+// to one per shard per interval (default 1s), the lease's take counting as
+// the first.
+func WithCheckpointInterval(d time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.checkpointInterval = d })
+}
+
+// WithShutdownTimeout bounds how long a graceful
+// stop waits for records in flight before it cancels their handlers
+// (default 10s). A planned hand-over of one lease to another instance waits
+// that long and then up to 5 minutes more, with the lease renewed, before
+// it does the same (README, "Planned hand-over").
+func WithShutdownTimeout(d time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.shutdownTimeout = d })
+}
+
+// WithListInterval sets how often shards are
+// listed again (default 30s).
+func WithListInterval(d time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.listInterval = d })
+}
+
+// WithBatchSize sets the largest batch a
+// BatchHandler gets (default 100, at most 10,000); a batch closes at that
+// size or 50 ms after its first record.
+func WithBatchSize(n int) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.batchSize = n })
+}
+
+// WithRetryBackoff spaces the in-process
+// redeliveries of a record that stays unsettled: the n-th waits base ×
+// 2^(n-1), at most max, drawn from the upper half of that (defaults 500ms
+// and 30s). Both must be positive.
+func WithRetryBackoff(base, max time.Duration) ServiceOption {
+	return serviceOpt(func(c *config) {
+		if base <= 0 || max <= 0 {
+			c.errs = append(c.errs, errors.New("retry backoff must be positive"))
+		}
+		c.ecs.retryBackoff, c.ecs.maxRetryBackoff = base, max
+	})
+}
+
+// WithEnhancedFanOut reads the stream with
+// enhanced fan-out as the stream consumer consumerName: each shard's records
+// are pushed with SubscribeToShard as they arrive, with 2 MB/s per shard for
+// this consumer alone, instead of polled with GetRecords (5 calls/s and
+// 2 MB/s per shard shared by every polling consumer of the stream). Run
+// registers the stream consumer if it does not exist (the instances of one
+// service share it; it is never deregistered) and waits until it is ACTIVE.
+// Kinesis bills every registered consumer per consumer-shard hour and per
+// GB retrieved; see the README. It needs the stream's ARN (WithStreamARN, or
+// looked up with DescribeStreamSummary) and a Kinesis client with
+// SubscribeToShard (a *kinesis.Client has it). Leases, checkpoints,
+// balancing, resharding and shutdown work as with polling.
+func WithEnhancedFanOut(consumerName string) ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.fanOut = consumerName })
+}
+
+// BatchHandler handles several records at once in long-running mode and
+// returns one Outcome per record, in order; every element settles on its
+// own, exactly as the Outcome of a Handler would, and an element left
+// unsettled is delivered again in a later batch after a backoff. Batches are
+// handed over one at a time; records of one partition key appear in stream
+// order.
+type BatchHandler = message.BatchHandler
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc = message.BatchHandlerFunc
+
+// consumerConfig builds the long-running consumer's configuration.
+func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
+	x := &c.ecs
+	k, ok := c.kinesis.(consumer.KinesisAPI)
+	if !ok {
+		return consumer.Config{}, errors.New("lambdaadapter: a service needs a Kinesis client with ListShards, GetShardIterator and GetRecords (a *kinesis.Client has them)")
+	}
+	store := x.store
+	if store == nil && x.table != "" {
+		if x.dynamo == nil {
+			if c.aws == nil {
+				return consumer.Config{}, errors.New("lambdaadapter: WithLeaseTable needs a DynamoDB client: pass WithAWSConfig(cfg) or WithDynamoDBClient")
+			}
+			x.dynamo = dynamodb.NewFromConfig(*c.aws)
+		}
+		store = lease.NewDynamoDB(x.dynamo, x.table)
+	}
+	// The SQS client forwards the delay queue too when it can receive.
+	receiver, _ := c.sqs.(consumer.DelayQueueAPI)
+	return consumer.Config{
+		Stream: x.stream, StreamARN: x.streamARN, Kinesis: k, Store: store, Owner: x.owner, Engine: e,
+		BatchSize: x.batchSize, Concurrency: c.concurrency, Start: x.start, Limit: x.limit,
+		LeaseDuration: x.leaseDuration, ListInterval: x.listInterval, CheckpointInterval: x.checkpointInterval,
+		MetricsInterval: x.metricsInterval,
+		ShutdownTimeout: x.shutdownTimeout, RetryBackoff: x.retryBackoff, MaxRetryBackoff: x.maxRetryBackoff,
+		DelayReceiver: receiver, EnhancedFanOut: x.fanOut,
+	}, nil
+}
+
+// Run reads the stream until ctx is cancelled, then stops gracefully: it
+// stops reading, lets records in flight settle, writes the checkpoints and
+// releases the leases. It returns nil after a graceful stop and an error
+// when it cannot start (for example a missing lease table: ErrTableNotFound;
+// a missing stream: ErrStreamNotFound). Run once per Service.
+func (s *Service) Run(ctx context.Context) error {
+	// The table is checked first, so that any reason it cannot be used (a
+	// missing table, another key schema, no permission, an unreachable
+	// endpoint) stops Run at once with a clear error; the consumer's own
+	// first call would take some of them for passing faults and retry.
+	if d, ok := s.store.(*lease.DynamoDB); ok {
+		if err := d.Check(ctx); err != nil {
+			return err
+		}
+	}
+	return s.consumer.Run(ctx)
+}
+
+// Seek moves the running readers: every shard this instance holds to pos,
+// or, for AtSequence, that one shard. Records read before the seek are
+// dropped on their way to the handler; their late outcomes change nothing.
+// The checkpoint follows the new position as records settle.
+func (s *Service) Seek(ctx context.Context, pos Position) error { return s.consumer.Seek(ctx, pos) }
+
+// Owned returns the ids of the shards this instance holds now, sorted.
+func (s *Service) Owned() []string { return s.consumer.Owned() }
+
+// Owner returns this instance's lease owner id (WithOwnerID, or a random
+// one).
+func (s *Service) Owner() string { return s.consumer.Owner() }
+
+var (
+	_ consumer.KinesisAPI = (*kinesis.Client)(nil)
+	_ consumer.FanOutAPI  = (*kinesis.Client)(nil)
+)
