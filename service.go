@@ -28,15 +28,12 @@ type Service struct {
 // panics if h is nil (a programmer error) and returns an error for
 // contradictory or out-of-range options. It needs WithStream, and
 // WithAWSConfig or the clients (WithKinesisClient; WithDynamoDBClient with
-// WithLeaseTable; WithSQSClient with a queue); it builds no AWS
-// configuration of its own and reads no environment.
-//
-//	cfg, err := config.LoadDefaultConfig(ctx)
-//	...
-//	s, err := lambdaadapter.NewService(h, lambdaadapter.WithAWSConfig(cfg),
-//		lambdaadapter.WithStream("orders"), lambdaadapter.WithLeaseTable("orders-leases"))
-//	...
-//	err = s.Run(ctx) // until ctx ends, then a graceful stop
+// WithLeaseTable; WithSQSClient with a queue); it builds no AWS configuration
+// of its own and reads no environment. cfg, err :=
+// config.LoadDefaultConfig(ctx) ... s, err := lambdaadapter.NewService(h,
+// lambdaadapter.WithAWSConfig(cfg), lambdaadapter.WithStream("orders"),
+// lambdaadapter.WithLeaseTable("orders-leases")) ... err = s.Run(ctx) //
+// until ctx ends, then a graceful stop
 func NewService(h Handler, opts ...ServiceOption) (*Service, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
@@ -119,106 +116,97 @@ type ecsConfig struct {
 	fanOut             string // enhanced fan-out consumer name
 }
 
-// WithStream names the stream to read (required
-// in ModeECS). Lease keys use the name.
+// WithStream names the stream to read (required). Lease keys use the name.
 func WithStream(name string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.stream = name })
 }
 
-// WithStreamARN sets the stream's ARN: API calls
-// and copies then use it.
+// WithStreamARN sets the stream's ARN: API calls and copies then use it.
 func WithStreamARN(arn string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.streamARN = arn })
 }
 
-// WithLeaseTable stores leases in the DynamoDB
-// table (see package lease for its schema; create it with `bootstrap leases
-// init -table NAME`), so many instances share the stream. Without it,
-// leases live in memory and one instance reads every shard.
+// WithLeaseTable stores leases in the DynamoDB table (see package lease for
+// its schema; create it with `bootstrap leases init -table NAME`), so many
+// instances share the stream. Without it, leases live in memory and one
+// instance reads every shard.
 func WithLeaseTable(table string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.table = table })
 }
 
-// WithDynamoDBClient sets the DynamoDB client of
-// the lease table, typically a *dynamodb.Client; without it one is built
-// from the default AWS configuration.
+// WithDynamoDBClient sets the DynamoDB client of the lease table, typically a
+// *dynamodb.Client; without it one is built from WithAWSConfig's
+// configuration.
 func WithDynamoDBClient(d lease.DynamoDBAPI) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.dynamo = d })
 }
 
-// WithLeaseStore sets the lease store directly
-// (tests, custom stores).
+// WithLeaseStore sets the lease store directly (tests, custom stores).
 func WithLeaseStore(s lease.Store) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.store = s })
 }
 
-// WithOwnerID sets this instance's lease owner
-// id; it must be unique per process (default: "worker-" and random digits;
-// Handle uses the host name, or the ECS task's container id on ECS).
+// WithOwnerID sets this instance's lease owner id; it must be unique per
+// process (default: "worker-" and random digits; Handle uses the host name,
+// or the ECS task's container id on ECS).
 func WithOwnerID(id string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.owner = id })
 }
 
-// WithStartPosition sets where a shard without a
-// checkpoint starts (default Latest).
+// WithStartPosition sets where a shard without a checkpoint starts (default
+// Latest).
 func WithStartPosition(p Position) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.start = p })
 }
 
-// WithGetRecordsLimit sets the GetRecords limit
-// (default 1,000, at most 10,000).
+// WithGetRecordsLimit sets the GetRecords limit (default 1,000, at most
+// 10,000).
 func WithGetRecordsLimit(n int) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.limit = n })
 }
 
-// WithLeaseDuration sets how long a lease whose
-// counter does not change is taken to be alive (default 10s); leases renew
-// every third of it.
+// WithLeaseDuration sets how long a lease whose counter does not change is
+// taken to be alive (default 10s); leases renew every third of it.
 func WithLeaseDuration(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.leaseDuration = d })
 }
 
-// WithMetricsInterval sets how often the hooks
-// (WithHooks) get an in-flight snapshot and are flushed (default 60s, and
-// once more before Run returns). In Lambda mode they are flushed once per
-// invocation.
+// WithMetricsInterval sets how often the hooks (WithHooks) get an in-flight
+// snapshot and are flushed (default 60s, and once more before Run returns).
+// In Lambda mode they are flushed once per invocation.
 func WithMetricsInterval(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.metricsInterval = d })
 }
 
-// WithCheckpointInterval bounds checkpoint writes
-// to one per shard per interval (default 1s), the lease's take counting as
-// the first.
+// WithCheckpointInterval bounds checkpoint writes to one per shard per
+// interval (default 1s), the lease's take counting as the first.
 func WithCheckpointInterval(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.checkpointInterval = d })
 }
 
-// WithShutdownTimeout bounds how long a graceful
-// stop waits for records in flight before it cancels their handlers
-// (default 10s). A planned hand-over of one lease to another instance waits
-// that long and then up to 5 minutes more, with the lease renewed, before
-// it does the same (README, "Planned hand-over").
+// WithShutdownTimeout bounds how long a graceful stop waits for records in
+// flight before it cancels their handlers (default 10s). A planned hand-over
+// of one lease to another instance waits that long and then up to 5 minutes
+// more, with the lease renewed, before it does the same (docs/long-running.md,
+// "Planned hand-over").
 func WithShutdownTimeout(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.shutdownTimeout = d })
 }
 
-// WithListInterval sets how often shards are
-// listed again (default 30s).
+// WithListInterval sets how often shards are listed again (default 30s).
 func WithListInterval(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.listInterval = d })
 }
 
-// WithBatchSize sets the largest batch a
-// BatchHandler gets (default 100, at most 10,000); a batch closes at that
-// size or 50 ms after its first record.
+// WithBatchSize sets the largest batch a BatchHandler gets (default 100, at
+// most 10,000); a batch closes at that size or 50 ms after its first record.
 func WithBatchSize(n int) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.batchSize = n })
 }
 
-// WithRetryBackoff spaces the in-process
-// redeliveries of a record that stays unsettled: the n-th waits base ×
-// 2^(n-1), at most max, drawn from the upper half of that (defaults 500ms
-// and 30s). Both must be positive.
+// WithRetryBackoff spaces the in-process redeliveries of a record that stays
+// unsettled: the n-th waits base × 2^(n-1), at most max, drawn from the upper
+// half of that (defaults 500ms and 30s). Both must be positive.
 func WithRetryBackoff(base, max time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) {
 		if base <= 0 || max <= 0 {
@@ -228,18 +216,18 @@ func WithRetryBackoff(base, max time.Duration) ServiceOption {
 	})
 }
 
-// WithEnhancedFanOut reads the stream with
-// enhanced fan-out as the stream consumer consumerName: each shard's records
-// are pushed with SubscribeToShard as they arrive, with 2 MB/s per shard for
-// this consumer alone, instead of polled with GetRecords (5 calls/s and
-// 2 MB/s per shard shared by every polling consumer of the stream). Run
-// registers the stream consumer if it does not exist (the instances of one
-// service share it; it is never deregistered) and waits until it is ACTIVE.
-// Kinesis bills every registered consumer per consumer-shard hour and per
-// GB retrieved; see the README. It needs the stream's ARN (WithStreamARN, or
-// looked up with DescribeStreamSummary) and a Kinesis client with
-// SubscribeToShard (a *kinesis.Client has it). Leases, checkpoints,
-// balancing, resharding and shutdown work as with polling.
+// WithEnhancedFanOut reads the stream with enhanced fan-out as the stream
+// consumer consumerName: each shard's records are pushed with
+// SubscribeToShard as they arrive, with 2 MB/s per shard for this consumer
+// alone, instead of polled with GetRecords (5 calls/s and 2 MB/s per shard
+// shared by every polling consumer of the stream). Run registers the stream
+// consumer if it does not exist (the instances of one service share it; it is
+// never deregistered) and waits until it is ACTIVE. Kinesis bills every
+// registered consumer per consumer-shard hour and per GB retrieved; see the
+// README. It needs the stream's ARN (WithStreamARN, or looked up with
+// DescribeStreamSummary) and a Kinesis client with SubscribeToShard (a
+// *kinesis.Client has it). Leases, checkpoints, balancing, resharding and
+// shutdown work as with polling.
 func WithEnhancedFanOut(consumerName string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.fanOut = consumerName })
 }
