@@ -1,22 +1,6 @@
 package lambdaadapter
 
-import (
-	"errors"
-
-	"github.com/shardsettle/lambdaadapter/internal/message"
-)
-
-// ErrWrongMode is wrapped by the error New returns for an option that
-// belongs to the other mode (WithLeaseTable in Lambda mode,
-// WithDeadlineMargin in long-running mode); the message names the options.
-var ErrWrongMode = errors.New("lambdaadapter: option of the other mode")
-
-// wrongModeError names the options of the other mode; it matches
-// ErrWrongMode.
-type wrongModeError string
-
-func (e wrongModeError) Error() string        { return string(e) }
-func (e wrongModeError) Is(target error) bool { return target == ErrWrongMode }
+import "github.com/shardsettle/lambdaadapter/internal/message"
 
 // OutcomeKind is what an Outcome asks for (Outcome.Kind).
 type OutcomeKind = message.Kind
