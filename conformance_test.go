@@ -8,7 +8,7 @@ import (
 
 // TestConformanceLambda and TestConformanceECS run the one suite of outcome
 // semantics (internal/conformance: every row of the semantics table) through
-// each mode, end to end through the public Adapter, with messages the
+// each mode, end to end through the public doors (NewFunction, NewService), with messages the
 // handler may keep (the default) and with WithRecycledMessages.
 func TestConformanceLambda(t *testing.T) {
 	conformance.Run(t, conformance.Lambda{}, conformance.Cases())

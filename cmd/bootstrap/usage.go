@@ -34,7 +34,7 @@ of variables, and the demonstration handler's payload commands:
 
   go doc github.com/shardsettle/lambdaadapter/cmd/bootstrap
 
-README.md ("Configuration", "Long-running mode") explains each.
+docs/configuration.md lists each; docs/long-running.md explains the service.
 `
 
 // versionCommand implements `bootstrap version`: the module path and

@@ -104,7 +104,7 @@ func (s *Session) conclude(d *Delivery, out message.Outcome, replyErr error, par
 			note := "its " + dec.Action.String() + " is too large to write"
 			if !e.cfg.Policy.DeadLetter {
 				e.logRecord(ctx, slog.LevelError, s.cfg.Mode, "lambdaadapter: record retired: "+note+
-					" and there is no dead-letter target (see README: oversize records)", m, out, err)
+					" and there is no dead-letter target (see docs/faults.md: oversize records)", m, out, err)
 				s.observe(d, out, observe.ActionRetired)
 				s.settleIn(d, lb)
 				return

@@ -669,7 +669,7 @@ func (w *writer) finish(wr *write, err error, unanswered bool) {
 	case err != nil:
 		msg := "lambdaadapter: writing the " + wr.dec.Action.String() + " failed; record left unsettled"
 		if errors.Is(err, publish.ErrTooLarge) || errors.Is(err, publish.ErrMessageTooLarge) {
-			msg = "lambdaadapter: the " + wr.dec.Action.String() + " is too large to write; record left unsettled (see README: oversize records)"
+			msg = "lambdaadapter: the " + wr.dec.Action.String() + " is too large to write; record left unsettled (see docs/faults.md: oversize records)"
 		}
 		s.e.logRecord(s.ctx, slog.LevelError, s.cfg.Mode, msg, m, wr.out, err, extra...)
 		s.unsettled(d, wr.out, err, nil)
