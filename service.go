@@ -28,12 +28,15 @@ type Service struct {
 // panics if h is nil (a programmer error) and returns an error for
 // contradictory or out-of-range options. It needs WithStream, and
 // WithAWSConfig or the clients (WithKinesisClient; WithDynamoDBClient with
-// WithLeaseTable; WithSQSClient with a queue); it builds no AWS configuration
-// of its own and reads no environment. cfg, err :=
-// config.LoadDefaultConfig(ctx) ... s, err := lambdaadapter.NewService(h,
-// lambdaadapter.WithAWSConfig(cfg), lambdaadapter.WithStream("orders"),
-// lambdaadapter.WithLeaseTable("orders-leases")) ... err = s.Run(ctx) //
-// until ctx ends, then a graceful stop
+// WithLeaseTable; WithSQSClient with a queue); it builds no AWS
+// configuration of its own and reads no environment.
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	...
+//	s, err := lambdaadapter.NewService(h, lambdaadapter.WithAWSConfig(cfg),
+//		lambdaadapter.WithStream("orders"), lambdaadapter.WithLeaseTable("orders-leases"))
+//	...
+//	err = s.Run(ctx) // until ctx ends, then a graceful stop
 func NewService(h Handler, opts ...ServiceOption) (*Service, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
@@ -223,8 +226,8 @@ func WithRetryBackoff(base, max time.Duration) ServiceOption {
 // shared by every polling consumer of the stream). Run registers the stream
 // consumer if it does not exist (the instances of one service share it; it is
 // never deregistered) and waits until it is ACTIVE. Kinesis bills every
-// registered consumer per consumer-shard hour and per GB retrieved; see the
-// README. It needs the stream's ARN (WithStreamARN, or looked up with
+// registered consumer per consumer-shard hour and per GB retrieved; see
+// docs/long-running.md. It needs the stream's ARN (WithStreamARN, or looked up with
 // DescribeStreamSummary) and a Kinesis client with SubscribeToShard (a
 // *kinesis.Client has it). Leases, checkpoints, balancing, resharding and
 // shutdown work as with polling.
