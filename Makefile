@@ -27,24 +27,27 @@ unit:
 	$(GO) vet ./...
 	# At most 350 exported names (issue 29): the API is what users depend on.
 	$(GO) run ./scripts/apisurface -max 350
-	# The product builds on every platform Go users develop on, not only Linux.
+	# The product builds on every platform Go users develop on, not only Linux. The
+	# harnesses (integration/, bench/scalesim) are modules of their own, checked below.
 	GOOS=darwin $(GO) build ./... && GOOS=windows $(GO) build ./...
-	$(GO) vet -tags integration ./integration/...
 	$(GO) test -race -count=1 ./...
 	# The allocation pins skip under the race detector; they run here without it.
 	$(GO) test -count=1 -run 'Alloc' . ./internal/settle/ ./envelope/ ./internal/publish/ ./internal/event/ ./internal/getrecords/ ./observe/emf/
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd bench/scalesim && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd integration && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd soak && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) test -race -count=1 ./...
 
 # Starts the pinned local stand-ins (Kinesis, DynamoDB, SQS; standins/package-lock.json),
-# runs the end-to-end tests against them and the Lambda Runtime Interface Emulator,
-# then the fault soak's fixed-seed run (45 s of faults, about 65-80 s in all) on the
-# same stand-ins, and stops the stand-ins again, also when a test fails.
+# runs the end-to-end tests (the module integration/) against them and the Lambda
+# Runtime Interface Emulator, then the fault soak's fixed-seed run (45 s of faults,
+# about 65-80 s in all) on the same stand-ins, and stops the stand-ins again, also
+# when a test fails.
 integration: tools standins
 	scripts/standins.sh start
-	eval "$$(scripts/standins.sh env)" && $(GO) test -tags integration -count=1 -v ./integration/... && \
+	eval "$$(scripts/standins.sh env)" && (cd integration && $(GO) test -tags integration -count=1 -v ./...) && \
 	  (cd soak && $(GO) test -tags integration -count=1 -run Standin ./faultnet/... && \
 	    $(GO) test -tags integration -count=1 -timeout 10m ./faultcases/... && \
 	    LAMBDAADAPTER_SOAK_STANDINS=running $(GO) test -tags integration -count=1 -run '^TestSoak$$' -v .); \
@@ -89,14 +92,14 @@ bench-e2e:
 bench-lanes:
 	$(GO) test -run '^$$' -bench 'BenchmarkLanes' -benchtime=1x -count=1 .
 
-# The scale simulation (internal/scalesim): 1,000 shards, 50 workers joining, leaving
+# The scale simulation (the module bench/scalesim): 1,000 shards, 50 workers joining, leaving
 # and dying while records are written, on the real consumer and lease code. First in
 # virtual time with the default durations (seconds), then in real time with 3 s leases
 # (minutes). Prints a table per run. The real-time run with the default 10 s leases:
-#   go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m ./internal/scalesim/ -scalesim.lease=10s
+#   cd bench/scalesim && go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m . -scalesim.lease=10s
 bench-scale:
-	$(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v ./internal/scalesim/ -scalesim.full
-	$(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -count=1 -timeout 60m ./internal/scalesim/
+	cd bench/scalesim && $(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v . -scalesim.full
+	cd bench/scalesim && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -count=1 -timeout 60m .
 
 # A short run of every fuzz target (crashers land in testdata/fuzz).
 fuzz:

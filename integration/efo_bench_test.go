@@ -31,7 +31,7 @@ import (
 // stand-in pushes a subscription's records once a second, and it is one
 // Node.js process that both modes wait for). Run it alone:
 //
-//	go test -tags integration -run '^$' -bench FanOutVsPolling -benchtime 1x -v ./integration/
+//	cd integration && go test -tags integration -run '^$' -bench FanOutVsPolling -benchtime 1x -v .
 //
 // Throughput: 20,000 records of 512 B over four shards, written once, are
 // read from TRIM_HORIZON by a polling consumer and by a fan-out consumer,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,24 +76,29 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// moduleRoot returns the nearest directory at or above the working directory
-// that holds a go.mod.
+// moduleRoot returns the root of the module under test: the nearest
+// directory at or above the working directory whose go.mod declares
+// github.com/shardsettle/lambdaadapter (these tests are a module of their
+// own inside it).
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && rootModule.Match(b) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod at or above the working directory")
+			return "", errors.New("no go.mod of github.com/shardsettle/lambdaadapter at or above the working directory")
 		}
 		dir = parent
 	}
 }
+
+// rootModule matches the module line of the module under test's go.mod.
+var rootModule = regexp.MustCompile(`(?m)^module\s+"?github\.com/shardsettle/lambdaadapter"?\s*$`)
 
 // findRIE returns the emulator's path: $LAMBDAADAPTER_RIE or
 // <root>/bin/aws-lambda-rie. Its error says how to install it.
@@ -118,7 +124,7 @@ or equivalently:
 
 	scripts/install-rie.sh
 
-then run again: go test -tags integration -count=1 -v ./integration/`, path, from, reason)
+then run again: cd integration && go test -tags integration -count=1 -v ./...`, path, from, reason)
 }
 
 // emulator is one running Lambda Runtime Interface Emulator with the

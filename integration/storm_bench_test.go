@@ -30,7 +30,7 @@ import (
 // kinesis-local or fauxqs. It reports records per second on one shard. Run
 // it alone, with the stand-ins started:
 //
-//	go test -tags integration -run '^$' -bench RetryStorm -benchtime 1x -v ./integration/
+//	cd integration && go test -tags integration -run '^$' -bench RetryStorm -benchtime 1x -v .
 //
 // Lambda mode: 2,000 records of 512 B on one shard (100 partition keys) are
 // handed to an adapter in process with Invoke, in invocations of 100 (the

@@ -76,7 +76,7 @@ eval "$(scripts/standins.sh env)"
 echo
 echo "== Building bin/bootstrap (CGO_ENABLED=0, -tags lambda.norpc) and the demo driver"
 CGO_ENABLED=0 go build -tags lambda.norpc -o bin/bootstrap ./cmd/bootstrap
-go build -o "$work/demo" ./integration/demo
+(cd integration && go build -o "$work/demo" ./demo)
 LAMBDAADAPTER_RIE="$rie" scripts/install-rie.sh
 
 "$work/demo" -bootstrap bin/bootstrap -rie "$rie" -logs "$work/logs" -pidfile "$work/pids" \

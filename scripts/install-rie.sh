@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install-rie.sh builds the AWS Lambda Runtime Interface Emulator (RIE) pinned
 # in tools/go.mod into bin/aws-lambda-rie, for the integration tests
-# (go test -tags integration ./integration/).
+# (cd integration && go test -tags integration ./...).
 #
 # It is idempotent: when bin/aws-lambda-rie already holds the pinned version it
 # does nothing. It works from any directory. Override the output path with

@@ -2,7 +2,10 @@ module github.com/shardsettle/lambdaadapter/soak
 
 go 1.26.0
 
-replace github.com/shardsettle/lambdaadapter => ../
+replace (
+	github.com/shardsettle/lambdaadapter => ../
+	github.com/shardsettle/lambdaadapter/integration => ../integration
+)
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
@@ -15,7 +18,8 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/google/go-cmp v0.7.0
 	github.com/rs/zerolog v1.28.0
-	github.com/shardsettle/lambdaadapter v0.0.0-00010101000000-000000000000
+	github.com/shardsettle/lambdaadapter v0.0.0
+	github.com/shardsettle/lambdaadapter/integration v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 

@@ -34,7 +34,8 @@
 // Usage (scripts/demo.sh runs it):
 //
 //	eval "$(scripts/standins.sh env)"
-//	go run ./integration/demo -bootstrap bin/bootstrap -rie bin/aws-lambda-rie
+//	(cd integration && go build -o ../bin/demo ./demo)
+//	bin/demo -bootstrap bin/bootstrap -rie bin/aws-lambda-rie
 package main
 
 import (

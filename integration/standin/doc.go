@@ -7,7 +7,7 @@
 //
 //	scripts/standins.sh install && scripts/standins.sh start
 //	eval "$(scripts/standins.sh env)"
-//	go test -tags integration -count=1 ./integration/...
+//	(cd integration && go test -tags integration -count=1 ./...)
 //	scripts/standins.sh stop
 //
 // Require checks that each stand-in answers a real API call and fails the test

@@ -30,6 +30,9 @@
 // in a testing/synctest bubble in virtual time (the tests do that). Times
 // are those of the lease protocol: they scale with Config.LeaseDuration
 // (balancing every half of it, renewal every third, expiry after it).
+//
+// It is a module of its own (bench/scalesim/go.mod), outside the product
+// module; make bench-scale runs the full simulation, make unit the small one.
 package scalesim
 
 import (
