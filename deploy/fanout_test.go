@@ -25,7 +25,7 @@ import (
 // every grant exactly).
 
 // efoSource is where the long-running mode reads with enhanced fan-out.
-const efoSource = "../consumer/efo.go"
+const efoSource = "../internal/consumer/efo.go"
 
 func TestFanOut(t *testing.T) {
 	for _, base := range []map[string]string{lambdaMode(), ecsMode()} {
@@ -158,7 +158,7 @@ func TestReadingOnlyMatchesTheCode(t *testing.T) {
 	// Where each method of readingOnly is called: file and function.
 	calls := map[string][]string{}
 	fset := token.NewFileSet()
-	files, err := filepath.Glob("../consumer/*.go")
+	files, err := filepath.Glob("../internal/consumer/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
