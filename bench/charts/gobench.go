@@ -33,7 +33,8 @@ var (
 
 // parseGoBench reads `go test -bench` output. Every line must be one it
 // knows (the goos/goarch/pkg/cpu header, a benchmark result, PASS, the ok
-// line, go's download notes); a result line must have ns/op. The run must
+// line, go's download notes, or a note starting with "#", as several raw
+// files in benchmarks/ begin); a result line must have ns/op. The run must
 // end with PASS, so a failed or cut-off run is refused.
 func parseGoBench(r io.Reader) (*goBench, error) {
 	gb := &goBench{Samples: map[string][]benchSample{}}
@@ -43,6 +44,7 @@ func parseGoBench(r io.Reader) (*goBench, error) {
 		line := strings.TrimRight(sc.Text(), " \t")
 		switch {
 		case line == "",
+			strings.HasPrefix(line, "#"),
 			strings.HasPrefix(line, "goos: "),
 			strings.HasPrefix(line, "goarch: "),
 			strings.HasPrefix(line, "pkg: "),

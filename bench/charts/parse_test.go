@@ -93,6 +93,22 @@ func TestParseGoBenchFloor(t *testing.T) {
 	}
 }
 
+// TestParseGoBenchNotes reads a file that opens with notes, as
+// benchmarks/invoke-2026-12-04e.txt does.
+func TestParseGoBenchNotes(t *testing.T) {
+	const in = "# 2026-12-04 08:34 UTC, commit 2b42339: go test -run '^$' -bench 'BenchmarkCoreToCore|BenchmarkInvoke' -benchmem -count=5 .\n" +
+		"goos: linux\n" +
+		"BenchmarkInvokeFloor-2                   \t    2033\t    585047 ns/op\t12201.95 MB/s\n" +
+		"PASS\n"
+	gb, err := parseGoBench(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if floor, err := floorOf(gb); err != nil || floor.Median != 585047 {
+		t.Errorf("floor = %+v, %v", floor, err)
+	}
+}
+
 func TestParseGoBenchRefuses(t *testing.T) {
 	const head = "goos: linux\ngoarch: amd64\n"
 	const good = "BenchmarkInvoke/adapter/1x512B-2         \t  116767\t     11059 ns/op\t 111.94 MB/s\t    3841 B/op\t      24 allocs/op\n"
