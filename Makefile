@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO    ?= go
 
-.PHONY: all build build-AdapterFunction tools standins test unit integration soak soak-regressions bench bench-e2e bench-lanes bench-scale fuzz test-arm64 demo api clean
+.PHONY: all build build-AdapterFunction tools standins test unit integration soak soak-regressions bench bench-e2e bench-lanes bench-scale charts fuzz test-arm64 demo api clean
 
 all: build test
 
@@ -35,6 +35,7 @@ unit:
 	$(GO) test -count=1 -run 'Alloc' . ./internal/settle/ ./envelope/ ./internal/publish/ ./internal/event/ ./internal/getrecords/ ./observe/emf/
 	cd bench/e2e && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 	cd bench/scalesim && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	cd bench/charts && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd integration && $(GO) vet ./... && $(GO) vet -tags integration ./... && $(GO) test -race -count=1 ./...
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd observe/otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
@@ -100,6 +101,11 @@ bench-lanes:
 bench-scale:
 	cd bench/scalesim && $(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v . -scalesim.full
 	cd bench/scalesim && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -count=1 -timeout 60m .
+
+# The charts in BENCHMARKS.md (benchmarks/charts/*.png), drawn from the raw
+# output in benchmarks/ by the module bench/charts; it names the files it draws.
+charts:
+	cd bench/charts && $(GO) run . -in ../../benchmarks -out ../../benchmarks/charts
 
 # A short run of every fuzz target (crashers land in testdata/fuzz).
 fuzz:
