@@ -36,7 +36,7 @@ import (
 // Throughput: 20,000 records of 512 B over four shards, written once, are
 // read from TRIM_HORIZON by a polling consumer and by a fan-out consumer,
 // one after the other, five rounds in alternating order, each in process
-// through lambdaadapter.New and Run with in-memory leases (the stream
+// through lambdaadapter.NewService and Run with in-memory leases (the stream
 // consumers are registered before the clock starts), each phase once the
 // stand-in is idle again. A phase's clock runs
 // from Run to the last distinct record handled; its CPU time is the
@@ -76,7 +76,7 @@ func BenchmarkFanOutVsPolling(b *testing.B) {
 				order = []bool{true, false}
 			}
 			for _, fanOut := range order {
-				var opts []lambdaadapter.Option
+				var opts []lambdaadapter.ServiceOption
 				client := lambdaadapter.WithKinesisClient(env.Kinesis)
 				if fanOut {
 					client = lambdaadapter.WithKinesisClient(&efoClient{Client: env.Kinesis, noEnds: true})
@@ -261,10 +261,10 @@ func (c *benchCounter) handle(_ context.Context, m *lambdaadapter.Message) lambd
 // benchRead reads the stream's n records from TRIM_HORIZON with a fresh
 // adapter and returns the seconds from Run to the last distinct record
 // handled and the process's CPU seconds in that time.
-func benchRead(b *testing.B, stream string, n int, opts []lambdaadapter.Option) (secs, cpu float64) {
+func benchRead(b *testing.B, stream string, n int, opts []lambdaadapter.ServiceOption) (secs, cpu float64) {
 	b.Helper()
 	c := newBenchCounter(n)
-	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(c.handle), append([]lambdaadapter.Option{
+	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(c.handle), append([]lambdaadapter.ServiceOption{
 		lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseStore(lease.NewMemory()),
 		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithGetRecordsLimit(1000),
 	}, opts...)...)
@@ -304,14 +304,14 @@ func benchLatency(b *testing.B, env *standin.Env) (poll, efo []time.Duration) {
 	var stops []func()
 	for i, c := range counters {
 		c.keepAges = true
-		opts := []lambdaadapter.Option{
-			lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseStore(lease.NewMemory()),
+		opts := []lambdaadapter.ServiceOption{
+			lambdaadapter.WithStream(stream), lambdaadapter.WithLeaseStore(lease.NewMemory()),
 			lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithKinesisClient(env.Kinesis),
 		}
 		if i == 1 {
 			opts = append(opts, lambdaadapter.WithKinesisClient(&efoClient{Client: env.Kinesis, noEnds: true}), lambdaadapter.WithEnhancedFanOut("latency"))
 		}
-		a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(c.handle), opts...)
+		a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(c.handle), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,7 @@ import (
 )
 
 // Enhanced fan-out against kinesis-local. The consumer runs in process
-// (lambdaadapter.New in long-running mode) with a Kinesis client that works
+// (lambdaadapter.NewService, long-running mode) with a Kinesis client that works
 // around two gaps of the stand-in, in this test code only, never in the
 // adapter:
 //
@@ -252,19 +252,19 @@ func (h *efoHandled) records() []efoRecord {
 // efoRun runs a long-running adapter over stream with enhanced fan-out as
 // the stream consumer name, and returns a function that stops it and checks
 // that Run returned nil in time. Its lease store is a fresh DynamoDB table.
-func efoRun(t *testing.T, env *standin.Env, client *efoClient, stream, name string, h *efoHandled, log *efoLog, opts ...lambdaadapter.Option) (*lease.DynamoDB, func()) {
+func efoRun(t *testing.T, env *standin.Env, client *efoClient, stream, name string, h *efoHandled, log *efoLog, opts ...lambdaadapter.ServiceOption) (*lease.DynamoDB, func()) {
 	t.Helper()
 	_, store := ecsNewLeaseTable(t, env, false)
-	all := append([]lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS), lambdaadapter.WithKinesisClient(client),
+	all := append([]lambdaadapter.ServiceOption{
+		lambdaadapter.WithKinesisClient(client),
 		lambdaadapter.WithStream(stream), lambdaadapter.WithEnhancedFanOut(name), lambdaadapter.WithLeaseStore(store),
 		lambdaadapter.WithOwnerID("w1"), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 		lambdaadapter.WithLeaseDuration(ecsLeaseDuration), lambdaadapter.WithListInterval(time.Second),
 		lambdaadapter.WithShutdownTimeout(ecsShutdownTimeout), lambdaadapter.WithLogger(slog.New(log)),
 	}, opts...)
-	a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(h.handle), all...)
+	a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(h.handle), all...)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewService: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)

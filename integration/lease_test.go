@@ -208,7 +208,7 @@ func runOn(t *testing.T, env *standin.Env, table string) error {
 	}), lambdaadapter.WithStream("orders-"+strings.ToLower(rand.Text()[:8])),
 		lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithLeaseTable(table), lambdaadapter.WithDynamoDBClient(env.DynamoDB))
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewService: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), leaseTableTimeout)
 	defer cancel()

@@ -375,7 +375,7 @@ func TestECSLostLeaseAnswers(t *testing.T) {
 		lambdaadapter.WithCheckpointInterval(100*time.Millisecond),
 		lambdaadapter.WithShutdownTimeout(ecsShutdownTimeout), lambdaadapter.WithLogger(slog.New(&log)))
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("NewService: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -80,8 +80,8 @@ func BenchmarkRetryStorm(b *testing.B) {
 	retry := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
 		return lambdaadapter.Retry(nil)
 	})
-	lambdaRun := func(batch int, opts ...lambdaadapter.Option) float64 {
-		a, err := lambdaadapter.NewFunction(retry, append([]lambdaadapter.Option{
+	lambdaRun := func(batch int, opts ...lambdaadapter.FunctionOption) float64 {
+		a, err := lambdaadapter.NewFunction(retry, append([]lambdaadapter.FunctionOption{
 			lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS)}, opts...)...) // a later WithKinesisClient wins
 		if err != nil {
 			b.Fatal(err)
@@ -101,7 +101,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 		}
 		return float64(n) / time.Since(start).Seconds()
 	}
-	ecsRun := func(h lambdaadapter.HandlerFunc, model bool, opts ...lambdaadapter.Option) float64 {
+	ecsRun := func(h lambdaadapter.HandlerFunc, model bool, opts ...lambdaadapter.ServiceOption) float64 {
 		stream, _ := env.NewStream(b, 1) // a fresh one: the copies of a run land on its stream
 		putRecords(b, env, stream, entries)
 		var handled, written atomic.Int64
@@ -124,7 +124,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 				finish(&written)
 			}
 		})
-		a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
+		a, err := lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.ServiceOption{
 			lambdaadapter.WithStream(stream),
 			lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 			lambdaadapter.WithKinesisClient(env.Kinesis), lambdaadapter.WithSQSClient(env.SQS),
@@ -133,7 +133,7 @@ func BenchmarkRetryStorm(b *testing.B) {
 		if model {
 			fake := lambdaadaptertest.NewKinesis()
 			fake.Delay = modelLatency
-			a, err = lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.Option{
+			a, err = lambdaadapter.NewService(lambdaadapter.HandlerFunc(wrap), append([]lambdaadapter.ServiceOption{
 				lambdaadapter.WithStream(stream),
 				lambdaadapter.WithLeaseStore(lease.NewMemory()), lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()),
 				lambdaadapter.WithKinesisClient(modelKinesis{env.Kinesis, fake}), lambdaadapter.WithSQSClient(env.SQS),

@@ -1,8 +1,8 @@
 // Command e2e is the end-to-end benchmark of the long-running mode. It is
 // test tooling, not product: a module of its own (bench/e2e, like tools/),
 // so its dependencies stay out of the library's go.mod, and it builds the
-// consumer through the library's public API only (lambdaadapter.New with
-// WithMode(ModeECS), then Adapter.Run). It runs against the local
+// consumer through the library's public API only (lambdaadapter.NewService,
+// then Service.Run). It runs against the local
 // stand-ins (kinesis-local and dynalite; run scripts/bench-e2e.sh, which
 // starts a set of its own and stops it again, or start them with
 // scripts/standins.sh start) and prints every figure from one run:
@@ -79,7 +79,7 @@
 // the consumer's handler (parse the id in the payload, mark it seen). It has
 // no leases, no checkpoints, no channel and no lanes. Its clock runs from
 // before ListShards to the moment the last distinct record is marked; the
-// consumer's runs from Adapter.Run (which, with a DynamoDB lease store,
+// consumer's runs from Service.Run (which, with a DynamoDB lease store,
 // first checks the table with DescribeTable) to the moment its handler
 // marks the last distinct record.
 //

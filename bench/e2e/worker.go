@@ -237,7 +237,7 @@ func runWorker(o options, stdout, stderr io.Writer) error {
 		err = runConsumer(o, kc, lease.NewDynamoDB(dc, o.table), tr, o.worker == phaseKill, stderr)
 	case phaseHarlowMemory, phaseHarlowDynamo, phaseHarlowKill:
 		// The store is made before the clock starts, as the consumer is
-		// (lambdaadapter.New); neither makes a call there.
+		// (lambdaadapter.NewService); neither makes a call there.
 		store, stop, serr := harlowStore(o.worker, o.table, harlowDDB, o.checkpointInterval)
 		if serr != nil {
 			return serr
@@ -412,7 +412,7 @@ func (t *tracker) mark(payload []byte) error {
 }
 
 // runConsumer consumes o.stream with store from TRIM_HORIZON, through the
-// library's public API (lambdaadapter.New in ModeECS, then Run). In timed
+// library's public API (lambdaadapter.NewService, then Run). In timed
 // phases it stops (gracefully) once every record was handled; with
 // untilSignal it runs until SIGTERM or SIGINT (the kill -9 test). The
 // consumer logs to logs.
@@ -423,8 +423,7 @@ func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker,
 		}
 		return lambdaadapter.Ack()
 	})
-	opts := []lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS),
+	opts := []lambdaadapter.ServiceOption{
 		lambdaadapter.WithStream(o.stream),
 		lambdaadapter.WithKinesisClient(kc),
 		lambdaadapter.WithLeaseStore(store),
@@ -440,7 +439,7 @@ func runConsumer(o options, kc *countingKinesis, store lease.Store, tr *tracker,
 	if o.recycle {
 		opts = append(opts, lambdaadapter.WithRecycledMessages())
 	}
-	c, err := lambdaadapter.NewFunction(h, opts...)
+	c, err := lambdaadapter.NewService(h, opts...)
 	if err != nil {
 		return err
 	}
@@ -760,8 +759,8 @@ type pace struct {
 
 // kinesisAPI is the part of *kinesis.Client a worker uses: the reads the
 // long-running mode makes (ListShards, GetShardIterator, GetRecords; the
-// library's consumer.KinesisAPI) and the writes every Adapter's publisher
-// needs (PutRecord, PutRecords; publish.KinesisAPI, what
+// library's consumer.KinesisAPI) and the writes every Service's publisher
+// needs (PutRecord, PutRecords; lambdaadapter.KinesisClient, what
 // lambdaadapter.WithKinesisClient takes). It is declared here so the
 // benchmark depends on the library's public API only.
 type kinesisAPI interface {
@@ -777,7 +776,7 @@ type kinesisAPI interface {
 // for concurrent use.
 //
 // It counts the reads only. PutRecord and PutRecords pass through
-// uncounted: the Adapter needs them for copies, dead letters and replies,
+// uncounted: the Service needs them for copies, dead letters and replies,
 // none of which the benchmark's handler (it acknowledges every record)
 // causes. It has no DescribeStreamSummary on purpose: the consumer uses it,
 // when the client has it, to learn the stream's ARN at start-up, a call

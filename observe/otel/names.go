@@ -1,17 +1,12 @@
 package otel
 
 import (
-	"context"
-	"errors"
 	"strings"
 	"time"
 
-	"github.com/aws/smithy-go"
 	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
-	"github.com/shardsettle/lambdaadapter/internal/publish"
-	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
 
@@ -103,44 +98,13 @@ func failed(a observe.Action) bool {
 	return false
 }
 
-// sentinels are the adapter's errors a write or checkpoint can match,
-// with their error.type values.
-var sentinels = []struct {
-	err  error
-	name string
-}{
-	{publish.ErrThrottled, "throttled"},
-	{publish.ErrStreamNotFound, "stream_not_found"},
-	{publish.ErrTooLarge, "too_large"},
-	{publish.ErrInvalidRecord, "invalid_record"},
-	{publish.ErrQueueNotFound, "queue_not_found"},
-	{publish.ErrMessageTooLarge, "message_too_large"},
-	{publish.ErrInvalidMessage, "invalid_message"},
-	{lease.ErrLeaseLost, "lease_lost"},
-	{lease.ErrNotFound, "lease_not_found"},
-	{lease.ErrTableNotFound, "lease_table_not_found"},
-	{context.DeadlineExceeded, "timeout"},
-	{context.Canceled, "canceled"},
-}
-
-// errorType is the error.type of a failed write or checkpoint: the AWS
-// error code when the error carries one
-// ("ProvisionedThroughputExceededException"), else the name of the
-// adapter's sentinel it matches ("throttled", "lease_lost", "timeout"),
-// else "_OTHER". Its values are few, so metrics stay cheap.
+// errorType is the error.type of a failed write or checkpoint:
+// observe.ErrorType (the AWS error code, else the name of the adapter's
+// error it matches: "throttled", "lease_lost", "timeout"), else "_OTHER".
+// Its values are few, so metrics stay cheap.
 func errorType(err error) string {
-	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() != "" {
-		return api.ErrorCode()
-	}
-	var entry *publish.EntryError
-	if errors.As(err, &entry) && entry.Code != "" {
-		return entry.Code
-	}
-	for _, s := range sentinels {
-		if errors.Is(err, s.err) {
-			return s.name
-		}
+	if t := observe.ErrorType(err); t != "" {
+		return t
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }

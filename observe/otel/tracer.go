@@ -12,8 +12,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	lambdaadapter "github.com/shardsettle/lambdaadapter"
 	"github.com/shardsettle/lambdaadapter/envelope"
-	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
 
@@ -62,7 +62,7 @@ func NewTracer(tp trace.TracerProvider, opts ...TracerOption) *Tracer {
 // record's producer context and to the invocation's X-Ray trace (see
 // WithXRayParent). end ends it with the number of item failures and an
 // error status when the deadline margin cut the invocation.
-func (t *Tracer) StartInvocation(ctx context.Context, msgs []*message.Message) (context.Context, func(observe.Invocation)) {
+func (t *Tracer) StartInvocation(ctx context.Context, msgs []*lambdaadapter.Message) (context.Context, func(observe.Invocation)) {
 	links := make([]trace.Link, 0, len(msgs)+1)
 	if xsc, ok := xrayFromContext(ctx); ok {
 		if t.xrayParent && !trace.SpanContextFromContext(ctx).IsValid() {
@@ -118,7 +118,7 @@ func (t *Tracer) StartInvocation(ctx context.Context, msgs []*message.Message) (
 // the record unprocessed (unsettled, dead_letter, retired) sets an error
 // status and error.type, and any error of the outcome is recorded as an
 // exception event.
-func (t *Tracer) StartRecord(ctx context.Context, m *message.Message) (context.Context, func(observe.Record)) {
+func (t *Tracer) StartRecord(ctx context.Context, m *lambdaadapter.Message) (context.Context, func(observe.Record)) {
 	stream := streamName(m.StreamARN)
 	id := m.SequenceNumber
 	if m.Aggregated {
@@ -187,7 +187,7 @@ func (t *Tracer) Flush(ctx context.Context) {
 
 // producer returns the producer's span context read from m's headers
 // (invalid when there is none).
-func (t *Tracer) producer(m *message.Message) trace.SpanContext {
+func (t *Tracer) producer(m *lambdaadapter.Message) trace.SpanContext {
 	if t.w3c {
 		if _, ok := m.Headers.Lookup(traceparentHeader); !ok {
 			return trace.SpanContext{}

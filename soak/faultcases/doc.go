@@ -9,11 +9,11 @@
 //
 // The tests are in files with the build tag integration and need the
 // stand-ins (scripts/standins.sh start); they fail, never skip, without
-// them. Long-running mode runs in process (lambdaadapter.New with
-// WithMode(ModeECS) and SDK clients through faultnet Routes), except the
+// them. Long-running mode runs in process (lambdaadapter.NewService with
+// SDK clients through faultnet Routes), except the
 // self-fencing tests, which run real `bootstrap -mode=ecs` processes with
-// AWS_ENDPOINT_URL_* pointing at per-worker Routes. Lambda mode runs the
-// adapter's Invoke in process, driven by lambdaadaptertest.EventSource
+// AWS_ENDPOINT_URL_* pointing at per-worker Routes. Lambda mode runs a
+// lambdaadapter.Function's Invoke in process, driven by lambdaadaptertest.EventSource
 // (Lambda's event source mapping) whose Kinesis reads go through a Route,
 // with the adapter's copies, dead letters and delay messages through Routes
 // too.

@@ -553,22 +553,32 @@ func (b *logBuffer) String() string {
 // count returns how many log lines contain s.
 func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
+// doorOptions returns shared options as options of one door, O being
+// lambdaadapter.FunctionOption or lambdaadapter.ServiceOption (a
+// []SharedOption does not spread into either).
+func doorOptions[O lambdaadapter.Option](shared []lambdaadapter.SharedOption) []O {
+	out := make([]O, len(shared))
+	for i, o := range shared {
+		out[i] = any(o).(O)
+	}
+	return out
+}
+
 // startWorker runs a long-running adapter as owner name on stream with the
 // lease table, its clients through r, from TRIM_HORIZON, with short leases
 // and opts. It stops it when the test ends (if still running) and prints
 // its log if the test failed.
-func startWorker(t *testing.T, name, stream, table string, r *routes, j *journal, opts ...lambdaadapter.Option) *worker {
+func startWorker(t *testing.T, name, stream, table string, r *routes, j *journal, opts ...lambdaadapter.ServiceOption) *worker {
 	t.Helper()
 	return startWorkerWith(t, name, stream, table, r, j.handler(name), opts...)
 }
 
 // startWorkerWith is startWorker with the handler h.
-func startWorkerWith(t *testing.T, name, stream, table string, r *routes, h lambdaadapter.Handler, opts ...lambdaadapter.Option) *worker {
+func startWorkerWith(t *testing.T, name, stream, table string, r *routes, h lambdaadapter.Handler, opts ...lambdaadapter.ServiceOption) *worker {
 	t.Helper()
 	w := &worker{name: name, done: make(chan error, 1), logs: &logBuffer{}}
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	all := []lambdaadapter.Option{
-		lambdaadapter.WithMode(lambdaadapter.ModeECS),
+	all := []lambdaadapter.ServiceOption{
 		lambdaadapter.WithStream(stream),
 		lambdaadapter.WithLeaseTable(table),
 		lambdaadapter.WithDynamoDBClient(r.D),
@@ -582,7 +592,7 @@ func startWorkerWith(t *testing.T, name, stream, table string, r *routes, h lamb
 		lambdaadapter.WithRetryBackoff(100*time.Millisecond, time.Second),
 		lambdaadapter.WithLogger(logger),
 	}
-	a, err := lambdaadapter.NewFunction(h, append(all, opts...)...)
+	a, err := lambdaadapter.NewService(h, append(all, opts...)...)
 	if err != nil {
 		t.Fatalf("worker %s: %v", name, err)
 	}
@@ -651,13 +661,13 @@ type lambdaRun struct {
 	lastErr                          error
 }
 
-func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Adapter, j *journal, rs []rec) lambdaRun {
+func driveLambda(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Function, j *journal, rs []rec) lambdaRun {
 	t.Helper()
 	return driveLambdaUntil(t, es, a, func() (bool, string) { return j.done(rs) })
 }
 
 // driveLambdaUntil is driveLambda until done reports true.
-func driveLambdaUntil(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Adapter, done func() (bool, string)) lambdaRun {
+func driveLambdaUntil(t *testing.T, es *lambdaadaptertest.EventSource, a *lambdaadapter.Function, done func() (bool, string)) lambdaRun {
 	t.Helper()
 	var lr lambdaRun
 	start := time.Now()

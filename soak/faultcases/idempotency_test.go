@@ -136,7 +136,7 @@ func TestECSIdempotencyFaults(t *testing.T) {
 		rs := idemRecords(30)
 		write(t, s.env, s.stream, rs)
 		s.idem.AWS.Inject(f.rule)
-		w := startWorkerWith(t, "A", s.stream, table, s.r, s.h, s.opts...)
+		w := startWorkerWith(t, "A", s.stream, table, s.r, s.h, doorOptions[lambdaadapter.ServiceOption](s.opts)...)
 		eventually(t, handledWithin, "every record handled", func() (bool, string) {
 			w.alive(t)
 			return s.j.handledAll(rs)
@@ -151,7 +151,7 @@ func TestECSIdempotencyFaults(t *testing.T) {
 func TestLambdaIdempotencyFaults(t *testing.T) {
 	concurrentlyI(t, func(t *testing.T, f idemFault) {
 		s := newIdemSetup(t)
-		a, err := lambdaadapter.NewFunction(s.h, s.opts...)
+		a, err := lambdaadapter.NewFunction(s.h, doorOptions[lambdaadapter.FunctionOption](s.opts)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestECSIdempotencyClaimOutage(t *testing.T) {
 	rs := idemRecords(30)
 	write(t, s.env, s.stream, rs)
 	remove := s.idem.AWS.Inject(faultnet.Rule{Ops: []string{"PutItem"}, Fault: faultnet.Throttled()})
-	w := startWorkerWith(t, "A", s.stream, table, s.r, s.h, s.opts...)
+	w := startWorkerWith(t, "A", s.stream, table, s.r, s.h, doorOptions[lambdaadapter.ServiceOption](s.opts)...)
 	time.Sleep(claimOutage)
 	remove()
 	eventually(t, handledWithin, "every record handled", func() (bool, string) {
@@ -207,7 +207,7 @@ func TestECSIdempotencyClaimOutage(t *testing.T) {
 // TestLambdaIdempotencyClaimOutage: the same in Lambda mode.
 func TestLambdaIdempotencyClaimOutage(t *testing.T) {
 	s := newIdemSetup(t)
-	a, err := lambdaadapter.NewFunction(s.h, s.opts...)
+	a, err := lambdaadapter.NewFunction(s.h, doorOptions[lambdaadapter.FunctionOption](s.opts)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestECSTCPFaults(t *testing.T) {
 		table, store := newLeaseTable(t, s.env)
 		first, second := f.records("a"), f.records("b")
 		write(t, s.env, s.stream, first)
-		w := startWorkerWith(t, "A", s.stream, table, s.r, s.j.handler("A"), s.opts...)
+		w := startWorkerWith(t, "A", s.stream, table, s.r, s.j.handler("A"), doorOptions[lambdaadapter.ServiceOption](s.opts)...)
 		awaitDone(t, s.j, first, w)
 		remove := f.apply(s.r.tcp(f.svc))
 		write(t, s.env, s.stream, second)
@@ -142,7 +142,7 @@ func TestLambdaTCPFaults(t *testing.T) {
 	}
 	concurrentlyT(t, faults, func(t *testing.T, f tcpFault) {
 		s := newWriteSetup(t)
-		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), s.opts...)
+		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), doorOptions[lambdaadapter.FunctionOption](s.opts)...)
 		if err != nil {
 			t.Fatal(err)
 		}

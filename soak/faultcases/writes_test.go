@@ -80,7 +80,7 @@ type writeSetup struct {
 	deadLetter, delay string
 	r                 *routes
 	j                 *journal
-	opts              []lambdaadapter.Option
+	opts              []lambdaadapter.SharedOption
 }
 
 func newWriteSetup(t *testing.T) *writeSetup {
@@ -89,7 +89,7 @@ func newWriteSetup(t *testing.T) *writeSetup {
 	s.stream, s.arn = env.NewStream(t, 1)
 	s.deadLetter = env.NewQueue(t, nil)
 	s.delay = env.NewQueue(t, nil)
-	s.opts = []lambdaadapter.Option{
+	s.opts = []lambdaadapter.SharedOption{
 		lambdaadapter.WithKinesisClient(s.r.K),
 		lambdaadapter.WithSQSClient(s.r.S),
 		lambdaadapter.WithMaxAttempts(3),
@@ -199,7 +199,7 @@ func TestECSWriteFaults(t *testing.T) {
 		rs := writeRecords("w", 40)
 		write(t, s.env, s.stream, rs)
 		s.layer(f.svc).Inject(f.rule)
-		w := startWorker(t, "A", s.stream, table, s.r, s.j, s.opts...)
+		w := startWorker(t, "A", s.stream, table, s.r, s.j, doorOptions[lambdaadapter.ServiceOption](s.opts)...)
 		took := awaitDone(t, s.j, rs, w)
 		w.stop(t)
 		s.checkWrites(t, f, rs, false)
@@ -225,7 +225,7 @@ func TestLambdaWriteFaults(t *testing.T) {
 	}
 	concurrentlyW(t, faults, func(t *testing.T, f writeFault) {
 		s := newWriteSetup(t)
-		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), s.opts...)
+		a, err := lambdaadapter.NewFunction(s.j.handler("lambda"), doorOptions[lambdaadapter.FunctionOption](s.opts)...)
 		if err != nil {
 			t.Fatal(err)
 		}
