@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client that a Handler uses.
@@ -144,7 +146,7 @@ func (s *store) claim(ctx context.Context, id string, now time.Time, expiration 
 	}
 	r, derr := decode(refused.Item)
 	if derr != nil {
-		return false, nil, &opError{op: opClaim, what: id, kind: ErrStore, cause: derr}
+		return false, nil, storeError(opClaim, id, derr)
 	}
 	return false, r, nil
 }
@@ -162,7 +164,7 @@ func (s *store) get(ctx context.Context, id string) (*record, error) {
 	}
 	r, err := decode(out.Item)
 	if err != nil {
-		return nil, &opError{op: opRead, what: id, kind: ErrStore, cause: err}
+		return nil, storeError(opRead, id, err)
 	}
 	return r, nil
 }
@@ -186,7 +188,7 @@ func ownClaim(r *record, c claimOf, expiration int64, validation string) bool {
 func (s *store) complete(ctx context.Context, id string, c claimOf, expiration int64, res result) error {
 	data, err := json.Marshal(res)
 	if err != nil {
-		return &opError{op: opComplete, what: id, kind: ErrStore, cause: err}
+		return storeError(opComplete, id, err)
 	}
 	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
@@ -259,32 +261,30 @@ func (s *store) refusedItem(ctx context.Context, op, id string, err error) (*rec
 	if len(refused.Item) > 0 {
 		r, derr := decode(refused.Item)
 		if derr != nil {
-			return nil, &opError{op: op, what: id, kind: ErrStore, cause: derr}
+			return nil, storeError(op, id, derr)
 		}
 		return r, nil
 	}
 	r, gerr := s.get(ctx, id)
 	if gerr != nil {
-		return nil, &opError{op: op, what: id, kind: ErrStore, cause: fmt.Errorf("%w (%w); reading the item back: %w", errClaimLost, err, gerr)}
+		return nil, storeError(op, id, fmt.Errorf("%w (%w); reading the item back: %w", errClaimLost, err, gerr))
 	}
 	return r, nil
 }
 
-// fail classifies err, the error of a DynamoDB call, with errors.As on the
-// SDK's typed exceptions.
+// fail returns the error of op on id for err, the error of a DynamoDB
+// call, by its kind (awserr.Classify): it matches ErrStore; a missing table
+// matches ErrTableNotFound too (and names the command that creates it); a
+// failed condition says the claim was lost.
 func (s *store) fail(op, id string, err error) error {
-	var (
-		lost    *types.ConditionalCheckFailedException
-		missing *types.ResourceNotFoundException
-	)
-	switch {
-	case errors.As(err, &lost):
-		return &opError{op: op, what: id, kind: ErrStore, cause: fmt.Errorf("%w: %w", errClaimLost, err)}
-	case errors.As(err, &missing):
-		return &opError{op: op, what: id, kind: ErrTableNotFound, cause: err,
-			hint: "create it with: bootstrap idempotency init -table " + s.table}
+	e := &awserr.Error{Pkg: "idempotency", Op: op, Resource: id, Kind: awserr.Classify(err), Cause: err, Sentinels: &storeErrs, Also: ErrStore}
+	switch e.Kind {
+	case awserr.ConditionFailed:
+		e.Cause = fmt.Errorf("%w: %w", errClaimLost, err)
+	case awserr.NotFound:
+		e.Hint = "create it with: bootstrap idempotency init -table " + s.table
 	}
-	return &opError{op: op, what: id, kind: ErrStore, cause: err}
+	return e
 }
 
 // decode returns the record in an item, or an error naming the attribute

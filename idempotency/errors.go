@@ -2,9 +2,8 @@ package idempotency
 
 import (
 	"errors"
-	"strconv"
-	"strings"
 
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
@@ -57,50 +56,27 @@ var (
 	ErrTTLUnsupported = errors.New("idempotency: the service does not support time to live")
 )
 
-// opError is the error of a DynamoDB call of this package: the operation
-// and the item id or table, the sentinel it matches (may be nil) and the
-// cause, plus an instruction for the reader. It mirrors lease's.
-type opError struct {
-	op    string // e.g. "claim", "create table"
-	what  string // the item id or the table
-	kind  error  // ErrStore, ErrTableNotFound, ErrTTLUnsupported or nil
-	cause error  // the SDK's error or a detail; may be nil
-	hint  string // appended after "; ", may be empty
+// Every error of a DynamoDB call of this package is an *awserr.Error:
+// `idempotency: OP "ITEM-OR-TABLE":`, the text of the sentinel it matches
+// (ErrStore is not printed), its cause and an instruction for the reader.
+// storeErrs are the sentinels of the store's calls by kind (a missing
+// table is ErrTableNotFound; all of them match ErrStore too), ttlErrs
+// those of the time-to-live calls.
+var (
+	storeErrs = awserr.Sentinels{awserr.NotFound: ErrTableNotFound}
+	ttlErrs   = awserr.Sentinels{awserr.Unsupported: ErrTTLUnsupported}
+)
+
+// storeError is the error of op on the item id that matches ErrStore and
+// cause: a failed call, or an item that cannot be read.
+func storeError(op, id string, cause error) error {
+	return &awserr.Error{Pkg: "idempotency", Op: op, Resource: id, Kind: awserr.Classify(cause), Cause: cause, Also: ErrStore}
 }
 
-func (e *opError) Error() string {
-	var b strings.Builder
-	b.WriteString("idempotency: ")
-	b.WriteString(e.op)
-	b.WriteByte(' ')
-	b.WriteString(strconv.Quote(e.what))
-	if e.kind != nil && e.kind != ErrStore {
-		b.WriteString(": ")
-		b.WriteString(strings.TrimPrefix(e.kind.Error(), "idempotency: "))
-	}
-	if e.cause != nil {
-		b.WriteString(": ")
-		b.WriteString(e.cause.Error())
-	}
-	if e.hint != "" {
-		b.WriteString("; ")
-		b.WriteString(e.hint)
-	}
-	return b.String()
-}
-
-func (e *opError) Unwrap() []error {
-	errs := make([]error, 0, 3)
-	if e.kind != nil {
-		errs = append(errs, e.kind)
-		if e.kind == ErrTableNotFound {
-			errs = append(errs, ErrStore)
-		}
-	}
-	if e.cause != nil {
-		errs = append(errs, e.cause)
-	}
-	return errs
+// plainError is the error of op on the table that matches no sentinel of
+// this package, only cause.
+func plainError(op, table string, cause error) error {
+	return &awserr.Error{Pkg: "idempotency", Op: op, Resource: table, Kind: awserr.Classify(cause), Cause: cause}
 }
 
 // Operation names in error messages.

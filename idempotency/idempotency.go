@@ -386,7 +386,7 @@ func (h *Handler) HandleRecord(ctx context.Context, m *lambdaadapter.Message) la
 			h.log(ctx, slog.LevelInfo, "idempotency: in progress elsewhere", id, m, slog.Time("in_progress_until", until))
 			return lambdaadapter.Retry(fmt.Errorf("%w: %s (until %s)", ErrInProgress, id, until.UTC().Format(time.RFC3339Nano)))
 		default:
-			err := &opError{op: opClaim, what: id, kind: ErrStore, cause: fmt.Errorf("item with status %q", old.status)}
+			err := storeError(opClaim, id, fmt.Errorf("item with status %q", old.status))
 			h.log(ctx, slog.LevelWarn, "idempotency: claim failed", id, m, slog.String(attrLogError, err.Error()))
 			return lambdaadapter.Retry(err)
 		}

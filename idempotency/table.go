@@ -9,7 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // TableAPI is the part of the DynamoDB client that CreateTable and Check
@@ -44,15 +45,14 @@ func CreateTable(ctx context.Context, c TableAPI, table string) error {
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrID), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrID), KeyType: types.KeyTypeHash}},
 	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return &opError{op: opCreate, what: table, cause: err}
+	if err != nil && awserr.Classify(err) != awserr.InUse {
+		return plainError(opCreate, table, err)
 	}
 	w := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = createMinDelay, createMaxDelay
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, createMaxWait); err != nil {
-		return &opError{op: opCreate, what: table, cause: fmt.Errorf("waiting until ACTIVE: %w", err)}
+		return plainError(opCreate, table, fmt.Errorf("waiting until ACTIVE: %w", err))
 	}
 	if err := Check(ctx, c, table); err != nil {
 		return err
@@ -70,11 +70,11 @@ func enableTTL(ctx context.Context, c TableAPI, table string) error {
 		switch d.TimeToLiveStatus {
 		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
 			if a := aws.ToString(d.AttributeName); a != attrExpiration {
-				return &opError{op: opTTL, what: table, cause: fmt.Errorf("time to live is on attribute %q, want %q", a, attrExpiration)}
+				return plainError(opTTL, table, fmt.Errorf("time to live is on attribute %q, want %q", a, attrExpiration))
 			}
 			return nil
 		case types.TimeToLiveStatusDisabling:
-			return &opError{op: opTTL, what: table, cause: errors.New("time to live is being disabled; run this again once it is DISABLED")}
+			return plainError(opTTL, table, errors.New("time to live is being disabled; run this again once it is DISABLED"))
 		}
 	}
 	_, err = c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
@@ -87,14 +87,10 @@ func enableTTL(ctx context.Context, c TableAPI, table string) error {
 	return nil
 }
 
-// ttlError classifies the error of a time-to-live call: an operation the
-// service does not know matches ErrTTLUnsupported.
+// ttlError returns the error of a time-to-live call: an operation the
+// service does not know (awserr.Unsupported) matches ErrTTLUnsupported.
 func ttlError(table string, err error) error {
-	var api smithy.APIError
-	if errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException" {
-		return &opError{op: opTTL, what: table, kind: ErrTTLUnsupported, cause: err}
-	}
-	return &opError{op: opTTL, what: table, cause: err}
+	return &awserr.Error{Pkg: "idempotency", Op: opTTL, Resource: table, Kind: awserr.Classify(err), Cause: err, Sentinels: &ttlErrs}
 }
 
 // Check returns nil when the idempotency table exists, is usable (ACTIVE or
@@ -108,10 +104,10 @@ func Check(ctx context.Context, c TableAPI, table string) error {
 	}
 	t := out.Table
 	if t == nil {
-		return &opError{op: opCheck, what: table, cause: errors.New("DescribeTable returned no table")}
+		return plainError(opCheck, table, errors.New("DescribeTable returned no table"))
 	}
 	if s := t.TableStatus; s != types.TableStatusActive && s != types.TableStatusUpdating {
-		return &opError{op: opCheck, what: table, cause: fmt.Errorf("table status is %s, want ACTIVE", s)}
+		return plainError(opCheck, table, fmt.Errorf("table status is %s, want ACTIVE", s))
 	}
 	keyType := types.ScalarAttributeType("")
 	for _, a := range t.AttributeDefinitions {
@@ -121,8 +117,8 @@ func Check(ctx context.Context, c TableAPI, table string) error {
 	}
 	if len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrID ||
 		t.KeySchema[0].KeyType != types.KeyTypeHash || keyType != types.ScalarAttributeTypeS {
-		return &opError{op: opCheck, what: table, cause: fmt.Errorf(
-			"key schema %s, want only the hash key %s of type S (the layout of Powertools' idempotency table)", describeKeys(t), attrID)}
+		return plainError(opCheck, table, fmt.Errorf(
+			"key schema %s, want only the hash key %s of type S (the layout of Powertools' idempotency table)", describeKeys(t), attrID))
 	}
 	return nil
 }

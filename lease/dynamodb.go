@@ -14,7 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // DynamoDBAPI is the part of the DynamoDB client that DynamoDB uses.
@@ -125,15 +126,14 @@ func (d *DynamoDB) CreateTable(ctx context.Context) error {
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
 	})
-	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return &opError{op: opCreate, what: d.table, cause: err}
+	if err != nil && awserr.Classify(err) != awserr.InUse {
+		return plainError(opCreate, d.table, err)
 	}
 	w := dynamodb.NewTableExistsWaiter(d.client, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay, o.MaxDelay = createMinDelay, createMaxDelay
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)}, createMaxWait); err != nil {
-		return &opError{op: opCreate, what: d.table, cause: fmt.Errorf("waiting until ACTIVE: %w", err)}
+		return plainError(opCreate, d.table, fmt.Errorf("waiting until ACTIVE: %w", err))
 	}
 	return d.Check(ctx)
 }
@@ -152,10 +152,10 @@ func (d *DynamoDB) Check(ctx context.Context) error {
 	}
 	t := out.Table
 	if t == nil {
-		return &opError{op: opCheck, what: d.table, cause: errors.New("DescribeTable returned no table")}
+		return plainError(opCheck, d.table, errors.New("DescribeTable returned no table"))
 	}
 	if s := t.TableStatus; s != types.TableStatusActive && s != types.TableStatusUpdating {
-		return &opError{op: opCheck, what: d.table, cause: fmt.Errorf("table status is %s, want ACTIVE", s)}
+		return plainError(opCheck, d.table, fmt.Errorf("table status is %s, want ACTIVE", s))
 	}
 	keyType := types.ScalarAttributeType("")
 	for _, a := range t.AttributeDefinitions {
@@ -165,8 +165,8 @@ func (d *DynamoDB) Check(ctx context.Context) error {
 	}
 	if len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrKey ||
 		t.KeySchema[0].KeyType != types.KeyTypeHash || keyType != types.ScalarAttributeTypeS {
-		return &opError{op: opCheck, what: d.table, kind: ErrNotLeaseTable, cause: fmt.Errorf(
-			"want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t))}
+		return &awserr.Error{Pkg: "lease", Op: opCheck, Resource: d.table, Kind: awserr.Invalid, What: "not a lease table",
+			Cause: fmt.Errorf("want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t)), Also: ErrNotLeaseTable}
 	}
 	return nil
 }
@@ -192,7 +192,7 @@ func describeKeys(t *types.TableDescription) string {
 // followed by a consistent GetItem when the row exists.
 func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, error) {
 	if err := k.check(); err != nil {
-		return Lease{}, &opError{op: opEnsure, what: k.String(), cause: err}
+		return Lease{}, plainError(opEnsure, k.String(), err)
 	}
 	l := Lease{Key: k, ParentShardIDs: clonePresent(parents), RenewedAt: wallClock(d.now)}
 	_, err := d.client.PutItem(ctx, &dynamodb.PutItemInput{
@@ -201,12 +201,11 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 		ConditionExpression:      aws.String("attribute_not_exists(#k)"),
 		ExpressionAttributeNames: map[string]string{"#k": attrKey},
 	}, within(ctx)...)
-	var exists *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return l, nil
-	case errors.As(err, &exists):
-		return d.Get(ctx, k)
+	case awserr.Classify(err) == awserr.ConditionFailed:
+		return d.Get(ctx, k) // the row exists
 	}
 	return Lease{}, d.fail(opEnsure, k.String(), err)
 }
@@ -215,7 +214,7 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 // stream attribute, which worker rows do not have.
 func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := checkStream(stream); err != nil {
-		return nil, &opError{op: opList, what: stream, cause: err}
+		return nil, plainError(opList, stream, err)
 	}
 	snap, err := d.scan(ctx, opList, stream, false)
 	if err != nil {
@@ -229,7 +228,7 @@ func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
 // worker rows; the rows are told apart by their kind attribute.
 func (d *DynamoDB) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
 	if err := checkStream(stream); err != nil {
-		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+		return Snapshot{}, plainError(opSnapshot, stream, err)
 	}
 	return d.scan(ctx, opSnapshot, stream, true)
 }
@@ -258,13 +257,13 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (S
 		for _, item := range out.Items {
 			kind, err := stringAttr(item, attrKind, false)
 			if err != nil {
-				return Snapshot{}, &opError{op: op, what: stream, cause: fmt.Errorf("malformed row: %w", err)}
+				return Snapshot{}, plainError(op, stream, fmt.Errorf("malformed row: %w", err))
 			}
 			switch kind {
 			case "":
 				l, err := decode(item)
 				if err != nil {
-					return Snapshot{}, &opError{op: op, what: stream, cause: err}
+					return Snapshot{}, plainError(op, stream, err)
 				}
 				if l.Key.Stream == stream {
 					snap.Leases = append(snap.Leases, l)
@@ -275,7 +274,7 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (S
 				}
 				w, err := decodeWorker(item)
 				if err != nil {
-					return Snapshot{}, &opError{op: op, what: stream, cause: err}
+					return Snapshot{}, plainError(op, stream, err)
 				}
 				if w.Stream == stream {
 					snap.Workers = append(snap.Workers, w)
@@ -295,7 +294,7 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (S
 // Get implements Store with a consistent GetItem.
 func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
 	if err := k.check(); err != nil {
-		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+		return Lease{}, plainError(opGet, k.String(), err)
 	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
@@ -306,11 +305,11 @@ func (d *DynamoDB) Get(ctx context.Context, k Key) (Lease, error) {
 		return Lease{}, d.fail(opGet, k.String(), err)
 	}
 	if len(out.Item) == 0 {
-		return Lease{}, &opError{op: opGet, what: k.String(), kind: ErrNotFound}
+		return Lease{}, noRowError(opGet, k.String())
 	}
 	l, err := decode(out.Item)
 	if err != nil {
-		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+		return Lease{}, plainError(opGet, k.String(), err)
 	}
 	return l, nil
 }
@@ -365,7 +364,7 @@ func (d *DynamoDB) RequestHandoff(ctx context.Context, held Lease, requester str
 	}
 	l, err := decode(out.Attributes)
 	if err != nil {
-		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), cause: err}
+		return Lease{}, plainError(opHandoff, held.Key.String(), err)
 	}
 	return l, nil
 }
@@ -395,7 +394,7 @@ func (d *DynamoDB) Delete(ctx context.Context, held Lease) error {
 func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
 	what := workerKey(stream, owner)
 	if err := checkWorker(stream, owner); err != nil {
-		return Worker{}, &opError{op: opHeartbeat, what: what, cause: err}
+		return Worker{}, plainError(opHeartbeat, what, err)
 	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(d.table),
@@ -414,7 +413,7 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 		ReturnValues: types.ReturnValueAllNew,
 	}, within(ctx)...)
 	if err != nil {
-		if invalid(err) {
+		if awserr.Classify(err) == awserr.Invalid {
 			// On a table of another key schema (a worker's first call is
 			// its heartbeat), say so as Check does, not only that the key
 			// is wrong.
@@ -426,7 +425,7 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 	}
 	w, err := decodeWorker(out.Attributes)
 	if err != nil {
-		return Worker{}, &opError{op: opHeartbeat, what: what, cause: err}
+		return Worker{}, plainError(opHeartbeat, what, err)
 	}
 	return w, nil
 }
@@ -436,7 +435,7 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 func (d *DynamoDB) RemoveWorker(ctx context.Context, w Worker) error {
 	what := workerKey(w.Stream, w.Owner)
 	if err := checkWorker(w.Stream, w.Owner); err != nil {
-		return &opError{op: opRemove, what: what, cause: err}
+		return plainError(opRemove, what, err)
 	}
 	_, err := d.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                 aws.String(d.table),
@@ -534,8 +533,7 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 		newOwner = ""
 	}
 	w := written{owner: newOwner, seq: seq, sub: sub, token: token}
-	var refused *types.ConditionalCheckFailedException
-	if errors.As(err, &refused) {
+	if err != nil && awserr.Classify(err) == awserr.ConditionFailed {
 		l, err := d.applied(ctx, op, held, w, err)
 		var earlier *earlierApplied
 		if errors.As(err, &earlier) {
@@ -558,7 +556,7 @@ func (d *DynamoDB) write(ctx context.Context, op string, held Lease, owner, seq 
 	d.forgetUnanswered(held.Key)
 	l, err := decode(out.Attributes)
 	if err != nil {
-		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
+		return Lease{}, plainError(op, held.Key.String(), err)
 	}
 	return l, nil
 }
@@ -620,7 +618,7 @@ func (d *DynamoDB) applied(ctx context.Context, op string, held Lease, w written
 		if detail != nil {
 			cause = fmt.Errorf("%w (%w)", refused, detail)
 		}
-		return Lease{}, &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: cause}
+		return Lease{}, lostError(op, held.Key.String(), cause)
 	}
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
@@ -712,28 +710,16 @@ func (d *DynamoDB) unansweredApplied(held Lease, row Lease, token string) bool {
 	return false
 }
 
-// fail classifies err, the error of a DynamoDB call, with errors.As on the
-// SDK's typed exceptions.
+// fail returns the error of op on what for err, the error of a DynamoDB
+// call, by its kind (awserr.Classify): a failed condition matches
+// ErrLeaseLost, a missing table ErrTableNotFound (and names the command
+// that creates it).
 func (d *DynamoDB) fail(op, what string, err error) error {
-	var (
-		lost    *types.ConditionalCheckFailedException
-		missing *types.ResourceNotFoundException
-	)
-	switch {
-	case errors.As(err, &lost):
-		return &opError{op: op, what: what, kind: ErrLeaseLost, cause: err}
-	case errors.As(err, &missing):
-		return &opError{op: op, what: what, kind: ErrTableNotFound, cause: err,
-			hint: "create it with: bootstrap leases init -table " + d.table}
+	e := &awserr.Error{Pkg: "lease", Op: op, Resource: what, Kind: awserr.Classify(err), Cause: err, Sentinels: &leaseErrs}
+	if e.Kind == awserr.NotFound {
+		e.Hint = "create it with: bootstrap leases init -table " + d.table
 	}
-	return &opError{op: op, what: what, cause: err}
-}
-
-// invalid reports whether DynamoDB refused a request as invalid (a
-// ValidationException, as for a key of another schema).
-func invalid(err error) bool {
-	var api smithy.APIError
-	return errors.As(err, &api) && api.ErrorCode() == "ValidationException"
+	return e
 }
 
 // keyItem returns the primary key of k's row.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // ShardEnd is the checkpoint of a closed shard whose every record settled.
@@ -348,47 +349,30 @@ type Store interface {
 	Snapshot(ctx context.Context, stream string) (Snapshot, error)
 }
 
-// opError is the one wrapping every error of a Store carries: the
-// operation and the key or table, the sentinel it matches (may be nil) and
-// the cause (may be nil), plus an instruction for the reader.
-type opError struct {
-	op    string // e.g. "take", "check table"
-	what  string // the key or the table
-	kind  error  // ErrLeaseLost, ErrNotFound, ErrTableNotFound, ErrNotLeaseTable or nil
-	cause error  // the SDK's error or a detail; may be nil
-	hint  string // appended after "; ", may be empty
+// Every error of a Store is an *awserr.Error: `lease: OP "KEY-OR-TABLE":`,
+// the text of the sentinel it matches, its cause and an instruction for the
+// reader. leaseErrs are the sentinels by kind: a failed condition is a lost
+// lease, a missing table (DynamoDB's ResourceNotFoundException)
+// ErrTableNotFound.
+var leaseErrs = awserr.Sentinels{awserr.ConditionFailed: ErrLeaseLost, awserr.NotFound: ErrTableNotFound}
+
+// lostError is the error of op on what whose condition failed: it matches
+// ErrLeaseLost and cause.
+func lostError(op, what string, cause error) error {
+	return &awserr.Error{Pkg: "lease", Op: op, Resource: what, Kind: awserr.ConditionFailed, Cause: cause, Sentinels: &leaseErrs}
 }
 
-func (e *opError) Error() string {
-	var b strings.Builder
-	b.WriteString("lease: ")
-	b.WriteString(e.op)
-	b.WriteByte(' ')
-	b.WriteString(strconv.Quote(e.what))
-	if e.kind != nil {
-		b.WriteString(": ")
-		b.WriteString(strings.TrimPrefix(e.kind.Error(), "lease: "))
-	}
-	if e.cause != nil {
-		b.WriteString(": ")
-		b.WriteString(e.cause.Error())
-	}
-	if e.hint != "" {
-		b.WriteString("; ")
-		b.WriteString(e.hint)
-	}
-	return b.String()
+// plainError is the error of op on what that matches no sentinel of this
+// package, only cause: invalid arguments, malformed rows, and failed calls
+// no caller branches on.
+func plainError(op, what string, cause error) error {
+	return &awserr.Error{Pkg: "lease", Op: op, Resource: what, Kind: awserr.Classify(cause), Cause: cause}
 }
 
-func (e *opError) Unwrap() []error {
-	errs := make([]error, 0, 2)
-	if e.kind != nil {
-		errs = append(errs, e.kind)
-	}
-	if e.cause != nil {
-		errs = append(errs, e.cause)
-	}
-	return errs
+// noRowError is the error of op on the key what that has no row: it
+// matches ErrNotFound.
+func noRowError(op, what string) error {
+	return &awserr.Error{Pkg: "lease", Op: op, Resource: what, Kind: awserr.NotFound, What: "no such lease", Also: ErrNotFound}
 }
 
 // Operation names in error messages.
@@ -420,18 +404,18 @@ var errNoOwner = errors.New("the held lease has no owner")
 // checkpoint. It does no I/O.
 func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 	if err := held.Key.check(); err != nil {
-		return &opError{op: op, what: held.Key.String(), cause: err}
+		return plainError(op, held.Key.String(), err)
 	}
 	switch op {
 	case opTake:
 		if owner == "" {
-			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty owner")}
+			return plainError(op, held.Key.String(), errors.New("empty owner"))
 		}
 	case opDelete:
 	case opTransfer, opRelease:
 		// Both write the held lease's checkpoint (see Store).
 		if op == opTransfer && owner == "" {
-			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty new owner")}
+			return plainError(op, held.Key.String(), errors.New("empty new owner"))
 		}
 		if err := checkCheckpoint(op, held, held.Checkpoint, held.SubSequence); err != nil {
 			return err
@@ -440,15 +424,15 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 	case opHandoff:
 		switch {
 		case owner == "":
-			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty requester")}
+			return plainError(op, held.Key.String(), errors.New("empty requester"))
 		case held.Owner == "":
-			return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
+			return lostError(op, held.Key.String(), errNoOwner)
 		case owner == held.Owner:
-			return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("requester %q is the owner", owner)}
+			return plainError(op, held.Key.String(), fmt.Errorf("requester %q is the owner", owner))
 		}
 	case opCheckpoint:
 		if seq == "" {
-			return &opError{op: op, what: held.Key.String(), cause: errors.New("empty checkpoint")}
+			return plainError(op, held.Key.String(), errors.New("empty checkpoint"))
 		}
 		if err := checkCheckpoint(op, held, seq, sub); err != nil {
 			return err
@@ -463,7 +447,7 @@ func checkWrite(op string, held Lease, owner, seq string, sub int) error {
 // checkOwned refuses, with ErrLeaseLost, a write of a lease without owner.
 func checkOwned(op string, held Lease) error {
 	if held.Owner == "" {
-		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoOwner}
+		return lostError(op, held.Key.String(), errNoOwner)
 	}
 	return nil
 }
@@ -473,9 +457,9 @@ func checkOwned(op string, held Lease) error {
 func checkCheckpoint(op string, held Lease, seq string, sub int) error {
 	switch {
 	case sub < 0:
-		return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("negative sub-sequence %d", sub)}
+		return plainError(op, held.Key.String(), fmt.Errorf("negative sub-sequence %d", sub))
 	case sub > 0 && (seq == "" || seq == ShardEnd || seq == TrimHorizon || seq == AtTimestamp):
-		return &opError{op: op, what: held.Key.String(), cause: fmt.Errorf("sub-sequence %d with checkpoint %s", sub, seq)}
+		return plainError(op, held.Key.String(), fmt.Errorf("sub-sequence %d with checkpoint %s", sub, seq))
 	}
 	return nil
 }

@@ -37,10 +37,10 @@ func NewMemory() *Memory {
 // Ensure implements Store.
 func (m *Memory) Ensure(ctx context.Context, k Key, parents []string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Lease{}, &opError{op: opEnsure, what: k.String(), cause: err}
+		return Lease{}, plainError(opEnsure, k.String(), err)
 	}
 	if err := k.check(); err != nil {
-		return Lease{}, &opError{op: opEnsure, what: k.String(), cause: err}
+		return Lease{}, plainError(opEnsure, k.String(), err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,10 +55,10 @@ func (m *Memory) Ensure(ctx context.Context, k Key, parents []string) (Lease, er
 // List implements Store.
 func (m *Memory) List(ctx context.Context, stream string) ([]Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, &opError{op: opList, what: stream, cause: err}
+		return nil, plainError(opList, stream, err)
 	}
 	if err := checkStream(stream); err != nil {
-		return nil, &opError{op: opList, what: stream, cause: err}
+		return nil, plainError(opList, stream, err)
 	}
 	m.mu.Lock()
 	ls := m.leases(stream)
@@ -71,10 +71,10 @@ func (m *Memory) List(ctx context.Context, stream string) ([]Lease, error) {
 // lock.
 func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+		return Snapshot{}, plainError(opSnapshot, stream, err)
 	}
 	if err := checkStream(stream); err != nil {
-		return Snapshot{}, &opError{op: opSnapshot, what: stream, cause: err}
+		return Snapshot{}, plainError(opSnapshot, stream, err)
 	}
 	m.mu.Lock()
 	snap := Snapshot{Leases: m.leases(stream), Workers: []Worker{}}
@@ -104,16 +104,16 @@ func (m *Memory) leases(stream string) []Lease {
 // Get implements Store.
 func (m *Memory) Get(ctx context.Context, k Key) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+		return Lease{}, plainError(opGet, k.String(), err)
 	}
 	if err := k.check(); err != nil {
-		return Lease{}, &opError{op: opGet, what: k.String(), cause: err}
+		return Lease{}, plainError(opGet, k.String(), err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.rows[k]
 	if !ok {
-		return Lease{}, &opError{op: opGet, what: k.String(), kind: ErrNotFound}
+		return Lease{}, noRowError(opGet, k.String())
 	}
 	return cloneLease(l), nil
 }
@@ -146,7 +146,7 @@ func (m *Memory) Transfer(ctx context.Context, held Lease, to string) (Lease, er
 // RequestHandoff implements Store.
 func (m *Memory) RequestHandoff(ctx context.Context, held Lease, requester string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), cause: err}
+		return Lease{}, plainError(opHandoff, held.Key.String(), err)
 	}
 	if err := checkWrite(opHandoff, held, requester, "", 0); err != nil {
 		return Lease{}, err
@@ -156,13 +156,11 @@ func (m *Memory) RequestHandoff(ctx context.Context, held Lease, requester strin
 	l, ok := m.rows[held.Key]
 	switch {
 	case !ok:
-		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoRow}
+		return Lease{}, lostError(opHandoff, held.Key.String(), errNoRow)
 	case l.Owner != held.Owner:
-		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost,
-			cause: fmt.Errorf("stored owner %q, held owner %q", l.Owner, held.Owner)}
+		return Lease{}, lostError(opHandoff, held.Key.String(), fmt.Errorf("stored owner %q, held owner %q", l.Owner, held.Owner))
 	case l.Handoff != "" && l.Handoff != requester:
-		return Lease{}, &opError{op: opHandoff, what: held.Key.String(), kind: ErrLeaseLost,
-			cause: fmt.Errorf("handoff already requested by %q", l.Handoff)}
+		return Lease{}, lostError(opHandoff, held.Key.String(), fmt.Errorf("handoff already requested by %q", l.Handoff))
 	}
 	l.Handoff = requester
 	m.rows[held.Key] = l
@@ -172,7 +170,7 @@ func (m *Memory) RequestHandoff(ctx context.Context, held Lease, requester strin
 // Delete implements Store.
 func (m *Memory) Delete(ctx context.Context, held Lease) error {
 	if err := ctx.Err(); err != nil {
-		return &opError{op: opDelete, what: held.Key.String(), cause: err}
+		return plainError(opDelete, held.Key.String(), err)
 	}
 	if err := checkWrite(opDelete, held, "", "", 0); err != nil {
 		return err
@@ -189,10 +187,10 @@ func (m *Memory) Delete(ctx context.Context, held Lease) error {
 // Heartbeat implements Store.
 func (m *Memory) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
 	if err := ctx.Err(); err != nil {
-		return Worker{}, &opError{op: opHeartbeat, what: workerKey(stream, owner), cause: err}
+		return Worker{}, plainError(opHeartbeat, workerKey(stream, owner), err)
 	}
 	if err := checkWorker(stream, owner); err != nil {
-		return Worker{}, &opError{op: opHeartbeat, what: workerKey(stream, owner), cause: err}
+		return Worker{}, plainError(opHeartbeat, workerKey(stream, owner), err)
 	}
 	id := workerID{stream: stream, owner: owner}
 	m.mu.Lock()
@@ -211,10 +209,10 @@ func (m *Memory) Heartbeat(ctx context.Context, stream, owner string) (Worker, e
 func (m *Memory) RemoveWorker(ctx context.Context, w Worker) error {
 	what := workerKey(w.Stream, w.Owner)
 	if err := ctx.Err(); err != nil {
-		return &opError{op: opRemove, what: what, cause: err}
+		return plainError(opRemove, what, err)
 	}
 	if err := checkWorker(w.Stream, w.Owner); err != nil {
-		return &opError{op: opRemove, what: what, cause: err}
+		return plainError(opRemove, what, err)
 	}
 	id := workerID{stream: w.Stream, owner: w.Owner}
 	m.mu.Lock()
@@ -222,10 +220,9 @@ func (m *Memory) RemoveWorker(ctx context.Context, w Worker) error {
 	stored, ok := m.workers[id]
 	switch {
 	case !ok:
-		return &opError{op: opRemove, what: what, kind: ErrLeaseLost, cause: errNoWorker}
+		return lostError(opRemove, what, errNoWorker)
 	case stored.Counter != w.Counter:
-		return &opError{op: opRemove, what: what, kind: ErrLeaseLost,
-			cause: fmt.Errorf("stored counter %d, held counter %d", stored.Counter, w.Counter)}
+		return lostError(opRemove, what, fmt.Errorf("stored counter %d, held counter %d", stored.Counter, w.Counter))
 	}
 	delete(m.workers, id)
 	return nil
@@ -235,7 +232,7 @@ func (m *Memory) RemoveWorker(ctx context.Context, w Worker) error {
 // a transfer, seq for a checkpoint).
 func (m *Memory) write(ctx context.Context, op string, held Lease, owner, seq string, sub int) (Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return Lease{}, &opError{op: op, what: held.Key.String(), cause: err}
+		return Lease{}, plainError(op, held.Key.String(), err)
 	}
 	if err := checkWrite(op, held, owner, seq, sub); err != nil {
 		return Lease{}, err
@@ -274,10 +271,10 @@ func (m *Memory) fence(op string, held Lease) error {
 	l, ok := m.rows[held.Key]
 	switch {
 	case !ok:
-		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost, cause: errNoRow}
+		return lostError(op, held.Key.String(), errNoRow)
 	case l.Owner != held.Owner || l.Counter != held.Counter:
-		return &opError{op: op, what: held.Key.String(), kind: ErrLeaseLost,
-			cause: fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter)}
+		return lostError(op, held.Key.String(),
+			fmt.Errorf("stored owner %q counter %d, held owner %q counter %d", l.Owner, l.Counter, held.Owner, held.Counter))
 	}
 	return nil
 }

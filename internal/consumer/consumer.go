@@ -15,6 +15,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/hooks"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
@@ -29,7 +30,9 @@ const (
 // ErrStreamNotFound is matched by the error Run returns when the stream
 // does not exist when it starts (Kinesis answers ResourceNotFoundException).
 // Later, a stream that disappears is logged at every listing and retried.
-var ErrStreamNotFound = errors.New("stream not found")
+// It is publish.ErrStreamNotFound, the error of a write to a missing
+// stream, so that errors.Is matches either with either.
+var ErrStreamNotFound = publish.ErrStreamNotFound
 
 // Consumer reads a stream's shards through leases and runs the engine's
 // handler over their records with exact per-record settlement. Create it

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter/internal/message"
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -913,13 +914,17 @@ func TestStartUpConcurrentParentsFirst(t *testing.T) {
 }
 
 // TestMissingStreamAtStart: Run returns at once with an error naming the
-// stream when it does not exist, instead of retrying forever.
+// stream when it does not exist, instead of retrying forever. It matches
+// the one ErrStreamNotFound, publish's too.
 func TestMissingStreamAtStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newConsumer(t, Config{Stream: "nope", Kinesis: newStream(1), Owner: "w1"}, handler(newRecorder()))
 		err := c.Run(t.Context())
-		if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "nope (ListShards:") {
+		if !errors.Is(err, ErrStreamNotFound) || !strings.HasPrefix(err.Error(), "consumer: stream not found: nope (ListShards:") {
 			t.Errorf("Run = %v, want ErrStreamNotFound naming the stream", err)
+		}
+		if !errors.Is(err, publish.ErrStreamNotFound) {
+			t.Errorf("Run = %v, does not match publish.ErrStreamNotFound", err)
 		}
 	})
 }

@@ -54,7 +54,7 @@ func (c *Consumer) discover(ctx context.Context) (lease.Snapshot, error) {
 		cancel()
 		var missing *kinesistypes.ResourceNotFoundException
 		if errors.As(err, &missing) {
-			return lease.Snapshot{}, fmt.Errorf("consumer: %w: %s (ListShards: %s)", ErrStreamNotFound, c.streamRef(), aws.ToString(missing.Message))
+			return lease.Snapshot{}, &streamNotFound{fmt.Sprintf("consumer: stream not found: %s (ListShards: %s)", c.streamRef(), aws.ToString(missing.Message))}
 		}
 		if err != nil {
 			return lease.Snapshot{}, fmt.Errorf("consumer: list shards of %s: %w", c.cfg.Stream, err)
@@ -224,3 +224,10 @@ func concurrently[T any](items []T, fn func(T) error) error {
 	}
 	return g.Wait()
 }
+
+// streamNotFound is the error of a stream that does not exist: its
+// message, which names the stream, matching ErrStreamNotFound.
+type streamNotFound struct{ msg string }
+
+func (e *streamNotFound) Error() string { return e.msg }
+func (e *streamNotFound) Unwrap() error { return ErrStreamNotFound }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // Default backoff of a Publisher and a Queue between two attempts.
@@ -91,13 +93,14 @@ func (b backoff) wait(ctx context.Context, n int) (time.Duration, error) {
 
 // gaveUp is the error of an item that was not written because time ran out:
 // why is errOutOfTime or the context's error, last the item's last failure
-// (nil when it was never attempted) and lastClass that failure's class.
-func gaveUp(op target, last error, lastClass class, why error) error {
+// (nil when it was never attempted) and lastKind that failure's kind. It
+// matches ErrThrottled when the last failure was throttling.
+func gaveUp(op target, last error, lastKind awserr.Kind, why error) error {
 	switch {
 	case last == nil:
-		return &opError{op: op, what: "not sent", cause: why}
-	case lastClass == classThrottled:
-		return &opError{op: op, what: "gave up while throttled: " + why.Error(), cause: last, is: []error{ErrThrottled, why}}
+		return op.fail(awserr.Canceled, "not sent", why, nil)
+	case lastKind == awserr.Throttled:
+		return op.fail(lastKind, "gave up while throttled: "+why.Error(), last, why)
 	}
-	return &opError{op: op, what: "gave up: " + why.Error(), cause: last, is: []error{why}}
+	return op.fail(lastKind, "gave up: "+why.Error(), last, why)
 }

@@ -3,21 +3,24 @@ package publish
 import (
 	"context"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // attempts is what a batch write keeps about one of its entries across the
 // requests that carry it.
 type attempts struct {
 	last       error // the entry's last failure
-	lastClass  class
+	lastKind   awserr.Kind
 	unanswered bool // a request that carried it got no answer (noAnswer)
 }
 
 // entryOutcome is what one request's response says about one entry: nil
-// err when it was written, else its failure and what that means for a
-// retry.
+// err when it was written, else its failure, its kind and what that means
+// for a retry.
 type entryOutcome struct {
 	err *EntryError
+	k   awserr.Kind
 	c   class
 }
 
@@ -54,7 +57,7 @@ func sendBatch(ctx context.Context, r batchRequests, op target, bo *backoff, pen
 	giveUp := func(pending []int, why error) {
 		for _, j := range pending {
 			a := r.attempts(j)
-			r.fail(j, gaveUp(op, a.last, a.lastClass, why))
+			r.fail(j, gaveUp(op, a.last, a.lastKind, why))
 		}
 	}
 	for attempt := 0; len(pending) > 0; attempt++ {
@@ -71,7 +74,7 @@ func sendBatch(ctx context.Context, r batchRequests, op target, bo *backoff, pen
 		}
 		var lastErr error
 		if err != nil {
-			switch c := classifyCall(ctx, err); c {
+			switch k, c := classifyCall(ctx, err); c {
 			case classNotFound:
 				err := r.missing(err, true)
 				for _, j := range pending {
@@ -79,15 +82,16 @@ func sendBatch(ctx context.Context, r batchRequests, op target, bo *backoff, pen
 				}
 				return
 			case classPermanent:
+				err := op.refused(k, err)
 				for _, j := range pending {
-					r.fail(j, &opError{op: op, cause: err})
+					r.fail(j, err)
 				}
 				return
 			case classCanceled:
 				for _, j := range pending {
 					if a := r.attempts(j); a.last == nil {
 						// The call itself was cut short: report its error.
-						a.last, a.lastClass = err, classRetryable
+						a.last, a.lastKind = err, awserr.Canceled
 					}
 				}
 				giveUp(pending, ctx.Err())
@@ -95,7 +99,7 @@ func sendBatch(ctx context.Context, r batchRequests, op target, bo *backoff, pen
 			default:
 				for _, j := range pending {
 					a := r.attempts(j)
-					a.last, a.lastClass = err, c
+					a.last, a.lastKind = err, k
 				}
 				lastErr = err
 			}
@@ -109,10 +113,10 @@ func sendBatch(ctx context.Context, r batchRequests, op target, bo *backoff, pen
 				case o.c == classNotFound:
 					r.fail(j, r.missing(o.err, false))
 				case o.c == classPermanent:
-					r.fail(j, &opError{op: op, cause: o.err})
+					r.fail(j, op.refused(o.k, o.err))
 				default:
 					a := r.attempts(j)
-					a.last, a.lastClass = o.err, o.c
+					a.last, a.lastKind = o.err, o.k
 					lastErr = o.err
 					still = append(still, j)
 				}

@@ -3,15 +3,8 @@ package publish
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
-	"strconv"
-	"strings"
 
-	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // ErrTooLarge is matched (with errors.Is) by the error of a record that
@@ -80,49 +73,38 @@ func (e *EntryError) Error() string {
 	return e.Code + ": " + e.Message
 }
 
-// opError is the one wrapping every publish error carries: the operation
-// (`put to stream "x"`), what went wrong, and the errors it matches.
-type opError struct {
-	op    target  // e.g. put to stream "orders"
-	what  string  // e.g. "throttled until the deadline"; may be empty
-	cause error   // printed after what; may be nil
-	is    []error // sentinels matched besides cause
-}
-
-func (e *opError) Error() string {
-	var b strings.Builder
-	b.WriteString("publish: ")
-	b.WriteString(e.op.verb)
-	b.WriteByte(' ')
-	b.WriteString(strconv.Quote(e.op.name))
-	if e.what != "" {
-		b.WriteString(": ")
-		b.WriteString(e.what)
-	}
-	if e.cause != nil {
-		b.WriteString(": ")
-		b.WriteString(e.cause.Error())
-	}
-	return b.String()
-}
-
-func (e *opError) Unwrap() []error {
-	errs := make([]error, 0, len(e.is)+1)
-	errs = append(errs, e.is...)
-	if e.cause != nil {
-		errs = append(errs, e.cause)
-	}
-	return errs
-}
+// The sentinels each kind of a write's failure matches: a missing stream
+// or queue, and throttling until time ran out.
+var (
+	streamErrs = awserr.Sentinels{awserr.NotFound: ErrStreamNotFound, awserr.Throttled: ErrThrottled}
+	queueErrs  = awserr.Sentinels{awserr.NotFound: ErrQueueNotFound, awserr.Throttled: ErrThrottled}
+)
 
 // target is what an operation writes to, for error messages; the message
 // is built only when printed, so that the success path allocates nothing
 // for it.
-type target struct{ verb, name string }
+type target struct {
+	verb, name string
+	errs       *awserr.Sentinels
+}
 
-func streamOp(stream string) target { return target{"put to stream", stream} }
+func streamOp(stream string) target { return target{"put to stream", stream, &streamErrs} }
 
-func queueOp(url string) target { return target{"send to queue", url} }
+func queueOp(url string) target { return target{"send to queue", url, &queueErrs} }
+
+// fail returns the error of the operation: kind k, what went wrong (may be
+// empty: the text of the sentinel k matches, if any), the cause (may be
+// nil) and one more error it matches (may be nil).
+func (t target) fail(k awserr.Kind, what string, cause, also error) error {
+	return &awserr.Error{Pkg: "publish", Op: t.verb, Resource: t.name, Kind: k, What: what, Cause: cause, Sentinels: t.errs, Also: also}
+}
+
+// refused returns the error of a call or entry the service refused for
+// good: it matches only cause, whatever its kind (a ValidationException is
+// not ErrInvalidRecord, which is the publisher's own check).
+func (t target) refused(k awserr.Kind, cause error) error {
+	return &awserr.Error{Pkg: "publish", Op: t.verb, Resource: t.name, Kind: k, Cause: cause}
+}
 
 // class is what a failed call or entry means for a retry.
 type class uint8
@@ -135,49 +117,6 @@ const (
 	classCanceled               // the caller's context ended
 )
 
-// throttleCodes are the error codes, of a call or of a batch entry, that
-// mean "slow down".
-var throttleCodes = map[string]bool{
-	"ProvisionedThroughputExceededException": true,
-	"LimitExceededException":                 true,
-	"KMSThrottlingException":                 true,
-	"KmsThrottled":                           true,
-	"RequestThrottled":                       true,
-	"RequestThrottledException":              true,
-	"Throttling":                             true,
-	"ThrottlingException":                    true,
-	"ThrottledException":                     true,
-	"TooManyRequestsException":               true,
-	"RequestLimitExceeded":                   true,
-	"SlowDown":                               true,
-	"PriorRequestNotComplete":                true,
-}
-
-// serverCodes are error codes of a call or entry that mean a transient fault
-// on the service's side.
-var serverCodes = map[string]bool{
-	"InternalFailure":          true,
-	"InternalFailureException": true,
-	"InternalError":            true,
-	"InternalServerError":      true,
-	"ServiceUnavailable":       true,
-	"RequestTimeout":           true,
-	"RequestTimeoutException":  true,
-}
-
-// permanentEntryCodes are the per-entry error codes not worth retrying.
-var permanentEntryCodes = map[string]bool{
-	"AccessDeniedException":     true,
-	"InvalidArgumentException":  true,
-	"ValidationException":       true,
-	"KMSAccessDeniedException":  true,
-	"KMSDisabledException":      true,
-	"KMSInvalidStateException":  true,
-	"KMSNotFoundException":      true,
-	"KMSOptInRequired":          true,
-	"ResourceNotFoundException": true,
-}
-
 // badResponse is a response to a successful call that does not say what
 // became of the write (no sequence number, entries missing). The write is
 // taken as not done, and retried.
@@ -185,90 +124,45 @@ type badResponse string
 
 func (e badResponse) Error() string { return string(e) }
 
-// classifyCall classifies the error of a whole call. ctx is the caller's
-// context: once it has ended, every error is classCanceled.
-func classifyCall(ctx context.Context, err error) class {
+// classifyCall returns the kind of the error of a whole call and what it
+// means for a retry. ctx is the caller's context: once it has ended, every
+// error is classCanceled.
+func classifyCall(ctx context.Context, err error) (awserr.Kind, class) {
 	if ctx.Err() != nil {
-		return classCanceled
+		return awserr.Canceled, classCanceled
 	}
 	var bad badResponse
 	if errors.As(err, &bad) {
-		return classRetryable
+		return awserr.NoAnswer, classRetryable
 	}
-	var (
-		kNotFound    *ktypes.ResourceNotFoundException
-		qNotFound    *sqstypes.QueueDoesNotExist
-		kThroughput  *ktypes.ProvisionedThroughputExceededException
-		kLimit       *ktypes.LimitExceededException
-		kKMSThrottle *ktypes.KMSThrottlingException
-		qThrottled   *sqstypes.RequestThrottled
-		qKMSThrottle *sqstypes.KmsThrottled
-	)
-	switch {
-	case errors.As(err, &kNotFound), errors.As(err, &qNotFound):
-		return classNotFound
-	case errors.As(err, &kThroughput), errors.As(err, &kLimit), errors.As(err, &kKMSThrottle),
-		errors.As(err, &qThrottled), errors.As(err, &qKMSThrottle):
-		return classThrottled
+	switch k := awserr.Classify(err); k {
+	case awserr.NotFound:
+		return k, classNotFound
+	case awserr.Throttled:
+		return k, classThrottled
+	case awserr.ServerError, awserr.NoAnswer, awserr.NotSent:
+		// A per-attempt timeout inside the client is NoAnswer: the
+		// caller's context is still alive.
+		return k, classRetryable
+	default:
+		return k, classPermanent
 	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		code := api.ErrorCode()
-		switch {
-		case code == "AWS.SimpleQueueService.NonExistentQueue":
-			return classNotFound
-		case throttleCodes[code]:
-			return classThrottled
-		case serverCodes[code], api.ErrorFault() == smithy.FaultServer:
-			return classRetryable
-		}
-	}
-	var resp *smithyhttp.ResponseError
-	if errors.As(err, &resp) && resp.Response != nil {
-		switch status := resp.HTTPStatusCode(); {
-		case status == 429:
-			return classThrottled
-		case status >= 500:
-			return classRetryable
-		case status < 300:
-			// A success the client could not read: the write may or may
-			// not have happened, and a retry at worst duplicates it.
-			return classRetryable
-		}
-		return classPermanent
-	}
-	if api != nil {
-		return classPermanent
-	}
-	var (
-		send   *smithyhttp.RequestSendError
-		deser  *smithy.DeserializationError
-		netErr net.Error
-	)
-	switch {
-	case errors.As(err, &send), errors.As(err, &deser), errors.As(err, &netErr),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return classRetryable
-	case errors.Is(err, context.DeadlineExceeded):
-		// A per-attempt timeout inside the client; the caller's context
-		// is still alive.
-		return classRetryable
-	}
-	return classPermanent
 }
 
-// classifyEntry classifies the error code of one failed batch entry.
-func classifyEntry(code string, senderFault bool) class {
-	switch {
-	case code == "ResourceNotFoundException", code == "QueueDoesNotExist",
-		code == "AWS.SimpleQueueService.NonExistentQueue":
-		return classNotFound
-	case throttleCodes[code]:
-		return classThrottled
-	case senderFault, permanentEntryCodes[code]:
-		return classPermanent
+// classifyEntry returns the kind of the error code of one failed batch
+// entry and what it means for a retry: a code of the sender's fault, an
+// invalid entry or a denied one is not retried; a code it does not know is.
+func classifyEntry(code string, senderFault bool) (awserr.Kind, class) {
+	switch k := awserr.ClassifyCode(code); {
+	case k == awserr.NotFound:
+		return k, classNotFound
+	case k == awserr.Throttled:
+		return k, classThrottled
+	case senderFault, k == awserr.Invalid, k == awserr.AccessDenied:
+		return k, classPermanent
+	default:
+		return k, classRetryable
 	}
-	return classRetryable
 }
 
 // noAnswer reports whether err, the error of one attempt of a call, leaves
@@ -276,31 +170,16 @@ func classifyEntry(code string, senderFault bool) class {
 // connection was reset or cut, the attempt or the caller's context ran out,
 // the answer could not be read, or a success answer did not say what became
 // of the write). An AWS error answer (throttling, a 4xx or a 5xx) is taken
-// as the call not applied: AWS documents those as failures.
+// as the call not applied: AWS documents those as failures; so is a
+// connection that could not be opened.
 func noAnswer(err error) bool {
 	var bad badResponse
 	if errors.As(err, &bad) {
 		return true
 	}
-	var resp *smithyhttp.ResponseError
-	if errors.As(err, &resp) && resp.Response != nil && resp.HTTPStatusCode() != 0 {
-		// An answer came; it was not readable only if it was a success.
-		return resp.HTTPStatusCode() < 300
+	switch awserr.Classify(err) {
+	case awserr.NoAnswer, awserr.Canceled:
+		return true
 	}
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		return false
-	}
-	var dial *net.OpError
-	if errors.As(err, &dial) && dial.Op == "dial" {
-		return false // the request never left
-	}
-	var (
-		send   *smithyhttp.RequestSendError
-		deser  *smithy.DeserializationError
-		netErr net.Error
-	)
-	return errors.As(err, &send) || errors.As(err, &deser) || errors.As(err, &netErr) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return false
 }

@@ -19,6 +19,7 @@ import (
 	ktypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // Kinesis limits the publisher enforces.
@@ -246,15 +247,16 @@ func (p *Publisher) Check(r *Record) error {
 func (p *Publisher) check(r *Record) (key string, dataLen int, err error) {
 	op := streamOp(r.Stream)
 	if r.Stream == "" {
-		return "", 0, &opError{op: op, what: "stream is empty", is: []error{ErrInvalidRecord}}
+		return "", 0, op.fail(awserr.Invalid, "stream is empty", nil, ErrInvalidRecord)
 	}
 	key = p.PartitionKey(r)
 	if n := utf8.RuneCountInString(key); n > MaxPartitionKeyLen {
-		return "", 0, &opError{op: op, what: fmt.Sprintf("partition key has %d characters, more than %d", n, MaxPartitionKeyLen), is: []error{ErrTooLarge}}
+		return "", 0, op.fail(awserr.TooLarge, fmt.Sprintf("partition key has %d characters, more than %d", n, MaxPartitionKeyLen), nil, ErrTooLarge)
 	}
 	dataLen = envelope.EncodedLen(r.Headers, r.Payload)
 	if size := dataLen + len(key); size > p.cfg.maxRecord {
-		return "", 0, &opError{op: op, what: fmt.Sprintf("record too large: %d bytes of data and partition key, more than %d", size, p.cfg.maxRecord), is: []error{ErrTooLarge}}
+		return "", 0, op.fail(awserr.TooLarge,
+			fmt.Sprintf("record too large: %d bytes of data and partition key, more than %d", size, p.cfg.maxRecord), nil, ErrTooLarge)
 	}
 	return key, dataLen, nil
 }
@@ -270,7 +272,7 @@ func encode(dst []byte, r *Record, dataLen int) (data, grown []byte, err error) 
 	start := len(dst)
 	grown, err = envelope.Append(dst, r.Headers, r.Payload)
 	if err != nil {
-		return nil, dst, &opError{op: streamOp(r.Stream), cause: err, is: []error{ErrInvalidRecord}}
+		return nil, dst, streamOp(r.Stream).fail(awserr.Invalid, "", err, ErrInvalidRecord)
 	}
 	return grown[start:len(grown):len(grown)], grown, nil
 }
@@ -353,12 +355,12 @@ func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, er
 		in.ExplicitHashKey = &req.hashKey
 	}
 	var (
-		last      error
-		lastClass class
+		last     error
+		lastKind awserr.Kind
 	)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return fail(gaveUp(op, last, lastClass, err))
+			return fail(gaveUp(op, last, lastKind, err))
 		}
 		n := getNote()
 		out, err := p.k.PutRecord(ctx, in, n.kinesis[:]...)
@@ -370,23 +372,23 @@ func (p *Publisher) put(ctx context.Context, r *Record, buf *[]byte) (Result, er
 			err = badResponse("response without a sequence number")
 			unanswered = true
 		}
-		c := classifyCall(ctx, err)
+		k, c := classifyCall(ctx, err)
 		switch c {
 		case classNotFound:
-			return fail(&opError{op: op, what: "stream not found", cause: err, is: []error{ErrStreamNotFound}})
+			return fail(op.fail(k, "", err, nil))
 		case classPermanent:
-			return fail(&opError{op: op, cause: err})
+			return fail(op.refused(k, err))
 		case classCanceled:
 			if last == nil {
 				// The call itself was cut short: report its error.
-				last, lastClass = err, classRetryable
+				last, lastKind = err, awserr.Canceled
 			}
-			return fail(gaveUp(op, last, lastClass, ctx.Err()))
+			return fail(gaveUp(op, last, lastKind, ctx.Err()))
 		}
-		last, lastClass = err, c
+		last, lastKind = err, k
 		d, werr := p.cfg.backoff.wait(ctx, attempt)
 		if werr != nil {
-			return fail(gaveUp(op, last, lastClass, werr))
+			return fail(gaveUp(op, last, lastKind, werr))
 		}
 		p.logRetry(ctx, r.Stream, attempt+1, d, 1, err)
 	}
@@ -615,7 +617,8 @@ func (b *batch) request(ctx context.Context, pending []int, n *note) ([]entryOut
 		if ee.Code == "" {
 			ee.Message = "entry without error code or sequence number"
 		}
-		outs = append(outs, entryOutcome{err: ee, c: classifyEntry(ee.Code, false)})
+		k, c := classifyEntry(ee.Code, false)
+		outs = append(outs, entryOutcome{err: ee, k: k, c: c})
 	}
 	b.s.outcomes = outs
 	return outs, nil
@@ -635,7 +638,7 @@ func (b *batch) fail(j int, err error) {
 }
 
 func (b *batch) missing(cause error, call bool) error {
-	err := &opError{op: b.op, what: "stream not found", cause: cause, is: []error{ErrStreamNotFound}}
+	err := b.op.fail(awserr.NotFound, "", cause, nil)
 	if call {
 		b.notFound = err
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 )
 
 // SQS limits the queue enforces.
@@ -162,7 +164,7 @@ func (q *Queue) Check(url string, m *QueueMessage) error {
 
 // check returns the error m fails with before any call, or nil.
 func (q *Queue) check(op target, url string, m *QueueMessage) error {
-	invalid := func(what string) error { return &opError{op: op, what: what, is: []error{ErrInvalidMessage}} }
+	invalid := func(what string) error { return op.fail(awserr.Invalid, what, nil, ErrInvalidMessage) }
 	switch {
 	case url == "":
 		return invalid("queue URL is empty")
@@ -180,7 +182,8 @@ func (q *Queue) check(op target, url string, m *QueueMessage) error {
 		}
 	}
 	if n := MessageSize(m); n > q.cfg.maxSize {
-		return &opError{op: op, what: fmt.Sprintf("message too large: %d bytes of body and attributes, more than %d", n, q.cfg.maxSize), is: []error{ErrMessageTooLarge}}
+		return op.fail(awserr.TooLarge,
+			fmt.Sprintf("message too large: %d bytes of body and attributes, more than %d", n, q.cfg.maxSize), nil, ErrMessageTooLarge)
 	}
 	return nil
 }
@@ -222,12 +225,12 @@ func (q *Queue) Send(ctx context.Context, url string, m QueueMessage) (messageID
 		MessageAttributes: attributes(&m),
 	}
 	var (
-		last      error
-		lastClass class
+		last     error
+		lastKind awserr.Kind
 	)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return "", gaveUp(op, last, lastClass, err)
+			return "", gaveUp(op, last, lastKind, err)
 		}
 		out, err := q.c.SendMessage(ctx, in)
 		if err == nil {
@@ -236,22 +239,22 @@ func (q *Queue) Send(ctx context.Context, url string, m QueueMessage) (messageID
 			}
 			err = badResponse("response without a message ID")
 		}
-		c := classifyCall(ctx, err)
+		k, c := classifyCall(ctx, err)
 		switch c {
 		case classNotFound:
-			return "", &opError{op: op, what: "queue not found", cause: err, is: []error{ErrQueueNotFound}}
+			return "", op.fail(k, "", err, nil)
 		case classPermanent:
-			return "", &opError{op: op, cause: err}
+			return "", op.refused(k, err)
 		case classCanceled:
 			if last == nil {
-				last, lastClass = err, classRetryable
+				last, lastKind = err, awserr.Canceled
 			}
-			return "", gaveUp(op, last, lastClass, ctx.Err())
+			return "", gaveUp(op, last, lastKind, ctx.Err())
 		}
-		last, lastClass = err, c
+		last, lastKind = err, k
 		d, werr := q.cfg.backoff.wait(ctx, attempt)
 		if werr != nil {
-			return "", gaveUp(op, last, lastClass, werr)
+			return "", gaveUp(op, last, lastKind, werr)
 		}
 		q.logRetry(ctx, url, attempt+1, d, 1, err)
 	}
@@ -385,14 +388,15 @@ func (b *qbatch) request(ctx context.Context, pending []int, n *note) ([]entryOu
 	outs := make([]entryOutcome, len(pending))
 	for k := range outs {
 		if b.sent[k] == "" {
-			outs[k] = entryOutcome{err: &EntryError{Message: "entry missing from the response"}, c: classRetryable}
+			outs[k] = entryOutcome{err: &EntryError{Message: "entry missing from the response"}, k: awserr.NoAnswer, c: classRetryable}
 		}
 	}
 	for f := range out.Failed {
 		if k, ok := b.byID[deref(out.Failed[f].Id)]; ok {
 			fe := &out.Failed[f]
 			ee := &EntryError{Code: deref(fe.Code), Message: deref(fe.Message)}
-			outs[k] = entryOutcome{err: ee, c: classifyEntry(ee.Code, fe.SenderFault)}
+			kind, c := classifyEntry(ee.Code, fe.SenderFault)
+			outs[k] = entryOutcome{err: ee, k: kind, c: c}
 		}
 	}
 	return outs, nil
@@ -411,7 +415,7 @@ func (b *qbatch) fail(j int, err error) {
 }
 
 func (b *qbatch) missing(cause error, call bool) error {
-	err := &opError{op: b.op, what: "queue not found", cause: cause, is: []error{ErrQueueNotFound}}
+	err := b.op.fail(awserr.NotFound, "", cause, nil)
 	if call {
 		b.notFound = err
 	}
