@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/smithy-go"
@@ -155,19 +156,49 @@ func TestUnansweredInsideTheSDK(t *testing.T) {
 		t.Errorf("%d requests reached the server, want 2 (the SDK's retry)", n)
 	}
 
-	// A port nobody listens on: the request never leaves.
+	// A port nobody listens on: the request never leaves. Each attempt
+	// dials it for real. The call's context ends after the sixth refusal,
+	// from the client's retryer, so between attempts: a context that ends
+	// while an attempt is under way rightly makes it count as no answer
+	// (the SDK then reports the attempt cancelled, whatever it was doing).
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	closed := "http://" + l.Addr().String()
+	closed := l.Addr().String()
 	_ = l.Close()
-	p = newPublisher(t, client(closed), WithBackoff(time.Millisecond, 10*time.Millisecond))
-	// The publisher retries refusals until its context ends.
-	cctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	cctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	var refusals atomic.Int32
+	refusing := kinesis.NewFromConfig(aws.Config{
+		Region:      "eu-west-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+	}, func(o *kinesis.Options) {
+		o.BaseEndpoint = aws.String("http://" + closed)
+		o.Retryer = cancelAfter{RetryerV2: retry.NewStandard(), n: &refusals, at: 6, cancel: cancel}
+	})
+	p = newPublisher(t, refusing, WithBackoff(time.Millisecond, 10*time.Millisecond))
 	res = p.PutBatch(cctx, records(1, 8))[0]
 	if res.Err == nil || res.Unanswered {
 		t.Errorf("connection refused: error %v, unanswered %v; want an error, false", res.Err, res.Unanswered)
 	}
+	if n := refusals.Load(); n < 6 {
+		t.Errorf("%d refused attempts, want at least 6", n)
+	}
+}
+
+// cancelAfter is a retryer that counts the attempts it is asked about and
+// calls cancel at the at-th.
+type cancelAfter struct {
+	aws.RetryerV2
+	n      *atomic.Int32
+	at     int32
+	cancel context.CancelFunc
+}
+
+func (c cancelAfter) IsErrorRetryable(err error) bool {
+	if c.n.Add(1) == c.at {
+		c.cancel()
+	}
+	return c.RetryerV2.IsErrorRetryable(err)
 }
