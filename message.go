@@ -102,7 +102,8 @@ var (
 	// nor the adapter names a stream (WithReplyStream).
 	ErrNoReplyStream = message.ErrNoReplyStream
 	// ErrStreamNotFound is matched by the error Service.Run returns when the
-	// stream does not exist (long-running mode).
+	// stream does not exist (long-running mode), and by the error of a write
+	// to a stream that does not exist (a Reply, a copy, a dead letter).
 	ErrStreamNotFound = consumer.ErrStreamNotFound
 	// ErrTableNotFound is matched by the error Service.Run returns when the
 	// lease table does not exist (long-running mode); the message names the

@@ -191,7 +191,7 @@ func WithCheckpointInterval(d time.Duration) ServiceOption {
 // flight before it cancels their handlers (default 10s). A planned hand-over
 // of one lease to another instance waits that long and then up to 5 minutes
 // more, with the lease renewed, before it does the same (docs/long-running.md,
-// "Planned hand-over").
+// "Balance and planned hand-over").
 func WithShutdownTimeout(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.shutdownTimeout = d })
 }

@@ -45,7 +45,7 @@
 // crash, the user records of a KPL aggregate that Lambda redelivers whole,
 // and the counted copies of a record: a copy has a sequence number of its
 // own, but carries the original's coordinates in its x-lambdaadapter-origin
-// header (publish.OriginHeader, set on the first copy and kept on later
+// header (set on the first copy and kept on later
 // ones), and the default key is taken from that header when it is present.
 // An original and its copies therefore share one key, and two copies of one
 // record (two copy chains, which a crash between a copy's write and the

@@ -230,7 +230,7 @@ func New(next lambdaadapter.Handler, client DynamoDBAPI, table string, opts ...O
 // The sub-sequence number is the index of a KPL user record in its
 // aggregate (0 for an ordinary record). The coordinates are those of the
 // original record: a counted copy (or a durable delay's copy) carries them
-// in its x-lambdaadapter-origin header (publish.OriginHeader,
+// in its x-lambdaadapter-origin header (
 // "SHARD_ID#SEQUENCE_NUMBER#SUB_SEQUENCE_NUMBER"), and its key is the
 // original's, not one of its own new sequence number. So the key
 // identifies one record across Lambda's redeliveries, the next owner of a

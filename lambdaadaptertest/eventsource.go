@@ -34,7 +34,7 @@ type QueueReceiver interface {
 }
 
 // Function is a Lambda function as the event source sees it: a raw JSON
-// invocation in, a raw JSON response out (Adapter.Invoke).
+// invocation in, a raw JSON response out (lambdaadapter.Function.Invoke).
 type Function func(ctx context.Context, payload []byte) ([]byte, error)
 
 // EventSource is a local stand-in for Lambda's event source mappings: it

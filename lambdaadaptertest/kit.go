@@ -1,6 +1,6 @@
 // Package lambdaadaptertest helps users test lambdaadapter handlers the way
 // net/http/httptest helps test HTTP handlers: build realistic Kinesis events,
-// run a Handler through the real Adapter (raw JSON in, raw JSON out, exactly
+// run a Handler through a real Function (raw JSON in, raw JSON out, exactly
 // as Lambda would), and inspect the partial batch response.
 //
 //	b := lambdaadaptertest.NewBatch("orders")

@@ -704,7 +704,7 @@ func (c *checker) ecsCause(d delivery, s1, s2 start) (cause string, bad bool, wh
 // fencedByErrors explains a shard that worker w dropped because its lease
 // was not renewed in time (fenced, at m) under a DynamoDB error burst: a
 // burst that hits every call at random leaves some lease unrenewed for 0.9
-// × the lease duration now and then, which is the README's "DynamoDB
+// × the lease duration now and then, which is docs/faults.md's "DynamoDB
 // failing longer than 0.9 × D": as for a cut, what the worker handled since
 // its last checkpoint that was written comes again. Documented when a burst
 // was on (or ended less than a lease duration before) at the fence, the
@@ -743,7 +743,7 @@ func (c *checker) fencedByErrors(w *Process, shard string, s1 start, m Line) str
 // only for a durable delay whose message was forwarded twice (SQS
 // redelivers a message whose delete failed), and for a write that got no
 // answer in time (its deadline, a reset or a cut answer) and was made
-// again: the service may have applied the first (README, "an answer to a
+// again: the service may have applied the first (docs/faults.md, "an answer to a
 // write cut mid-body or lost"). The same holds for dead letters.
 func (c *checker) copies() {
 	type level struct {

@@ -1,6 +1,6 @@
 // Package soak is the seeded fault soak of lambdaadapter: both modes run
 // for minutes under the faults production brings, and a checker holds the
-// logs and the streams to the promises of the README.
+// logs and the streams to the promises of the README and docs/faults.md.
 //
 //	make soak SEED=7 DURATION=10m      # the soak (10 minutes by default)
 //	make soak-regressions              # every seed that once found a bug
@@ -76,7 +76,7 @@
 //     DynamoDB;
 //   - per-key order: no original record starts before every earlier record
 //     of its key (in production order) ended a handling; counted copies give
-//     up their place, as the README says;
+//     up their place, as docs/long-running.md says;
 //   - duplicates: each record of a stream (original or copy) is started once,
 //     except in-process retries (same worker and lease, a higher attempt).
 //     Every other start again is counted by its cause: kill -9 or a pause
@@ -84,7 +84,7 @@
 //     interval + one lease-store call) before it, a cut from DynamoDB (its
 //     checkpoints could not be written), a shard its worker dropped by
 //     self-fencing under a DynamoDB error burst after logging a failed
-//     lease write of it (the README's "DynamoDB failing longer than 0.9 ×
+//     lease write of it (docs/faults.md's "DynamoDB failing longer than 0.9 ×
 //     D": random errors on every call leave a lease unrenewed that long now
 //     and then, above all with the soak's 3 s lease), Lambda redelivering a
 //     batch from a reported record; each of these also when an unsettled record (a write
@@ -105,7 +105,7 @@
 //   - lease flapping: at most 2 lease changes per shard in any minute
 //     outside fault windows (and the start-up);
 //   - exits: SIGTERM ends a worker with status 0 (Run returned nil) within
-//     the README's bound (the shutdown timeout, then the longer of it and a
+//     docs/long-running.md's bound (the shutdown timeout, then the longer of it and a
 //     30 s write round, then two lease writes) plus 10 s, kill -9 with the
 //     signal; no worker exits on its own or hangs (a worker past the bound
 //     gets SIGQUIT, so its stacks are in its .stderr file, then SIGKILL).

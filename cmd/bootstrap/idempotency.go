@@ -16,7 +16,7 @@ import (
 )
 
 // The variables of the idempotency helper (package idempotency). They are
-// the command's, not lambdaadapter.Environment's: the helper wraps the
+// the command's, not lambdaadapter.Handle's: the helper wraps the
 // handler.
 const (
 	envIdempotencyTable            = "LAMBDAADAPTER_IDEMPOTENCY_TABLE"

@@ -30,8 +30,8 @@
 //	                                  record outcome line), whatever its command
 //	                                  asks (its sleep and reply still run first)
 //
-// Configuration (environment variables, read by lambdaadapter.Environment
-// as for any program that calls lambdaadapter.Handle):
+// Configuration (environment variables, read by lambdaadapter.Handle as for
+// any program that calls it; docs/configuration.md lists them all):
 //
 //	LAMBDAADAPTER_CONCURRENCY         lanes handled at once (default 16)
 //	LAMBDAADAPTER_DEADLINE_MARGIN     e.g. 500ms (default 500ms)

@@ -1,6 +1,7 @@
 // Package conformance is the one suite of outcome semantics that both modes
 // pass: every row of the semantics table (README, package lambdaadapter's
-// documentation) is a Case, run end to end through the public Adapter by a
+// documentation) is a Case, run end to end through the public doors
+// (NewFunction, NewService) by a
 // Driver per mode — Lambda mode behind a local event-source loop
 // (lambdaadaptertest.EventSource: Kinesis and the delay queue wired back to
 // the function), long-running mode as a consumer with its own readers and

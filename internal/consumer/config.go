@@ -70,9 +70,9 @@ type Config struct {
 	Kinesis KinesisAPI
 	// Store holds the leases; nil means an in-memory store (one instance).
 	Store lease.Store
-	// Owner is this worker's owner id; "" means lease.NewOwnerID of the
-	// host name and, on ECS, the task's container id (from
-	// ECS_CONTAINER_METADATA_URI_V4): unique per process, with random digits.
+	// Owner is this worker's owner id; "" means lease.NewOwnerID("", ""):
+	// "worker-" and random digits (lambdaadapter.Handle passes one built
+	// from the host name or the ECS task).
 	Owner string
 	// Engine runs the handler (or batch handler) and settles the records:
 	// the same engine, with the same semantics, as Lambda mode.

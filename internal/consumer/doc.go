@@ -7,13 +7,13 @@
 // Users reach it through the module root: the engine that Config.Engine
 // needs is built there, from the handler and the retry options.
 //
-//	a, err := lambdaadapter.NewService(handler,
-//		//		lambdaadapter.WithStream("orders"),
+//	s, err := lambdaadapter.NewService(handler, lambdaadapter.WithAWSConfig(cfg),
+//		lambdaadapter.WithStream("orders"),
 //		lambdaadapter.WithLeaseTable("orders-leases"),
 //		lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()))
 //	...
-//	err = a.Run(ctx) // until ctx is cancelled (SIGTERM), then a graceful stop
-//	// a.Consumer() is this package's Consumer: Seek, Owned, Owner.
+//	err = s.Run(ctx) // until ctx is cancelled (SIGTERM), then a graceful stop
+//	// s.Seek, s.Owned and s.Owner reach this package's Consumer.
 //
 // # What it guarantees
 //

@@ -1,7 +1,7 @@
 // Package faultcases holds the fault tests of issue 28's point 2: every
 // AWS fault kind, put on the wire by package faultnet between the adapter
 // and the local stand-ins, in each mode where it applies, asserting what the
-// README's "Bad input and faults" table promises: nothing lost (every id
+// table in docs/faults.md promises: nothing lost (every id
 // handled or dead-lettered), the faulted call retried (the faulted count,
 // and the run still completes), no duplicates for throttling and 5xx that
 // recover and for Kinesis partitions, and for a DynamoDB partition only the
