@@ -332,7 +332,7 @@ func ecsLeases(t *testing.T, store *lease.DynamoDB, stream string) map[string]le
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), sdkTimeout)
 	defer cancel()
-	ls, err := store.List(ctx, stream)
+	ls, err := leasesOf(store.Snapshot(ctx, stream))
 	if err != nil {
 		t.Fatalf("list leases of %s: %v", stream, err)
 	}

@@ -112,7 +112,7 @@ func TestLeaseDynamoDBCheckMissingTable(t *testing.T) {
 	check("Ensure", err)
 	_, err = d.Get(ctx, k)
 	check("Get", err)
-	_, err = d.List(ctx, "orders")
+	_, err = leasesOf(d.Snapshot(ctx, "orders"))
 	check("List", err)
 	_, err = d.Take(ctx, lease.Lease{Key: k}, "w1")
 	check("Take", err)
@@ -251,7 +251,7 @@ func TestLeaseDynamoDBListPages(t *testing.T) {
 		}
 	}
 	client.scans.Store(0)
-	ls, err := d.List(ctx, "orders")
+	ls, err := leasesOf(d.Snapshot(ctx, "orders"))
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
@@ -318,7 +318,7 @@ func TestLeaseDynamoDBTwoWorkers(t *testing.T) {
 	}
 	// w2 watches the counter with a Tracker on its own clock.
 	tracker := lease.NewTracker(time.Millisecond)
-	seen, err := b.List(ctx, "orders")
+	seen, err := leasesOf(b.Snapshot(ctx, "orders"))
 	if err != nil || len(seen) != 1 {
 		t.Fatalf("List by w2 = %v, %v", seen, err)
 	}
@@ -498,3 +498,6 @@ func TestLeaseDynamoDBHandoff(t *testing.T) {
 		t.Fatalf("workers after w1 left = %+v, %v", snap.Workers, err)
 	}
 }
+
+// leasesOf returns a snapshot's leases.
+func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }

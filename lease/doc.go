@@ -151,13 +151,13 @@
 //	leaseCounter     N        bumped by every heartbeat; watched for expiry
 //	renewedAt        S        writer's wall clock at the last heartbeat, as for leases; display only
 //
-// A worker row has no stream attribute, so a List of this version or of an
-// older one (which filters on stream) never sees it: workers of different
+// A worker row has no stream attribute, so an older version's scan of the
+// leases (which filters on stream) never sees it: workers of different
 // versions may share a table during a rolling deployment.
 //
-// Reads are strongly consistent (GetItem and Scan with ConsistentRead); List
-// scans the table, page by page, with a filter on stream, and Snapshot with
-// a filter on stream or workerStream, telling the rows apart by kind. Writes
+// Reads are strongly consistent (GetItem and Scan with ConsistentRead);
+// Snapshot scans the table, page by page, with a filter on stream or
+// workerStream, telling the rows apart by kind. Writes
 // are single requests, all but Heartbeat conditional:
 //
 //	Ensure          PutItem     attribute_not_exists(leaseKey), then GetItem if the row exists

@@ -47,9 +47,8 @@ const (
 	// sets, unique to that write (see DynamoDB.write): how a write whose
 	// answer was lost recognises its own row.
 	attrWriteToken = "writeToken"
-	// Worker rows only: they have no stream attribute, so that a List
-	// filtering on stream (of this version or an older one) never sees
-	// them.
+	// Worker rows only: they have no stream attribute, so that a scan
+	// filtering on stream (an older version's) never sees them.
 	attrKind         = "kind"
 	attrWorkerStream = "workerStream"
 )
@@ -210,19 +209,6 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 	return Lease{}, d.fail(opEnsure, k.String(), err)
 }
 
-// List implements Store with a paginated, consistent Scan filtered by the
-// stream attribute, which worker rows do not have.
-func (d *DynamoDB) List(ctx context.Context, stream string) ([]Lease, error) {
-	if err := checkStream(stream); err != nil {
-		return nil, plainError(opList, stream, err)
-	}
-	snap, err := d.scan(ctx, opList, stream, false)
-	if err != nil {
-		return nil, err
-	}
-	return snap.Leases, nil
-}
-
 // Snapshot implements Store with one paginated, consistent Scan filtered by
 // the stream attribute of lease rows or the workerStream attribute of
 // worker rows; the rows are told apart by their kind attribute.
@@ -230,23 +216,19 @@ func (d *DynamoDB) Snapshot(ctx context.Context, stream string) (Snapshot, error
 	if err := checkStream(stream); err != nil {
 		return Snapshot{}, plainError(opSnapshot, stream, err)
 	}
-	return d.scan(ctx, opSnapshot, stream, true)
+	return d.scan(ctx, opSnapshot, stream)
 }
 
-// scan reads the rows of stream with a paginated, consistent Scan: the
-// leases, and the workers too when workers is true. Rows of a kind this
-// version does not know (written by a newer one) are skipped.
-func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (Snapshot, error) {
+// scan reads the rows of stream, leases and workers, with a paginated,
+// consistent Scan. Rows of a kind this version does not know (written by a
+// newer one) are skipped.
+func (d *DynamoDB) scan(ctx context.Context, op, stream string) (Snapshot, error) {
 	in := &dynamodb.ScanInput{
 		TableName:                 aws.String(d.table),
 		ConsistentRead:            aws.Bool(true),
-		FilterExpression:          aws.String("#s = :s"),
-		ExpressionAttributeNames:  map[string]string{"#s": attrStream},
+		FilterExpression:          aws.String("#s = :s OR #ws = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": attrStream, "#ws": attrWorkerStream},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: stream}},
-	}
-	if workers {
-		in.FilterExpression = aws.String("#s = :s OR #ws = :s")
-		in.ExpressionAttributeNames["#ws"] = attrWorkerStream
 	}
 	snap := Snapshot{Leases: []Lease{}, Workers: []Worker{}}
 	for {
@@ -269,9 +251,6 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string, workers bool) (S
 					snap.Leases = append(snap.Leases, l)
 				}
 			case kindWorker:
-				if !workers {
-					continue
-				}
 				w, err := decodeWorker(item)
 				if err != nil {
 					return Snapshot{}, plainError(op, stream, err)

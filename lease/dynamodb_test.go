@@ -200,7 +200,6 @@ var storeCalls = []struct {
 	do          func(ctx context.Context, st lease.Store) error
 }{
 	{"Ensure", false, func(ctx context.Context, st lease.Store) error { _, err := st.Ensure(ctx, heldW1.Key, nil); return err }},
-	{"List", false, func(ctx context.Context, st lease.Store) error { _, err := st.List(ctx, "orders"); return err }},
 	{"Snapshot", false, func(ctx context.Context, st lease.Store) error { _, err := st.Snapshot(ctx, "orders"); return err }},
 	{"Get", false, func(ctx context.Context, st lease.Store) error { _, err := st.Get(ctx, heldW1.Key); return err }},
 	{"Take", true, func(ctx context.Context, st lease.Store) error { _, err := st.Take(ctx, heldW1, "w2"); return err }},
@@ -477,9 +476,9 @@ func TestDynamoDBListPaginates(t *testing.T) {
 		t.Fatalf("Scan from unexpected key %q", start)
 		return nil, nil
 	}}
-	ls, err := lease.NewDynamoDB(f, "leases").List(t.Context(), "orders")
+	ls, err := leasesOf(lease.NewDynamoDB(f, "leases").Snapshot(t.Context(), "orders"))
 	if err != nil {
-		t.Fatalf("List: %v", err)
+		t.Fatalf("Snapshot: %v", err)
 	}
 	var got []string
 	for _, l := range ls {
@@ -920,24 +919,6 @@ func TestDynamoDBSnapshot(t *testing.T) {
 	}
 	if scans != 2 {
 		t.Errorf("%d scans, want 2 (one per page)", scans)
-	}
-}
-
-func TestDynamoDBListSkipsWorkerRows(t *testing.T) {
-	// List's filter (stream) never matches a worker row; should one come
-	// back anyway, it is not a lease.
-	f := &fakeDynamoDB{t: t, scan: func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
-		if got, want := aws.ToString(in.FilterExpression), "#s = :s"; got != want {
-			t.Errorf("FilterExpression = %q, want %q", got, want)
-		}
-		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{row(), workerRow()}}, nil
-	}}
-	ls, err := lease.NewDynamoDB(f, "leases").List(t.Context(), "orders")
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	if len(ls) != 1 || ls[0].Key != heldW1.Key {
-		t.Fatalf("List = %+v, want the one lease", ls)
 	}
 }
 

@@ -188,7 +188,7 @@ type Worker struct {
 	RenewedAt time.Time // the writer's wall clock at the last heartbeat, for display only
 }
 
-// Snapshot is every row of one stream: its leases (as List returns them) and
+// Snapshot is every row of one stream: its leases (ordered by ShardID) and
 // its registered workers (ordered by Owner), from one consistent read.
 type Snapshot struct {
 	Leases  []Lease
@@ -247,7 +247,7 @@ var (
 //
 // Besides the leases, a Store keeps one row per registered worker of a
 // stream (Heartbeat, RemoveWorker), read together with the leases by
-// Snapshot. Worker rows are never leases: List, Get and Snapshot.Leases
+// Snapshot. Worker rows are never leases: Get and Snapshot.Leases
 // never return them, and no lease write can change them.
 //
 // A Store is safe for concurrent use; concurrent conditional writes to one
@@ -271,9 +271,6 @@ type Store interface {
 	// exists. It returns the current row either way; an existing row is
 	// not changed (its parents neither).
 	Ensure(ctx context.Context, k Key, parents []string) (Lease, error)
-	// List returns all leases of the stream, ordered by ShardID, from a
-	// consistent read. It returns an empty slice when there are none.
-	List(ctx context.Context, stream string) ([]Lease, error)
 	// Get returns the lease of k from a consistent read, or an error
 	// matching ErrNotFound when there is none. An invalid key (see Key) is
 	// an error that does not match ErrNotFound, without I/O.
@@ -344,8 +341,8 @@ type Store interface {
 	// the error matches ErrLeaseLost and nothing is deleted.
 	RemoveWorker(ctx context.Context, w Worker) error
 	// Snapshot returns every row of the stream from one consistent read:
-	// its leases, exactly as List returns them, and its registered workers,
-	// ordered by Owner. Both slices are empty, not nil, when there are none.
+	// its leases, ordered by ShardID, and its registered workers, ordered
+	// by Owner. Both slices are empty, not nil, when there are none.
 	Snapshot(ctx context.Context, stream string) (Snapshot, error)
 }
 
@@ -378,7 +375,6 @@ func noRowError(op, what string) error {
 // Operation names in error messages.
 const (
 	opEnsure     = "ensure"
-	opList       = "list stream"
 	opGet        = "get"
 	opTake       = "take"
 	opRenew      = "renew"

@@ -52,21 +52,6 @@ func (m *Memory) Ensure(ctx context.Context, k Key, parents []string) (Lease, er
 	return cloneLease(l), nil
 }
 
-// List implements Store.
-func (m *Memory) List(ctx context.Context, stream string) ([]Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, plainError(opList, stream, err)
-	}
-	if err := checkStream(stream); err != nil {
-		return nil, plainError(opList, stream, err)
-	}
-	m.mu.Lock()
-	ls := m.leases(stream)
-	m.mu.Unlock()
-	sortLeases(ls)
-	return ls, nil
-}
-
 // Snapshot implements Store: the leases and the workers are read under one
 // lock.
 func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
@@ -288,7 +273,7 @@ var (
 	errNoWorker = errors.New("the worker is not registered")
 )
 
-// sortLeases orders ls by shard id, as List returns them.
+// sortLeases orders ls by shard id, as Snapshot returns them.
 func sortLeases(ls []Lease) {
 	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
 }

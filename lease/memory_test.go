@@ -142,7 +142,6 @@ func TestMemoryCanceledContext(t *testing.T) {
 	cancel()
 	for name, call := range map[string]func() error{
 		"Ensure":         func() error { _, err := m.Ensure(canceled, k, nil); return err },
-		"List":           func() error { _, err := m.List(canceled, "orders"); return err },
 		"Snapshot":       func() error { _, err := m.Snapshot(canceled, "orders"); return err },
 		"Get":            func() error { _, err := m.Get(canceled, k); return err },
 		"Take":           func() error { _, err := m.Take(canceled, l, "w2"); return err },

@@ -127,7 +127,7 @@ func (c *countingStore) Ensure(ctx context.Context, k lease.Key, parents []strin
 }
 
 func (c *countingStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
-	ls, err := c.s.List(ctx, stream)
+	ls, err := leasesOf(c.s.Snapshot(ctx, stream))
 	c.count(List, err)
 	c.rows.Add(int64(len(ls)))
 	return ls, err
@@ -246,13 +246,6 @@ func (k killableStore) Ensure(ctx context.Context, key lease.Key, parents []stri
 	return k.s.Ensure(ctx, key, parents)
 }
 
-func (k killableStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
-	if err := k.sw.cut(ctx); err != nil {
-		return nil, err
-	}
-	return k.s.List(ctx, stream)
-}
-
 func (k killableStore) Get(ctx context.Context, key lease.Key) (lease.Lease, error) {
 	if err := k.sw.cut(ctx); err != nil {
 		return lease.Lease{}, err
@@ -358,3 +351,6 @@ func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsI
 	}
 	return k.k.GetRecords(ctx, in, opts...)
 }
+
+// leasesOf returns a snapshot's leases.
+func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }

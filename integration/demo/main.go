@@ -1280,7 +1280,7 @@ func (d *demo) ecsPhase(ctx context.Context) (*result, error) {
 		leases = map[string]lease.Lease{}
 	)
 	readLeases := func(ctx context.Context) {
-		ls, err := store.List(ctx, stream)
+		ls, err := leasesOf(store.Snapshot(ctx, stream))
 		if err != nil {
 			return
 		}
@@ -1370,7 +1370,7 @@ func (d *demo) ecsPhase(ctx context.Context) (*result, error) {
 		return nil, err
 	}
 	stopped := time.Since(t1)
-	ls, err := store.List(ctx, stream)
+	ls, err := leasesOf(store.Snapshot(ctx, stream))
 	if err != nil {
 		return nil, fmt.Errorf("list the leases after the workers stopped: %w", err)
 	}
@@ -1454,3 +1454,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// leasesOf returns a snapshot's leases.
+func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }

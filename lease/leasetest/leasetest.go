@@ -235,9 +235,9 @@ func snapshot(t *testing.T, s lease.Store, stream string) lease.Snapshot {
 
 func list(t *testing.T, s lease.Store, stream string) []lease.Lease {
 	t.Helper()
-	ls, err := s.List(t.Context(), stream)
+	ls, err := leasesOf(s.Snapshot(t.Context(), stream))
 	if err != nil {
-		t.Fatalf("List(%q): %v", stream, err)
+		t.Fatalf("Snapshot(%q): %v", stream, err)
 	}
 	return ls
 }
@@ -340,14 +340,14 @@ func testEnsureGetList(t *testing.T, s lease.Store) {
 	if got, err := s.Get(ctx, key("orders", 1)); !errors.Is(err, lease.ErrNotFound) {
 		t.Fatalf("Get of a missing lease = %+v, %v; want lease.ErrNotFound", got, err)
 	}
-	ls, err := s.List(ctx, "orders")
+	ls, err := leasesOf(s.Snapshot(ctx, "orders"))
 	if err != nil {
-		t.Fatalf("List: %v", err)
+		t.Fatalf("Snapshot: %v", err)
 	}
 	if diff := cmp.Diff([]lease.Lease{l}, ls, opts); diff != "" {
-		t.Fatalf("List (-want +got):\n%s", diff)
+		t.Fatalf("Snapshot leases (-want +got):\n%s", diff)
 	}
-	ls, err = s.List(ctx, "other")
+	ls, err = leasesOf(s.Snapshot(ctx, "other"))
 	if err != nil {
 		t.Fatalf("List of a stream without leases: %v", err)
 	}
@@ -408,9 +408,9 @@ func testParentsRoundTrip(t *testing.T, s lease.Store) {
 			checkLease(t, "Get after the caller changed the slice Take returned", get(t, s, k), want)
 		})
 	}
-	ls, err := s.List(ctx, "orders")
+	ls, err := leasesOf(s.Snapshot(ctx, "orders"))
 	if err != nil {
-		t.Fatalf("List: %v", err)
+		t.Fatalf("Snapshot: %v", err)
 	}
 	var got [][]string
 	for _, l := range ls {
@@ -431,7 +431,7 @@ func testInvalidArguments(t *testing.T, s lease.Store) {
 		}
 	}
 	for _, stream := range []string{"", "arn:aws:kinesis:us-east-1:1:stream/orders"} {
-		if ls, err := s.List(ctx, stream); err == nil {
+		if ls, err := leasesOf(s.Snapshot(ctx, stream)); err == nil {
 			t.Errorf("List(%q) = %v, nil; want an error", stream, ls)
 		}
 	}
@@ -663,16 +663,16 @@ func testManyStreams(t *testing.T, s lease.Store) {
 				w = append(w, l)
 			}
 		}
-		got, err := s.List(ctx, stream)
+		got, err := leasesOf(s.Snapshot(ctx, stream))
 		if err != nil {
-			t.Fatalf("List(%q): %v", stream, err)
+			t.Fatalf("Snapshot(%q): %v", stream, err)
 		}
 		if diff := cmp.Diff(w, got, opts); diff != "" {
 			t.Errorf("List(%q) (-want +got):\n%s", stream, diff)
 		}
 	}
 	// A stream whose name is a prefix of another's sees only its own.
-	if got, err := s.List(ctx, "order"); err != nil || len(got) != 0 {
+	if got, err := leasesOf(s.Snapshot(ctx, "order")); err != nil || len(got) != 0 {
 		t.Errorf("List(%q) = %v, %v; want no leases", "order", got, err)
 	}
 }
@@ -1097,7 +1097,7 @@ func testWorkerRowsAreNotLeases(t *testing.T, s lease.Store) {
 	w = heartbeat(t, s, "orders", "w1")
 	checkWorkers(t, s, "orders", w)
 	if diff := cmp.Diff([]lease.Lease{l}, list(t, s, "orders"), opts); diff != "" {
-		t.Fatalf("List (-want +got):\n%s", diff)
+		t.Fatalf("Snapshot leases (-want +got):\n%s", diff)
 	}
 	if err := s.RemoveWorker(ctx, w); err != nil {
 		t.Fatalf("RemoveWorker: %v", err)
@@ -1200,3 +1200,6 @@ func testConcurrentHeartbeat(t *testing.T, s lease.Store) {
 		t.Fatalf("workers after %d heartbeats = %+v, want w1 at counter %d", Racers, ws, Racers)
 	}
 }
+
+// leasesOf returns a snapshot's leases.
+func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }

@@ -185,7 +185,8 @@ func leaseOwners(t *testing.T, store *lease.DynamoDB, stream string) map[string]
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), sdkTimeout)
 	defer cancel()
-	ls, err := store.List(ctx, stream)
+	snap, err := store.Snapshot(ctx, stream)
+	ls := snap.Leases
 	if err != nil {
 		t.Fatalf("list leases of %s: %v", stream, err)
 	}
