@@ -34,7 +34,7 @@ func seqOf(d *Delivery) int {
 	return n
 }
 
-// runTestLane is a lane as Session.runKey runs one: it takes a key,
+// runTestLane is a lane as Session.runKeyLongRunning runs one: it takes a key,
 // handles its records one by one (handle reports whether to park the
 // record for a retry, until when) and goes on with the next ready key,
 // until take says to end.

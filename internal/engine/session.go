@@ -14,30 +14,6 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
-// Mode is what the engine does with a record that stays unsettled, and how
-// it writes.
-type Mode uint8
-
-const (
-	// ModeLambda: an unsettled record is given up on (the invocation reports
-	// it and Lambda delivers it again with every later record of its shard),
-	// so no later record of its shard is started, and writes go out in shard
-	// order.
-	ModeLambda Mode = iota + 1
-	// ModeLongRunning: an unsettled record is delivered again in process
-	// after a backoff (Message.Attempt counted up), while later records of
-	// its partition key wait for it; writes are batched.
-	ModeLongRunning
-)
-
-// String returns "lambda" or "ecs", the mode's name in logs.
-func (m Mode) String() string {
-	if m == ModeLongRunning {
-		return "ecs"
-	}
-	return "lambda"
-}
-
 // Backoff returns how long to wait before delivering a record again after
 // its n-th unsettled attempt in process (n ≥ 1).
 type Backoff func(n int) time.Duration
@@ -108,6 +84,7 @@ type SessionConfig struct {
 type Session struct {
 	e          *Engine
 	cfg        SessionConfig
+	pol        *policy         // what the mode decides
 	cutRecords atomic.Bool     // a handler returned after the cut-off: its outcome changed nothing
 	ctx        context.Context // the handlers' context
 	cancel     context.CancelFunc
@@ -159,45 +136,23 @@ func (e *Engine) Start(ctx context.Context, cfg SessionConfig) *Session {
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	s := &Session{
-		e: e, cfg: cfg,
+		e: e, cfg: cfg, pol: policyOf(cfg.Mode),
 		lanesDone: make(chan struct{}),
 		timerDone: closed,
-	}
-	if cfg.Mode == ModeLongRunning {
-		s.timerDone, s.quit = make(chan struct{}), make(chan struct{})
 	}
 	if !cfg.Cutoff.IsZero() {
 		s.ctx, s.cancel = context.WithDeadline(ctx, cfg.Cutoff)
 	} else {
 		s.ctx, s.cancel = context.WithCancel(ctx)
 	}
-	s.sched.init(&s.mu, schedConfig{keep: cfg.Mode == ModeLambda, batch: e.Batch(), maxQueued: cfg.MaxQueued,
-		parking: cfg.Mode == ModeLongRunning})
+	s.sched.init(&s.mu, schedConfig{keep: s.pol.keepKeys, batch: e.Batch(), maxQueued: cfg.MaxQueued,
+		parking: s.pol.parking})
 	s.w = newWriter(s)
 	s.nlanes = cfg.Lanes
 	if e.Batch() {
 		s.nlanes = 1
 	}
-	if cfg.Mode == ModeLongRunning {
-		s.startLanesLocked()
-	}
-	if cfg.Mode == ModeLongRunning {
-		go func() {
-			defer close(s.timerDone)
-			s.sched.timer(s.quit)
-		}()
-	}
-	if cfg.Mode == ModeLongRunning {
-		// A cancellation wakes waiting lanes and Submits so they end. (In
-		// Lambda mode a waiting lane watches the context itself.)
-		s.stopWake = context.AfterFunc(s.ctx, func() {
-			s.mu.Lock()
-			s.sched.broadcast()
-			s.mu.Unlock()
-		})
-	} else {
-		s.stopWake = func() bool { return false }
-	}
+	s.pol.start(s)
 	return s
 }
 
@@ -214,7 +169,7 @@ func (s *Session) startLanesLocked() {
 	s.started = true
 	batch := s.e.Batch()
 	s.lanes.Store(int32(s.nlanes))
-	if s.cfg.Mode == ModeLambda && !batch {
+	if s.pol.laneSettles && !batch {
 		s.settles = make([]laneSettles, s.nlanes)
 	}
 	for i := range s.nlanes {
@@ -241,7 +196,7 @@ func (s *Session) startLanesLocked() {
 // ctx's error and d is not submitted). It returns an error, submitting
 // nothing, once the session is closed.
 func (s *Session) Submit(ctx context.Context, d *Delivery) error {
-	if s.cfg.Mode == ModeLambda && s.e.written.take(d.msg()) {
+	if s.pol.takeWritten(s, d) {
 		if s.isClosed() {
 			s.e.written.put(d.msg()) // not taken after all
 			return errClosed
@@ -320,7 +275,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 			d := &piece[i]
 			d.sess = s
 			d.firstAttempt, d.uncounted = d.msg().Attempt, 0
-			if s.cfg.Mode == ModeLambda && s.e.written.take(d.msg()) {
+			if s.pol.takeWritten(s, d) {
 				known = append(known, d)
 				continue
 			}
@@ -355,10 +310,7 @@ func (s *Session) Close() {
 	s.mu.Lock()
 	s.sched.close()
 	s.startLanesLocked() // with nothing submitted they end at once
-	if s.cfg.Mode == ModeLongRunning {
-		s.stopping = true
-		s.releaseParkedLocked(nil)
-	}
+	s.pol.close(s)
 	s.sched.broadcast()
 	s.mu.Unlock()
 }
@@ -464,20 +416,16 @@ func (s *Session) lane(lb *laneSettles) {
 			s.flushSettles(lb)
 			return
 		}
-		s.runKey(ks, lb)
+		s.pol.runKey(s, ks, lb)
 	}
 }
 
-// runKey handles the records of ks one after another, until its queue is
-// empty, its head waits for a retry, the lane has had its turn, or the
-// session's context ended; then it lets ks go and goes on with the next
-// ready key, under the same lock, and returns once none is ready (the lane
-// then waits in take).
-func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
-	if s.cfg.Mode == ModeLambda {
-		s.runKeyLambda(ks, lb)
-		return
-	}
+// runKeyLongRunning handles the records of ks one after another, until
+// its queue is empty, its head waits for a retry, the lane has had its
+// turn, or the session's context ended; then it lets ks go and goes on with
+// the next ready key, under the same lock, and returns once none is ready
+// (the lane then waits in take). lb is nil in long-running mode.
+func (s *Session) runKeyLongRunning(ks *keyQueue, _ *laneSettles) {
 	// One lock per record: the lane lets a key go, takes the next ready
 	// one and pops its first record under the same lock.
 	s.mu.Lock()
@@ -496,7 +444,7 @@ func (s *Session) runKey(ks *keyQueue, lb *laneSettles) {
 	}
 }
 
-// runKeyLambda is runKey in Lambda mode, where no record is ever put back
+// runKeyLambda is runKeyLongRunning in Lambda mode, where no record is ever put back
 // into its key queue (an unsettled record is given up on, not parked): it
 // takes the records of ks a run at a time, up to what is left of the turn,
 // under one lock, and handles them one after another. The records of a run
@@ -574,9 +522,9 @@ func (s *Session) handle(d *Delivery, lb *laneSettles) {
 }
 
 // deadKey reports whether a record of d's key was given up on (Lambda
-// mode).
+// mode: see deadKeyOf).
 func (s *Session) deadKey(d *Delivery) bool {
-	if s.cfg.Mode != ModeLambda || s.ndead.Load() == 0 {
+	if s.ndead.Load() == 0 {
 		return false
 	}
 	s.mu.Lock()
