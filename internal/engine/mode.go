@@ -52,10 +52,8 @@ type policy struct {
 	laneSettles bool
 	// start starts what runs from the session's start to its end.
 	start func(s *Session)
-	// takeWritten reports whether d's write was made by an earlier
-	// session (see written), forgetting it: d then settles without its
-	// handler.
-	takeWritten func(s *Session, d *Delivery) bool
+	// submit is Session.Submit.
+	submit func(s *Session, ctx context.Context, ds []Delivery) (int, error)
 	// runKey handles the records of ks, which the lane holds, and of the
 	// keys the lane takes after it (see Session.runKeyLongRunning).
 	runKey func(s *Session, ks *keyQueue, lb *laneSettles)
@@ -78,7 +76,7 @@ var lambdaPolicy = policy{
 	orderedWrites: true,
 	laneSettles:   true,
 	start:         func(s *Session) { s.stopWake = func() bool { return false } },
-	takeWritten:   func(s *Session, d *Delivery) bool { return s.e.written.take(d.msg()) },
+	submit:        (*Session).submitLambda,
 	runKey:        (*Session).runKeyLambda,
 	close:         func(*Session) {},
 	leave:         (*Session).giveUpUnsettled,
@@ -91,14 +89,14 @@ var lambdaPolicy = policy{
 // batched. The lanes and the retry timer run from the start; a
 // cancellation wakes the waiting lanes and Submits so that they end.
 var longRunningPolicy = policy{
-	observe:     observe.ModeECS,
-	parking:     true,
-	start:       (*Session).startLongRunning,
-	takeWritten: func(*Session, *Delivery) bool { return false },
-	runKey:      (*Session).runKeyLongRunning,
-	close:       (*Session).stopRetriesLocked,
-	leave:       (*Session).redeliver,
-	gaveUp:      func(*Session, *Delivery) {},
+	observe: observe.ModeECS,
+	parking: true,
+	start:   (*Session).startLongRunning,
+	submit:  (*Session).submitLongRunning,
+	runKey:  (*Session).runKeyLongRunning,
+	close:   (*Session).stopRetriesLocked,
+	leave:   (*Session).redeliver,
+	gaveUp:  func(*Session, *Delivery) {},
 }
 
 // policyOf returns the policy of mode m. A mode that is neither is a

@@ -191,37 +191,28 @@ func (s *Session) startLanesLocked() {
 	}
 }
 
-// Submit hands d to the session. In long-running mode it waits while
-// MaxQueued records wait for a lane, or until ctx ends (then it returns
-// ctx's error and d is not submitted). It returns an error, submitting
-// nothing, once the session is closed.
-func (s *Session) Submit(ctx context.Context, d *Delivery) error {
-	if s.pol.takeWritten(s, d) {
-		if s.isClosed() {
-			s.e.written.put(d.msg()) // not taken after all
-			return errClosed
-		}
-		d.sess = s
-		s.settleWritten(d)
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.submitLocked(ctx, d)
+// Submit hands ds, registered with their shards (Shard.Deliver,
+// Shard.DeliverGroup), to the session, in order, and returns how many of
+// them it took: the engine owns a delivery it took until it has finished
+// with it. A delivery whose shard started a new epoch since it was
+// registered is finished without its handler. Once the session is closed
+// Submit takes no more and returns an error; a delivery it did not take is
+// still the caller's (see Delivery.Drop).
+//
+// In long-running mode Submit takes the lock once for as many deliveries
+// as fit (a reader hands over a run of one shard's records) and waits
+// while MaxQueued records wait for a lane, or until ctx ends: it then
+// returns ctx's error. In Lambda mode it never waits: it takes an
+// invocation, or a chunk of one, with the key queues' bookkeeping
+// allocated in one piece, taking the lock once per submitPiece
+// deliveries; a record whose write an earlier invocation made is settled
+// without its handler (see written).
+func (s *Session) Submit(ctx context.Context, ds []Delivery) (int, error) {
+	return s.pol.submit(s, ctx, ds)
 }
 
-func (s *Session) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sched.closed
-}
-
-// SubmitEach is Submit for each of ds in order, taking the lock once for as
-// many as fit: a reader hands over a run of one shard's records at once. A
-// delivery whose shard started a new epoch since it was registered is
-// dropped (Drop) instead. It returns how many of ds it took, submitted or
-// dropped, with Submit's error for the first one it did not take.
-func (s *Session) SubmitEach(ctx context.Context, ds []Delivery) (int, error) {
+// submitLongRunning is Submit in long-running mode.
+func (s *Session) submitLongRunning(ctx context.Context, ds []Delivery) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range ds {
@@ -230,44 +221,31 @@ func (s *Session) SubmitEach(ctx context.Context, ds []Delivery) (int, error) {
 			d.Drop()
 			continue
 		}
-		if err := s.submitLocked(ctx, d); err != nil {
+		if err := s.sched.waitRoom(ctx); err != nil {
 			return i, err
 		}
+		if s.sched.closed {
+			return i, errClosed
+		}
+		d.sess = s
+		d.firstAttempt, d.uncounted = d.msg().Attempt, 0
+		s.sched.push(d, false)
+		s.startLanesLocked()
 	}
 	return len(ds), nil
 }
 
-// submitLocked is Submit under s.mu, which it lets go while it waits.
-func (s *Session) submitLocked(ctx context.Context, d *Delivery) error {
-	if err := s.sched.waitRoom(ctx); err != nil {
-		return err
-	}
-	if s.sched.closed {
-		return errClosed
-	}
-	d.sess = s
-	d.firstAttempt, d.uncounted = d.msg().Attempt, 0
-	s.sched.push(d, false)
-	s.startLanesLocked()
-	return nil
-}
-
-// SubmitAll hands every delivery of ds to the session at once, in order
-// (Lambda mode hands over a whole invocation), with the key queues'
-// bookkeeping allocated in one piece, taking the lock once per
-// submitPiece deliveries. Once the session is closed it submits nothing
-// more and returns an error (a Close while it runs may leave the rest of
-// ds unsubmitted; the Lambda runner closes after its last SubmitAll).
-func (s *Session) SubmitAll(ds []Delivery) error {
+// submitLambda is Submit in Lambda mode. A Close while it runs may leave
+// the rest of ds untaken; the Lambda runner closes after its last Submit.
+func (s *Session) submitLambda(_ context.Context, ds []Delivery) (int, error) {
 	var kss [submitPiece]*keyQueue
 	var slab []keyQueue
-	for len(ds) > 0 {
-		piece := ds[:min(len(ds), submitPiece)]
-		ds = ds[len(piece):]
-		slab = s.sched.lockQueuesOf(piece, kss[:len(piece)], slab, len(ds))
+	for taken := 0; taken < len(ds); {
+		piece := ds[taken:min(len(ds), taken+submitPiece)]
+		slab = s.sched.lockQueuesOf(piece, kss[:len(piece)], slab, len(ds)-taken-len(piece))
 		if s.sched.closed {
 			s.mu.Unlock()
-			return errClosed
+			return taken, errClosed
 		}
 		s.sched.ready = slices.Grow(s.sched.ready, len(piece))
 		var known []*Delivery
@@ -275,7 +253,7 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 			d := &piece[i]
 			d.sess = s
 			d.firstAttempt, d.uncounted = d.msg().Attempt, 0
-			if s.pol.takeWritten(s, d) {
+			if s.e.written.take(d.msg()) {
 				known = append(known, d)
 				continue
 			}
@@ -286,8 +264,9 @@ func (s *Session) SubmitAll(ds []Delivery) error {
 		for _, d := range known {
 			s.settleWritten(d)
 		}
+		taken += len(piece)
 	}
-	return nil
+	return len(ds), nil
 }
 
 // settleWritten settles d, whose write an earlier invocation in this
@@ -300,7 +279,8 @@ func (s *Session) settleWritten(d *Delivery) {
 	s.settle(d)
 }
 
-// submitPiece is the most deliveries SubmitAll queues under one lock.
+// submitPiece is the most deliveries Submit queues under one lock in
+// Lambda mode.
 const submitPiece = 256
 
 // Close refuses further Submits; the lanes end once every record submitted
