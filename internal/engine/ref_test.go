@@ -121,7 +121,7 @@ func TestRefFreedOnceAllFinished(t *testing.T) {
 		s.Quiesce(sh)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		if !sh.WaitIdle(ctx) {
+		if !waitIdle(ctx, sh) {
 			t.Fatalf("shard not idle after Quiesce: %d in flight", sh.Inflight())
 		}
 		check("quiesced", [n]int{1, 1, 1, 1, 1, 1})

@@ -58,7 +58,7 @@ type Shard struct {
 	// or from zero takes imu, and a change to zero closes idle in the same
 	// step.
 	inflight atomic.Int64
-	idle     chan struct{} // made by WaitIdle while inflight > 0 (under imu); nil when nobody waits
+	idle     chan struct{} // made by Idle while inflight > 0 (under imu); nil when nobody waits
 
 	amu  sync.Mutex
 	ages []arrival // registered records, oldest first, until the checkpoint passes them (TrackAge)
@@ -288,17 +288,6 @@ func (s *Shard) quiesce() { s.quiescing.Store(true) }
 // finished with (settled, given up on or dropped as stale).
 func (s *Shard) Inflight() int {
 	return int(s.inflight.Load())
-}
-
-// WaitIdle waits until no delivery of the shard is in flight, or ctx ends;
-// it reports whether the shard is idle.
-func (s *Shard) WaitIdle(ctx context.Context) bool {
-	select {
-	case <-s.Idle():
-		return true
-	case <-ctx.Done():
-		return s.Inflight() == 0
-	}
 }
 
 // Idle returns a channel that is closed once no delivery of the shard is in
