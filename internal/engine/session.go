@@ -43,7 +43,7 @@ func ExponentialBackoff(base, max time.Duration) Backoff {
 
 // SessionConfig configures a Session.
 type SessionConfig struct {
-	// Mode is the session's mode (required).
+	// Mode is the session's mode (required: Start panics without one).
 	Mode Mode
 	// Lanes is the number of partition keys handled at once (≥ 1). With a
 	// BatchHandler there is one lane, which hands over batches.
