@@ -453,8 +453,8 @@ func (c *Consumer) abandon(dispatched <-chan struct{}) {
 // dropped on its way out of the channel.
 func (c *Consumer) dispatch(ctx context.Context) {
 	for ds := range c.ch {
-		// A stale delivery is dropped by SubmitEach.
-		if n, err := c.sess.SubmitEach(ctx, ds); err != nil {
+		// A stale delivery is dropped by Submit.
+		if n, err := c.sess.Submit(ctx, ds); err != nil {
 			for i := range ds[n:] {
 				ds[n+i].Drop() // shutting down past the timeout: it comes again
 			}

@@ -245,7 +245,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 	}
 	run := func(from, to int) bool {
 		for from < to {
-			n, err := s.es.DeliverEachInto(e, ds[from:to])
+			n, err := s.es.Deliver(e, ds[from:to])
 			add(from, from+n)
 			if err == nil {
 				return true
@@ -263,11 +263,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		if !run(next, g.from) {
 			return stale()
 		}
-		ptrs := make([]*engine.Delivery, g.to-g.from)
-		for i := range ptrs {
-			ptrs[i] = &ds[g.from+i]
-		}
-		switch err := s.es.DeliverGroup(e, ptrs, g.skip); {
+		switch err := s.es.DeliverGroup(e, ds[g.from:g.to], g.skip); {
 		case err == nil:
 			add(g.from, g.to)
 		case errors.Is(err, settle.ErrStale):

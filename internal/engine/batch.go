@@ -22,7 +22,7 @@ func (s *Session) batchLane() {
 		s.runBatch(batch)
 		s.mu.Lock()
 		for _, ks := range keys {
-			s.releaseLocked(ks)
+			s.sched.release(ks)
 		}
 		s.mu.Unlock()
 	}
@@ -49,13 +49,13 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 	for {
 		if s.ctx.Err() != nil {
 			for _, ks := range keys {
-				s.releaseLocked(ks)
+				s.sched.release(ks)
 			}
 			return nil, nil
 		}
 		batch = s.topUpLocked(batch, keys, size)
 		for len(batch) < size {
-			ks := s.takeReadyLocked()
+			ks := s.sched.takeReady(s.ctx)
 			if ks == nil {
 				break
 			}
@@ -65,8 +65,8 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 		if len(batch) >= size {
 			return batch, keys
 		}
-		if len(batch) == 0 && s.closed && s.emptyLocked() {
-			s.broadcastLocked()
+		if len(batch) == 0 && s.sched.closed && s.sched.empty() {
+			s.sched.broadcast()
 			return nil, nil
 		}
 		if len(batch) > 0 && window == nil {
@@ -76,13 +76,13 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 		if window != nil {
 			expired = window.C
 		}
-		ch := s.waitLocked()
+		ch := s.sched.wait()
 		s.mu.Unlock()
 		select {
 		case <-ch:
 		case <-expired:
 			s.mu.Lock()
-			s.leaveLocked(ch)
+			s.sched.leave(ch)
 			return s.topUpLocked(batch, keys, size), keys
 		}
 		s.mu.Lock()
@@ -94,7 +94,7 @@ func (s *Session) takeBatch() ([]*Delivery, []*keyQueue) {
 func (s *Session) topUpLocked(batch []*Delivery, keys []*keyQueue, size int) []*Delivery {
 	for _, ks := range keys {
 		for ks.head != nil && len(batch) < size {
-			batch = append(batch, s.popLocked(ks))
+			batch = append(batch, s.sched.pop(ks))
 		}
 	}
 	return batch

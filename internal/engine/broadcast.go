@@ -5,7 +5,7 @@ package engine
 // waits on it without the lock, and, when it stopped waiting for another
 // reason (a timer, a context), leaves under the lock again. Nothing is made
 // or closed while nobody waits, so wakes that nobody waits for (a
-// SubmitAll readying many keys under one lock) cost nothing.
+// Lambda-mode Submit readying many keys under one lock) cost nothing.
 type broadcast struct {
 	ch      chan struct{} // closed at the next wake; nil until someone waits
 	waiters int           // goroutines waiting on ch

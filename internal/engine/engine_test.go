@@ -158,32 +158,63 @@ func (w *world) engine(t *testing.T) *engine.Engine {
 
 // shardOf registers n records on a new shard id: record i has sequence
 // number 1000+i, key keys(i) and payload "r<i>".
-func shardOf(t *testing.T, id string, n int, keys func(int) string) (*engine.Shard, []*engine.Delivery) {
+func shardOf(t *testing.T, id string, n int, keys func(int) string) (*engine.Shard, []engine.Delivery) {
 	t.Helper()
 	sh := engine.NewShard(id, engine.Hooks{})
-	ds := make([]*engine.Delivery, n)
-	for i := range n {
-		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{
+	ds := make([]engine.Delivery, n)
+	for i := range ds {
+		ds[i].Msg = message.Message{
 			Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: keys(i), SequenceNumber: fmt.Sprint(1000 + i),
 			ShardID: id, StreamARN: testARN, Attempt: 1,
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
-		ds[i] = d
 	}
+	register(t, sh, ds)
 	return sh, ds
 }
 
-// runLambda runs ds through a Lambda-mode session without a deadline.
-func runLambda(t *testing.T, e *engine.Engine, lanes int, ds []*engine.Delivery) {
+// register registers ds as the next records of sh.
+func register(t *testing.T, sh *engine.Shard, ds []engine.Delivery) {
 	t.Helper()
-	s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLambda, Lanes: lanes, WriteDeadline: time.Now().Add(time.Minute)})
-	for _, d := range ds {
-		if err := s.Submit(t.Context(), d); err != nil {
+	if _, err := sh.Deliver(sh.Watermark().Epoch(), ds); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deliver registers m as the next record of sh, in a slice of its own.
+func deliver(t *testing.T, sh *engine.Shard, m message.Message) []engine.Delivery {
+	t.Helper()
+	ds := []engine.Delivery{{Msg: m}}
+	register(t, sh, ds)
+	return ds
+}
+
+// submit submits ds to s, each slice in turn.
+func submit(t *testing.T, s *engine.Session, ds ...[]engine.Delivery) {
+	t.Helper()
+	for _, part := range ds {
+		if _, err := s.Submit(t.Context(), part); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// waitIdle waits until no delivery of sh is in flight, or ctx ends; it
+// reports whether sh is idle.
+func waitIdle(ctx context.Context, sh *engine.Shard) bool {
+	select {
+	case <-sh.Idle():
+		return true
+	case <-ctx.Done():
+		return sh.Inflight() == 0
+	}
+}
+
+// runLambda runs ds, each slice in turn, through a Lambda-mode session
+// without a deadline.
+func runLambda(t *testing.T, e *engine.Engine, lanes int, ds ...[]engine.Delivery) {
+	t.Helper()
+	s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLambda, Lanes: lanes, WriteDeadline: time.Now().Add(time.Minute)})
+	submit(t, s, ds...)
 	s.Close()
 	s.Wait()
 }
@@ -228,12 +259,9 @@ func TestReplyRacingReturn(t *testing.T) {
 	e := w.engine(t)
 	for i := range n {
 		sh := engine.NewShard("s", engine.Hooks{})
-		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte("r"), PartitionKey: "a",
+		ds := deliver(t, sh, message.Message{Payload: []byte("r"), PartitionKey: "a",
 			SequenceNumber: strconv.Itoa(1000 + i), ShardID: "s", Attempt: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runLambda(t, e, 1, []*engine.Delivery{d})
+		runLambda(t, e, 1, ds)
 		wg.Wait()
 		unsettled := firstUnsettled(sh) != ""
 		if unsettled != failed[i].Load() {
@@ -269,7 +297,7 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		keyOf := func(i int) string { return fmt.Sprint("k", i) }
 		sh, ds := shardOf(t, "shardId-000000000000", 4, keyOf)
 		other, ods := shardOf(t, "shardId-000000000001", 3, func(i int) string { return fmt.Sprint("o", i) })
-		runLambda(t, e, 4, append(ds, ods...))
+		runLambda(t, e, 4, ds, ods)
 		if got := firstUnsettled(sh); got != "1001" {
 			t.Errorf("first unsettled %q, want 1001 (the record whose copy failed)", got)
 		}
@@ -279,17 +307,15 @@ func TestLambdaNoCopyAfterAFailedWrite(t *testing.T) {
 		// Lambda delivers 1001..1003 again; k1's copy works now.
 		w.k.Fail = nil
 		again := engine.NewShard("shardId-000000000000", engine.Hooks{})
-		var rds []*engine.Delivery
-		for i := 1; i < 4; i++ {
-			d, err := again.Deliver(again.Watermark().Epoch(), message.Message{
+		rds := make([]engine.Delivery, 3)
+		for j := range rds {
+			i := j + 1
+			rds[j].Msg = message.Message{
 				Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: keyOf(i), SequenceNumber: fmt.Sprint(1000 + i),
 				ShardID: "shardId-000000000000", StreamARN: testARN, Attempt: 1,
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
-			rds = append(rds, d)
 		}
+		register(t, again, rds)
 		runLambda(t, e, 4, rds)
 		if got := firstUnsettled(again); got != "" {
 			t.Errorf("redelivery: first unsettled %q, want none", got)
@@ -345,13 +371,13 @@ func TestLambdaKPLCopyWaitsForEarlierUserRecord(t *testing.T) {
 		}
 		w.cfg.Policy.MaxAttempts = 3
 		e := w.engine(t)
-		aggregate := func() (*engine.Shard, []*engine.Delivery) {
+		aggregate := func() (*engine.Shard, []engine.Delivery) {
 			sh := engine.NewShard("shardId-000000000000", engine.Hooks{})
-			ds := make([]*engine.Delivery, 2)
+			ds := make([]engine.Delivery, 2)
 			for i := range ds {
-				ds[i] = &engine.Delivery{Msg: message.Message{Payload: []byte(fmt.Sprint("u", i)), PartitionKey: fmt.Sprint("u", i),
+				ds[i].Msg = message.Message{Payload: []byte(fmt.Sprint("u", i)), PartitionKey: fmt.Sprint("u", i),
 					SequenceNumber: "1000", SubSequenceNumber: i, Aggregated: true, ShardID: "shardId-000000000000",
-					StreamARN: testARN, Attempt: 1}}
+					StreamARN: testARN, Attempt: 1}
 			}
 			if err := sh.DeliverGroup(sh.Watermark().Epoch(), ds, 0); err != nil {
 				t.Fatal(err)
@@ -456,16 +482,9 @@ func TestLambdaWriteTurnDoesNotWaitForALane(t *testing.T) {
 		for i, key := range []string{"a", "b", "a"} {
 			ds[i].Msg = message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: key, SequenceNumber: fmt.Sprint(1000 + i),
 				ShardID: "s", StreamARN: testARN, Attempt: 1}
-			if err := sh.DeliverInto(sh.Watermark().Epoch(), &ds[i]); err != nil {
-				t.Fatal(err)
-			}
 		}
-		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLambda, Lanes: 2, WriteDeadline: time.Now().Add(time.Minute)})
-		if err := s.SubmitAll(ds); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		s.Wait()
+		register(t, sh, ds)
+		runLambda(t, e, 2, ds)
 		if !<-sawWrite {
 			t.Errorf("r1's copy was not written while r2's handler ran")
 		}
@@ -499,12 +518,12 @@ func TestLambdaWritesOfShardsTogether(t *testing.T) {
 	w.cfg.Publisher = pub
 	w.cfg.Policy.MaxAttempts = 3
 	e := w.engine(t)
-	var all []*engine.Delivery
+	var all [][]engine.Delivery
 	for s := range 8 {
 		_, ds := shardOf(t, fmt.Sprint("shard-", s), 5, func(i int) string { return fmt.Sprint(s, "-", i) })
-		all = append(all, ds...)
+		all = append(all, ds)
 	}
-	runLambda(t, e, 1, all)
+	runLambda(t, e, 1, all...)
 	if n := len(w.k.Written()); n != 40 {
 		t.Fatalf("%d copies, want 40", n)
 	}
@@ -533,11 +552,7 @@ func TestLongRunningRedelivers(t *testing.T) {
 		e := w.engine(t)
 		sh, ds := shardOf(t, "s", 3, func(i int) string { return []string{"a", "a", "b"}[i] })
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second }})
-		for _, d := range ds {
-			if err := s.Submit(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-		}
+		submit(t, s, ds)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		mu.Lock()
@@ -587,11 +602,7 @@ func TestSlowKeyDoesNotStall(t *testing.T) {
 			return fmt.Sprint("k", i%11)
 		})
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 4})
-		go func() {
-			for _, d := range ds {
-				_ = s.Submit(t.Context(), d)
-			}
-		}()
+		go func() { _, _ = s.Submit(t.Context(), ds) }()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		// 1,000 fast records over 3 free lanes at 1 ms each: well within 5 s.
@@ -619,9 +630,7 @@ func TestQuiesceGivesUpRetries(t *testing.T) {
 		e := newWorld(t, h).engine(t)
 		sh, ds := shardOf(t, "s", 3, func(i int) string { return "a" })
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2, Backoff: func(int) time.Duration { return time.Hour }})
-		for _, d := range ds {
-			_ = s.Submit(t.Context(), d)
-		}
+		submit(t, s, ds)
 		synctest.Wait()
 		if sh.Inflight() != 2 {
 			t.Fatalf("%d in flight, want 2 (r1 parked, r2 behind it)", sh.Inflight())
@@ -629,7 +638,7 @@ func TestQuiesceGivesUpRetries(t *testing.T) {
 		s.Quiesce(sh)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if !sh.WaitIdle(ctx) {
+		if !waitIdle(ctx, sh) {
 			t.Fatalf("shard not idle after Quiesce: %d in flight", sh.Inflight())
 		}
 		if n := handled.Load(); n != 2 {
@@ -654,12 +663,9 @@ func TestSaturatedAttemptGoesToDeadLetter(t *testing.T) {
 	for i, v := range []string{"9223372036854775807", "99999999999999999999999"} {
 		var h envelope.Headers
 		h.Set(envelope.RetryCountHeader, v)
-		d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte(v), Headers: h, PartitionKey: "k", SequenceNumber: fmt.Sprint(10 + i),
+		ds := deliver(t, sh, message.Message{Payload: []byte(v), Headers: h, PartitionKey: "k", SequenceNumber: fmt.Sprint(10 + i),
 			ShardID: "s", StreamARN: testARN, Attempt: message.AttemptOf(h)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runLambda(t, e, 1, []*engine.Delivery{d})
+		runLambda(t, e, 1, ds)
 	}
 	for _, x := range w.k.Written() {
 		if x.Stream != "dlq" {
@@ -748,9 +754,7 @@ func TestBatchRedeliversInOrder(t *testing.T) {
 		sh, ds := shardOf(t, "s", 4, func(int) string { return "a" })
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, BatchSize: 10, BatchWindow: 50 * time.Millisecond,
 			Backoff: func(int) time.Duration { return time.Second }})
-		for _, d := range ds {
-			_ = s.Submit(t.Context(), d)
-		}
+		submit(t, s, ds)
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		mu.Lock()
@@ -779,7 +783,7 @@ func TestStaleDeliveriesDropped(t *testing.T) {
 	})).engine(t)
 	sh, ds := shardOf(t, "s", 3, func(int) string { return "a" })
 	sh.Reset("")
-	if _, err := sh.Deliver(1, message.Message{SequenceNumber: "5", PartitionKey: "a"}); !errors.Is(err, settle.ErrStale) {
+	if _, err := sh.Deliver(1, []engine.Delivery{{Msg: message.Message{SequenceNumber: "5", PartitionKey: "a"}}}); !errors.Is(err, settle.ErrStale) {
 		t.Errorf("Deliver in an old epoch: %v, want ErrStale", err)
 	}
 	runLambda(t, e, 1, ds)
@@ -802,8 +806,8 @@ func TestStopLeavesNothingRunning(t *testing.T) {
 	e := w.engine(t)
 	_, ds := shardOf(t, "s", 5, func(i int) string { return fmt.Sprint(i % 2) })
 	s := e.Start(context.Background(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 3, Backoff: func(int) time.Duration { return time.Hour }})
-	for _, d := range ds {
-		_ = s.Submit(context.Background(), d)
+	if _, err := s.Submit(context.Background(), ds); err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -862,21 +866,14 @@ func TestFenceLapse(t *testing.T) {
 			t.Fatal("Extend refused before the deadline")
 		}
 		other, ods := shardOf(t, "other", 1, func(int) string { return "b" })
-		var ds []*engine.Delivery
-		for i := range 3 {
-			d, err := fenced.Deliver(fenced.Watermark().Epoch(), message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: "a",
-				SequenceNumber: fmt.Sprint(1000 + i), ShardID: "fenced", StreamARN: testARN, Attempt: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ds = append(ds, d)
+		ds := make([]engine.Delivery, 3)
+		for i := range ds {
+			ds[i].Msg = message.Message{Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: "a",
+				SequenceNumber: fmt.Sprint(1000 + i), ShardID: "fenced", StreamARN: testARN, Attempt: 1}
 		}
+		register(t, fenced, ds)
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 2})
-		for _, d := range append(ds, ods...) {
-			if err := s.Submit(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-		}
+		submit(t, s, ds, ods)
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		mu.Lock()
@@ -940,16 +937,11 @@ func TestWriteRoundFollowsTheFence(t *testing.T) {
 				defer cancel()
 				sh.Fence(ctx)
 				sh.Extend(time.Now().Add(2 * time.Second))
-				d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{Payload: []byte("r0"), PartitionKey: "a",
+				ds := deliver(t, sh, message.Message{Payload: []byte("r0"), PartitionKey: "a",
 					SequenceNumber: "1000", ShardID: "fenced", StreamARN: testARN, Attempt: 1})
-				if err != nil {
-					t.Fatal(err)
-				}
 				s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 1})
 				start := time.Now()
-				if err := s.Submit(t.Context(), d); err != nil {
-					t.Fatal(err)
-				}
+				submit(t, s, ds)
 				if renewed {
 					for range 6 {
 						time.Sleep(time.Second)
@@ -1015,11 +1007,7 @@ func TestUnansweredWriteLogged(t *testing.T) {
 					runLambda(t, e, 1, ds)
 				} else {
 					s := e.Start(t.Context(), engine.SessionConfig{Mode: mode, Lanes: 1})
-					for _, d := range ds {
-						if err := s.Submit(t.Context(), d); err != nil {
-							t.Fatal(err)
-						}
-					}
+					submit(t, s, ds)
 					time.Sleep(time.Minute)
 					synctest.Wait()
 					stopCtx, stop := context.WithTimeout(t.Context(), time.Second)

@@ -15,14 +15,6 @@ import (
 // because it was older than Config.MaxRecordAge.
 var ErrMaxRecordAge = errors.New("lambdaadapter: record older than the maximum record age")
 
-// observeMode is the observe name of a session mode.
-func observeMode(m Mode) observe.Mode {
-	if m == ModeLongRunning {
-		return observe.ModeECS
-	}
-	return observe.ModeLambda
-}
-
 // observe reports what became of d to the record hooks.
 func (s *Session) observe(d *Delivery, out message.Outcome, action observe.Action) {
 	if d.obs == nil && !s.e.cfg.Hooks.WantsRecords() {
@@ -45,7 +37,7 @@ func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe
 	}
 	m := d.msg()
 	r := observe.Record{
-		Mode: observeMode(s.cfg.Mode), Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
+		Mode: s.pol.observe, Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
 		SubSequenceNumber: m.SubSequenceNumber, Aggregated: m.Aggregated, PartitionKey: m.PartitionKey,
 		Outcome: out.Kind().String(), Action: action, Attempt: m.Attempt, Handled: handled, Err: out.Err(),
 	}

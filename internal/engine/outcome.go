@@ -149,23 +149,9 @@ func (s *Session) unsettled(d *Delivery, out message.Outcome, err error, parks *
 // leave is unsettled; counted false delivers d again in process without
 // counting an attempt (its handler attempted nothing: a run in progress
 // elsewhere holds the record, retry.Decision.Uncounted), the backoff
-// growing all the same.
+// growing all the same. The mode decides (giveUpUnsettled, redeliver).
 func (s *Session) leave(d *Delivery, out message.Outcome, err error, parks *[]parked, counted bool) {
-	m := d.msg()
-	if s.cfg.Mode == ModeLambda || d.shard.quiescing.Load() || s.isStopping() {
-		s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err)
-		s.giveUp(d)
-		return
-	}
-	n := max(m.Attempt-retryBase(d)+d.uncounted, 1)
-	wait := s.cfg.Backoff(n)
-	s.e.logRecord(s.ctx, slog.LevelWarn, s.cfg.Mode, "lambdaadapter: record left unsettled; it comes again", m, out, err,
-		slog.Duration(AttrRetryIn, wait))
-	if parks != nil {
-		*parks = append(*parks, parked{d, wait, counted})
-		return
-	}
-	s.park(d, wait, counted)
+	s.pol.leave(s, d, out, err, parks, counted)
 }
 
 // retryBase is the attempt before the one d arrived with, so the backoff
@@ -183,15 +169,7 @@ func (s *Session) isStopping() bool {
 // delivery of its shard.
 func (s *Session) giveUp(d *Delivery) {
 	d.shard.block(d)
-	if s.cfg.Mode == ModeLambda {
-		s.mu.Lock()
-		if s.deadKeys == nil {
-			s.deadKeys = map[string]bool{}
-		}
-		s.deadKeys[d.msg().PartitionKey] = true
-		s.ndead.Store(int32(len(s.deadKeys)))
-		s.mu.Unlock()
-	}
+	s.pol.gaveUp(s, d)
 	s.done(d)
 }
 
@@ -334,7 +312,7 @@ func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Repl
 		t.Inject(ctx, &r.Headers)
 	}
 	err := d.sess.e.putReply(ctx, m, r)
-	d.sess.e.cfg.Hooks.Write(observe.Write{Mode: observeMode(d.sess.cfg.Mode), Kind: observe.WriteReply, Stream: m.StreamARN,
+	d.sess.e.cfg.Hooks.Write(observe.Write{Mode: d.sess.pol.observe, Kind: observe.WriteReply, Stream: m.StreamARN,
 		ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	if err != nil && d.replyErr == nil {
 		d.replyErr = err

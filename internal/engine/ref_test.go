@@ -66,15 +66,16 @@ func TestRefFreedOnceAllFinished(t *testing.T) {
 		var sharedFrees atomic.Int64
 		shared := engine.NewRef(func() { sharedFrees.Add(1) })
 		sh := engine.NewShard("s", engine.Hooks{})
-		ds := make([]*engine.Delivery, n)
+		ds := make([]engine.Delivery, n)
 		for i := range ds {
-			d, err := sh.Deliver(sh.Watermark().Epoch(), message.Message{
+			ds[i].Msg = message.Message{
 				Payload: []byte(fmt.Sprintf("r%d", i)), PartitionKey: fmt.Sprint("k", i), SequenceNumber: fmt.Sprint(1000 + i),
 				ShardID: "s", StreamARN: testARN, Attempt: 1,
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
+		}
+		register(t, sh, ds)
+		for i := range ds {
+			d := &ds[i]
 			d.Ref = engine.NewRef(func() {
 				shared.Release()
 				mu.Lock()
@@ -84,7 +85,6 @@ func TestRefFreedOnceAllFinished(t *testing.T) {
 			})
 			d.Ref.Hold(1) // the delivery's
 			shared.Hold(1)
-			ds[i] = d
 		}
 		shared.Release() // the creator's hold
 		check := func(stage string, want [n]int) {
@@ -101,14 +101,10 @@ func TestRefFreedOnceAllFinished(t *testing.T) {
 			}
 		}
 		s := e.Start(t.Context(), engine.SessionConfig{Mode: engine.ModeLongRunning, Lanes: 3, Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second }})
-		for _, d := range ds[:5] {
-			if err := s.Submit(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-		}
+		submit(t, s, ds[:5])
 		ds[5].Drop() // the reader stopped with it in hand
-		for _, d := range ds {
-			d.Ref.Release() // each delivery's creator's hold
+		for i := range ds {
+			ds[i].Ref.Release() // each delivery's creator's hold
 		}
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
@@ -125,7 +121,7 @@ func TestRefFreedOnceAllFinished(t *testing.T) {
 		s.Quiesce(sh)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		if !sh.WaitIdle(ctx) {
+		if !waitIdle(ctx, sh) {
 			t.Fatalf("shard not idle after Quiesce: %d in flight", sh.Inflight())
 		}
 		check("quiesced", [n]int{1, 1, 1, 1, 1, 1})

@@ -35,7 +35,7 @@ type Hooks struct {
 // Shard is one shard as the engine settles it: its watermark, the ordinal
 // of each delivery, the first record given up on, and how many deliveries
 // are in flight. A Shard is safe for concurrent use; deliveries of one
-// shard must be registered (Deliver, DeliverInto) by one goroutine at a
+// shard must be registered (Deliver, DeliverGroup) by one goroutine at a
 // time, in stream order.
 type Shard struct {
 	id    string
@@ -58,7 +58,7 @@ type Shard struct {
 	// or from zero takes imu, and a change to zero closes idle in the same
 	// step.
 	inflight atomic.Int64
-	idle     chan struct{} // made by WaitIdle while inflight > 0 (under imu); nil when nobody waits
+	idle     chan struct{} // made by Idle while inflight > 0 (under imu); nil when nobody waits
 
 	amu  sync.Mutex
 	ages []arrival // registered records, oldest first, until the checkpoint passes them (TrackAge)
@@ -225,37 +225,16 @@ func (s *Shard) Reset(from string) settle.Epoch {
 	return e
 }
 
-// Deliver registers m as the next delivery of the shard in epoch e and
-// returns it. It fails with an error matching settle.ErrStale, registering
-// nothing, when the shard's epoch is no longer e (a seek or a lost lease
-// since the reader started), and with the watermark's errors for a sequence
-// number that is invalid or does not grow.
-func (s *Shard) Deliver(e settle.Epoch, m message.Message) (*Delivery, error) {
-	d := &Delivery{Msg: m}
-	if err := s.DeliverInto(e, d); err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// DeliverInto is Deliver into a Delivery the caller owns (one of a slice:
-// Lambda mode registers a whole invocation at once). d.Msg must be set.
-func (s *Shard) DeliverInto(e settle.Epoch, d *Delivery) error {
-	t, err := s.wm.DeliverIn(e, d.msg().SequenceNumber, 1)
-	if err != nil {
-		return err
-	}
-	d.shard, d.ticket = s, t
-	d.ord = s.next.Add(1)
-	s.track(1)
-	s.noteArrival(d.msg().SequenceNumber, d.msg().ArrivalTime)
-	return nil
-}
-
-// DeliverEachInto is DeliverInto for each of ds in order, taking the
-// watermark's lock once. It stops at the first delivery refused and returns
-// the number registered before it with DeliverInto's error for it.
-func (s *Shard) DeliverEachInto(e settle.Epoch, ds []Delivery) (int, error) {
+// Deliver registers ds, in order, as the next deliveries of the shard in
+// epoch e, taking the watermark's lock once; each d.Msg must be set, and
+// each is one Kinesis record (DeliverGroup registers the user records of a
+// KPL aggregate). It stops at the first delivery refused and returns the
+// number registered before it with the error for it: one matching
+// settle.ErrStale, registering nothing, when the shard's epoch is no
+// longer e (a seek or a lost lease since the reader started), or the
+// watermark's error for a sequence number that is invalid or does not grow.
+// Deliver is not safe for concurrent use on one shard (see Shard).
+func (s *Shard) Deliver(e settle.Epoch, ds []Delivery) (int, error) {
 	n, err := s.wm.DeliverEachIn(e, len(ds),
 		func(i int) string { return ds[i].Msg.SequenceNumber },
 		func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t })
@@ -277,8 +256,9 @@ func (s *Shard) DeliverEachInto(e settle.Epoch, ds []Delivery) (int, error) {
 // shard in epoch e: one watermark entry of skip+len(ds) parts, which
 // settles when every part has. The first skip parts are user records that
 // settled before a restart: they are settled at once. ds[i] settles part
-// skip+i. Errors are Deliver's; skip+len(ds) must be at least 1.
-func (s *Shard) DeliverGroup(e settle.Epoch, ds []*Delivery, skip int) error {
+// skip+i. Errors are Deliver's, and it registers nothing on error;
+// len(ds) must be at least 1.
+func (s *Shard) DeliverGroup(e settle.Epoch, ds []Delivery, skip int) error {
 	if len(ds) == 0 {
 		return fmt.Errorf("engine: shard %s: an aggregate with no user record to deliver", s.id)
 	}
@@ -289,30 +269,12 @@ func (s *Shard) DeliverGroup(e settle.Epoch, ds []*Delivery, skip int) error {
 	for i := range skip {
 		s.settle(t.Part(i))
 	}
-	for i, d := range ds {
-		d.shard, d.ticket = s, t.Part(skip+i)
-		d.ord = s.next.Add(1)
-	}
-	s.track(len(ds))
-	s.noteArrival(ds[0].Msg.SequenceNumber, ds[0].Msg.ArrivalTime)
-	return nil
-}
-
-// DeliverGroupInto is DeliverGroup for deliveries the caller owns, without
-// skipped parts (Lambda mode).
-func (s *Shard) DeliverGroupInto(e settle.Epoch, ds []Delivery) error {
-	if len(ds) == 0 {
-		return fmt.Errorf("engine: shard %s: an aggregate with no user record to deliver", s.id)
-	}
-	t, err := s.wm.DeliverIn(e, ds[0].Msg.SequenceNumber, len(ds))
-	if err != nil {
-		return err
-	}
 	for i := range ds {
-		ds[i].shard, ds[i].ticket = s, t.Part(i)
+		ds[i].shard, ds[i].ticket = s, t.Part(skip+i)
 		ds[i].ord = s.next.Add(1)
 	}
 	s.track(len(ds))
+	s.noteArrival(ds[0].Msg.SequenceNumber, ds[0].Msg.ArrivalTime)
 	return nil
 }
 
@@ -326,17 +288,6 @@ func (s *Shard) quiesce() { s.quiescing.Store(true) }
 // finished with (settled, given up on or dropped as stale).
 func (s *Shard) Inflight() int {
 	return int(s.inflight.Load())
-}
-
-// WaitIdle waits until no delivery of the shard is in flight, or ctx ends;
-// it reports whether the shard is idle.
-func (s *Shard) WaitIdle(ctx context.Context) bool {
-	select {
-	case <-s.Idle():
-		return true
-	case <-ctx.Done():
-		return s.Inflight() == 0
-	}
 }
 
 // Idle returns a channel that is closed once no delivery of the shard is in

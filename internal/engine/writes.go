@@ -245,7 +245,7 @@ type shardWrites struct {
 // newWriter returns the session's writer. Its workers start with the first
 // write, so an invocation that writes nothing starts no goroutine for it.
 func newWriter(s *Session) *writer {
-	return &writer{s: s, ordered: s.cfg.Mode == ModeLambda}
+	return &writer{s: s, ordered: s.pol.orderedWrites}
 }
 
 // startLocked starts the workers, once.
@@ -649,7 +649,7 @@ func (w *writer) finish(wr *write, err error, unanswered bool) {
 		}
 	}
 	if !errors.Is(err, errStale) {
-		s.e.cfg.Hooks.Write(observe.Write{Mode: observeMode(s.cfg.Mode), Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
+		s.e.cfg.Hooks.Write(observe.Write{Mode: s.pol.observe, Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
 			ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	}
 	again := false

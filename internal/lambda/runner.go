@@ -212,7 +212,7 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 				break
 			}
 			c.headers = b.buildInto(ds, lo, c.headers)
-			_ = s.SubmitAll(ds) // cannot fail before Close
+			_, _ = s.Submit(ctx, ds) // cannot fail before Close
 			parts = append(parts, ds)
 		}
 	case b.recs != nil:
@@ -221,11 +221,11 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		for lo := 0; lo < n; lo += buildChunk {
 			hi := min(lo+buildChunk, n)
 			b.buildInto(b.ds[lo:hi], lo, nil)
-			_ = s.SubmitAll(b.ds[lo:hi])
+			_, _ = s.Submit(ctx, b.ds[lo:hi])
 		}
 		parts = [][]engine.Delivery{b.ds}
 	default:
-		_ = s.SubmitAll(b.ds)
+		_, _ = s.Submit(ctx, b.ds)
 		parts = [][]engine.Delivery{b.ds}
 	}
 	s.Close()
@@ -315,9 +315,9 @@ func (set *shardSet) registerAll(ds []engine.Delivery, groups []int) error {
 		}
 		var err error
 		if n == 1 {
-			err = sh.DeliverInto(sh.Watermark().Epoch(), &ds[i])
+			_, err = sh.Deliver(sh.Watermark().Epoch(), ds[i:i+1])
 		} else {
-			err = sh.DeliverGroupInto(sh.Watermark().Epoch(), ds[i:i+n])
+			err = sh.DeliverGroup(sh.Watermark().Epoch(), ds[i:i+n], 0)
 		}
 		if err != nil {
 			return recordError(rec, m, err)
@@ -337,7 +337,7 @@ func (set *shardSet) registerEach(ds []engine.Delivery, lo, total int) error {
 			j++
 		}
 		sh := set.of(&ds[i].Msg, total)
-		n, err := sh.DeliverEachInto(sh.Watermark().Epoch(), ds[i:j])
+		n, err := sh.Deliver(sh.Watermark().Epoch(), ds[i:j])
 		if err != nil {
 			return recordError(lo+i+n, &ds[i+n].Msg, err)
 		}
