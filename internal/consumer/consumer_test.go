@@ -35,14 +35,14 @@ func TestOneWorkerFourShards(t *testing.T) {
 			t.Errorf("owned %v", got)
 		}
 		time.Sleep(2 * time.Second) // a checkpoint interval
-		ls, _ := store.List(t.Context(), testStream)
+		ls, _ := leasesOf(store.Snapshot(t.Context(), testStream))
 		for _, l := range ls {
 			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "w1" {
 				t.Errorf("%s: checkpoint %s owner %q, want %s (written within the interval)", l.Key.ShardID, l.Checkpoint, l.Owner, last[l.Key.ShardID])
 			}
 		}
 		stop()
-		ls, _ = store.List(context.Background(), testStream)
+		ls, _ = leasesOf(store.Snapshot(context.Background(), testStream))
 		for _, l := range ls {
 			if l.Checkpoint != last[l.Key.ShardID] || l.Owner != "" {
 				t.Errorf("after stop %s: checkpoint %s owner %q", l.Key.ShardID, l.Checkpoint, l.Owner)
@@ -901,7 +901,7 @@ func TestStartUpConcurrentParentsFirst(t *testing.T) {
 		}
 		store.mu.Unlock()
 		stop()
-		ls, _ := store.List(context.Background(), testStream)
+		ls, _ := leasesOf(store.Snapshot(context.Background(), testStream))
 		if len(ls) != 10 {
 			t.Errorf("%d lease rows, want 10", len(ls))
 		}

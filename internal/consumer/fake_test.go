@@ -265,3 +265,6 @@ func testShard(tb testing.TB, c *Consumer, id string) *shard {
 }
 
 var _ = aws.String
+
+// leasesOf returns a snapshot's leases.
+func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }

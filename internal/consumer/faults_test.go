@@ -284,7 +284,7 @@ func TestPlannedMoveRedeliversNothing(t *testing.T) {
 		if len(log.dups) > 0 {
 			t.Errorf("%d records handled twice on planned moves, want none: %v", len(log.dups), log.dups[:min(len(log.dups), 10)])
 		}
-		ls, _ := store.List(context.Background(), testStream)
+		ls, _ := leasesOf(store.Snapshot(context.Background(), testStream))
 		for _, l := range ls {
 			if l.Handoff != "" {
 				t.Errorf("%s: handoff request %q left behind", l.Key.ShardID, l.Handoff)

@@ -180,7 +180,7 @@ func TestHandOverPatienceEnds(t *testing.T) {
 				cfg.Owner = "b"
 				b, stopB := run(t, cfg, handler(h))
 				waitFor(t, "a hand-over asked", func() bool {
-					ls, _ := store.List(context.Background(), testStream)
+					ls, _ := leasesOf(store.Snapshot(context.Background(), testStream))
 					for _, x := range ls {
 						if x.Handoff == "b" {
 							return true
