@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/base64"
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
@@ -70,7 +71,8 @@ type Kinesis struct {
 // *RecordError for a non-Kinesis record also matches it.
 var ErrNotKinesis = errors.New("event: not a Kinesis event")
 
-// SyntaxError reports malformed JSON.
+// SyntaxError reports malformed JSON. It has the fields of the shared
+// scanner's jsonscan.SyntaxError, which DecodeKinesis converts it from.
 type SyntaxError struct {
 	// Offset is the byte offset in the payload where the problem was
 	// found; it equals the payload length when the input ended early.
@@ -214,6 +216,9 @@ func decode(payload []byte, split int, halves bool, buf *Buffers) (*Kinesis, err
 	}
 	err := d.parse()
 	d.abandon() // when the parse never reached the helper's start
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		err = (*SyntaxError)(se) // the same fields, with this package's message
+	}
 	var k *Kinesis
 	if err == nil {
 		k, err = d.finish(halves)
