@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/shardsettle/lambdaadapter/internal/ascii"
@@ -61,7 +60,6 @@ type wrec struct {
 	span  [nFields]span
 	ts    float64 // approximateArrivalTimestamp, valid when hasTS
 	dhi   uint32  // dataBin: bytes of bin reserved from span[fData].off
-	strn  uint32  // bytes of the result's strings this record adds (see endRecord)
 	esc   uint8   // bit f: span[f] indexes esc rather than the payload
 	set   uint8   // bit f: string field f holds a value
 	dup   uint8   // bit f: reuse the previous record's string (fSequenceNumber: the tail of eventID)
@@ -89,14 +87,7 @@ type decoder struct {
 	// them.
 	last      [nKeys]span
 	lastFlags [nKeys]uint8
-
-	// ahead, when not nil, is a helper parsing the records from a later
-	// element on (see parallel.go); stop, in a helper, is set when its
-	// owner abandons it.
-	out    *Buffers // where the result's memory may come from, or nil
-	ahead  *ahead
-	stop   *atomic.Bool
-	joined bool // the helper's records were taken over
+	out       *Buffers // where the result's memory may come from, or nil
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -475,24 +466,12 @@ func (d *decoder) recordsArray(i int) (int, error) {
 }
 
 // elements parses the records of the Records array from the element at i
-// to the array's end, numbering them from 0. A decoder with a
-// helper (d.ahead) joins it when it reaches the helper's first element, and
-// abandons it once it is past that point or already has an error to
-// report. A helper itself stops early when its owner abandons it.
+// to the array's end, numbering them from 0.
 func (d *decoder) elements(i int) (int, error) {
 	b := d.buf
 	for idx := 0; ; idx++ {
 		if i >= len(b) {
 			return i, jsonscan.EndOfInput(b)
-		}
-		if h := d.ahead; h != nil && (i >= h.at || d.semErr != nil) {
-			if i == h.at && d.semErr == nil {
-				return d.join(h, idx)
-			}
-			d.abandon()
-		}
-		if d.stop != nil && d.stop.Load() {
-			return i, errAbandoned
 		}
 		var err error
 		if d.semErr != nil {
@@ -912,7 +891,6 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 
 	// Strings: eventID, then the sequence number unless it is eventID's
 	// tail, then the rest unless equal to the previous record's.
-	before := d.strTotal
 	id := d.field(r, fEventID)
 	d.strTotal += len(id)
 	if n := len(id) - len(seq); n > 0 && id[n-1] == ':' && bytes.Equal(id[n:], seq) {
@@ -932,7 +910,6 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		}
 		d.strTotal += len(v)
 	}
-	r.strn = uint32(d.strTotal - before)
 }
 
 // dataBound is the most bytes r's decoded data can take.
