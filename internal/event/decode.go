@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/shardsettle/lambdaadapter/internal/ascii"
 	"github.com/shardsettle/lambdaadapter/internal/base64"
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 )
 
 // span is a byte range [off, end) of the payload, of decoder.esc or (for
@@ -60,7 +60,6 @@ type wrec struct {
 	span  [nFields]span
 	ts    float64 // approximateArrivalTimestamp, valid when hasTS
 	dhi   uint32  // dataBin: bytes of bin reserved from span[fData].off
-	strn  uint32  // bytes of the result's strings this record adds (see endRecord)
 	esc   uint8   // bit f: span[f] indexes esc rather than the payload
 	set   uint8   // bit f: string field f holds a value
 	dup   uint8   // bit f: reuse the previous record's string (fSequenceNumber: the tail of eventID)
@@ -81,21 +80,14 @@ type decoder struct {
 	records   uint8  // state of the Records key
 	dataTotal int    // bytes of decoded data of completed records (upper bound)
 	strTotal  int    // bytes of strings of completed records, after sharing
-	stack     [maxDepth/64 + 1]uint64
 	// last holds, per key id, the raw string value (quotes included) last
-	// scanned for that key, and lastFlags its scanString flags: fields that
-	// repeat the previous record's value (eventSourceARN, eventName, …)
-	// are recognised by comparing bytes instead of scanning them.
+	// scanned for that key, and lastFlags its jsonscan.String flags:
+	// fields that repeat the previous record's value (eventSourceARN,
+	// eventName, …) are recognised by comparing bytes instead of scanning
+	// them.
 	last      [nKeys]span
 	lastFlags [nKeys]uint8
-
-	// ahead, when not nil, is a helper parsing the records from a later
-	// element on (see parallel.go); stop, in a helper, is set when its
-	// owner abandons it.
-	out    *Buffers // where the result's memory may come from, or nil
-	ahead  *ahead
-	stop   *atomic.Bool
-	joined bool // the helper's records were taken over
+	out       *Buffers // where the result's memory may come from, or nil
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -287,7 +279,7 @@ func (d *decoder) exactKey(i, id int) (int, int) {
 	}
 	switch b[j] {
 	case ' ', '\t', '\n', '\r':
-		if j = d.ws(j); j >= len(b) {
+		if j = jsonscan.WS(b, j); j >= len(b) {
 			return keyUnknown, i
 		}
 	}
@@ -350,112 +342,75 @@ func (d *decoder) exactKinesisKey(i int) (int, int) {
 	return keyUnknown, i
 }
 
-// scanRepeated is scanString for the value at i of key id key, for fields
-// whose value usually repeats from record to record: when the bytes at i
-// equal the raw value last scanned for key (quotes included), they are the
-// same valid string, with the same flags, and need no scan.
+// scanRepeated is jsonscan.String for the value at i of key id key, for
+// fields whose value usually repeats from record to record: when the bytes
+// at i equal the raw value last scanned for key (quotes included), they are
+// the same valid string, with the same flags, and need no scan.
 func (d *decoder) scanRepeated(i, key int) (int, uint8, error) {
 	b, last := d.buf, d.last[key]
 	if n := int(last.end - last.off); n > 0 && i+n <= len(b) && string(b[i:i+n]) == string(b[last.off:last.end]) {
 		return i + n, d.lastFlags[key], nil
 	}
-	end, flags, err := d.scanString(i)
+	end, flags, err := jsonscan.String(b, i)
 	if err == nil {
 		d.last[key], d.lastFlags[key] = span{uint32(i), uint32(end)}, flags
 	}
 	return end, flags, err
 }
 
-// objStart starts an object whose '{' is just before i. It returns the
-// index of the first key's quote and true, or the index past '}' and false
-// for an empty object.
-func (d *decoder) objStart(i int) (int, bool, error) {
-	i = d.ws(i)
-	if i < len(d.buf) {
-		switch d.buf[i] {
-		case '"':
-			return i, true, nil
-		case '}':
-			return i + 1, false, nil
-		}
-	}
-	return i, false, d.syntax(i, "expected string or '}' after '{'")
-}
-
-// objNext continues an object after a member's value ending before i. It
-// returns the index of the next key's quote and true, or the index past '}'
-// and false.
-func (d *decoder) objNext(i int) (int, bool, error) {
-	i = d.ws(i)
-	if i < len(d.buf) {
-		switch d.buf[i] {
-		case ',':
-			i = d.ws(i + 1)
-			if i < len(d.buf) && d.buf[i] == '"' {
-				return i, true, nil
-			}
-			return i, false, d.syntax(i, "expected string after ',' in object")
-		case '}':
-			return i + 1, false, nil
-		}
-	}
-	return i, false, d.syntax(i, "expected ',' or '}' after object value")
-}
-
 // objKey reads the key whose quote is at i and the ':' after it. It returns
 // the unescaped key (valid until the next call) and the index of the value,
 // which is inside the payload.
 func (d *decoder) objKey(i int) ([]byte, int, error) {
-	end, flags, err := d.scanString(i)
+	b := d.buf
+	end, flags, err := jsonscan.String(b, i)
 	if err != nil {
 		return nil, end, err
 	}
-	key := d.buf[i+1 : end-1]
-	if flags&strEscaped != 0 {
-		d.key = appendUnquoted(d.key[:0], key)
+	key := b[i+1 : end-1]
+	if flags&jsonscan.Escaped != 0 {
+		d.key = jsonscan.AppendUnquoted(d.key[:0], key)
 		key = d.key
 	}
 	// Unescaped invalid UTF-8 needs no replacement here: bytes.EqualFold
 	// already treats it as U+FFFD, which matches no known key.
-	j := d.ws(end)
-	if j >= len(d.buf) || d.buf[j] != ':' {
-		return nil, j, d.syntax(j, "expected ':' after object key")
-	}
-	j = d.ws(j + 1)
-	if j >= len(d.buf) {
-		return nil, j, d.eof()
+	j, err := jsonscan.Colon(b, end)
+	if err != nil {
+		return nil, j, err
 	}
 	return key, j, nil
 }
 
-// parse parses the whole payload.
+// skip validates the value at i, nested level containers deep, and returns
+// the index just past it: DecodeKinesis accepts nesting up to
+// jsonscan.MaxDepth, as encoding/json does.
+func (d *decoder) skip(i, level int) (int, error) {
+	return jsonscan.Skip(d.buf, i, level, jsonscan.MaxDepth)
+}
+
+// parse parses the whole payload. Its syntax errors are
+// *jsonscan.SyntaxError.
 func (d *decoder) parse() error {
 	b := d.buf
-	i := d.ws(0)
-	if i >= len(b) {
-		return d.eof()
-	}
+	i := jsonscan.WS(b, 0)
 	var err error
-	if b[i] == '{' {
+	if i < len(b) && b[i] == '{' {
 		i, err = d.top(i)
 	} else {
-		c := b[i]
+		start := i
 		if i, err = d.skip(i, 0); err == nil {
-			d.fail(fmt.Errorf("%w: top-level value is %s, not an object", ErrNotKinesis, kindOf(c)))
+			d.fail(fmt.Errorf("%w: top-level value is %s, not an object", ErrNotKinesis, jsonscan.Kind(b[start])))
 		}
 	}
 	if err != nil {
 		return err
 	}
-	if i = d.ws(i); i < len(b) {
-		return &SyntaxError{Offset: i, Msg: "unexpected " + quoteByte(b[i]) + " after top-level value"}
-	}
-	return nil
+	return jsonscan.End(b, i)
 }
 
 // top parses the top-level object whose '{' is at i.
 func (d *decoder) top(i int) (int, error) {
-	i, more, err := d.objStart(i + 1)
+	i, more, err := jsonscan.ObjectStart(d.buf, i)
 	for more {
 		var key []byte
 		if key, i, err = d.objKey(i); err != nil {
@@ -469,7 +424,7 @@ func (d *decoder) top(i int) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		i, more, err = d.objNext(i)
+		i, more, err = jsonscan.ObjectNext(d.buf, i)
 	}
 	return i, err
 }
@@ -490,12 +445,12 @@ func (d *decoder) recordsValue(i int) (int, error) {
 		return d.recordsArray(i)
 	case 'n':
 		d.records = recordsNull
-		return d.literal(i, "null")
+		return jsonscan.Literal(b, i, "null")
 	default:
 		d.records = recordsInvalid
 		j, err := d.skip(i, 1)
 		if err == nil {
-			d.fail(fmt.Errorf("%w: Records is %s, not an array", ErrNotKinesis, kindOf(c)))
+			d.fail(fmt.Errorf("%w: Records is %s, not an array", ErrNotKinesis, jsonscan.Kind(c)))
 		}
 		return j, err
 	}
@@ -503,33 +458,20 @@ func (d *decoder) recordsValue(i int) (int, error) {
 
 // recordsArray parses the Records array whose '[' is at i.
 func (d *decoder) recordsArray(i int) (int, error) {
-	b := d.buf
-	i = d.ws(i + 1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
+	i, more := jsonscan.ArrayStart(d.buf, i)
+	if !more {
+		return i, nil
 	}
 	return d.elements(i)
 }
 
 // elements parses the records of the Records array from the element at i
-// to the array's end, numbering them from 0. A decoder with a
-// helper (d.ahead) joins it when it reaches the helper's first element, and
-// abandons it once it is past that point or already has an error to
-// report. A helper itself stops early when its owner abandons it.
+// to the array's end, numbering them from 0.
 func (d *decoder) elements(i int) (int, error) {
 	b := d.buf
 	for idx := 0; ; idx++ {
 		if i >= len(b) {
-			return i, d.eof()
-		}
-		if h := d.ahead; h != nil && (i >= h.at || d.semErr != nil) {
-			if i == h.at && d.semErr == nil {
-				return d.join(h, idx)
-			}
-			d.abandon()
-		}
-		if d.stop != nil && d.stop.Load() {
-			return i, errAbandoned
+			return i, jsonscan.EndOfInput(b)
 		}
 		var err error
 		if d.semErr != nil {
@@ -540,18 +482,10 @@ func (d *decoder) elements(i int) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		i = d.ws(i)
-		if i >= len(b) {
-			return i, d.eof()
+		var more bool
+		if i, more, err = jsonscan.ArrayNext(b, i); !more {
+			return i, err
 		}
-		switch b[i] {
-		case ',':
-			i = d.ws(i + 1)
-			continue
-		case ']':
-			return i + 1, nil
-		}
-		return i, &SyntaxError{Offset: i, Msg: "expected ',' or ']' after array element"}
 	}
 }
 
@@ -561,7 +495,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 	switch c := b[i]; c {
 	case '{':
 	case 'n':
-		j, err := d.literal(i, "null")
+		j, err := jsonscan.Literal(b, i, "null")
 		if err == nil {
 			d.fail(recordError(idx, "", "not a Kinesis record (null)", ErrNotKinesis))
 		}
@@ -569,7 +503,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 	default:
 		j, err := d.skip(i, 2)
 		if err == nil {
-			d.fail(recordError(idx, "", "not a Kinesis record ("+kindOf(c)+", not an object)", ErrNotKinesis))
+			d.fail(recordError(idx, "", "not a Kinesis record ("+jsonscan.Kind(c)+", not an object)", ErrNotKinesis))
 		}
 		return j, err
 	}
@@ -582,7 +516,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 	}
 	d.recs = append(d.recs, wrec{})
 	r := &d.recs[idx]
-	i, more, err := d.objStart(i + 1)
+	i, more, err := jsonscan.ObjectStart(b, i)
 	for more {
 		k, j := d.exactRecordKey(i)
 		if k == keyUnknown {
@@ -612,7 +546,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		i, more, err = d.objNext(i)
+		i, more, err = jsonscan.ObjectNext(b, i)
 	}
 	if err == nil && d.semErr == nil {
 		d.endRecord(r, idx)
@@ -622,15 +556,16 @@ func (d *decoder) record(i, idx int) (int, error) {
 
 // kinesis parses the value at i of record idx's kinesis key.
 func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
-	switch d.buf[i] {
+	b := d.buf
+	switch b[i] {
 	case '{':
 	case 'n':
-		return d.literal(i, "null") // leaves the record as it was
+		return jsonscan.Literal(b, i, "null") // leaves the record as it was
 	default:
 		return d.mismatch(i, 3, idx, "kinesis", "an object")
 	}
 	r.kin = true
-	i, more, err := d.objStart(i + 1)
+	i, more, err := jsonscan.ObjectStart(b, i)
 	for more {
 		k, j := d.exactKinesisKey(i)
 		if k == keyUnknown {
@@ -658,7 +593,7 @@ func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
 		if err != nil {
 			return i, err
 		}
-		i, more, err = d.objNext(i)
+		i, more, err = jsonscan.ObjectNext(b, i)
 	}
 	return i, err
 }
@@ -670,7 +605,7 @@ func (d *decoder) mismatch(i, level, idx int, field, want string) (int, error) {
 	c := d.buf[i]
 	j, err := d.skip(i, level)
 	if err == nil {
-		d.fail(recordError(idx, field, field+": expected "+want+", found "+kindOf(c), nil))
+		d.fail(recordError(idx, field, field+": expected "+want+", found "+jsonscan.Kind(c), nil))
 	}
 	return j, err
 }
@@ -680,13 +615,14 @@ func (d *decoder) mismatch(i, level, idx int, field, want string) (int, error) {
 // is the field's key id for scanRepeated: a field whose value usually
 // repeats from record to record.
 func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, error) {
-	switch d.buf[i] {
+	b := d.buf
+	switch b[i] {
 	case '"':
 		var end int
 		var flags uint8
 		var err error
 		if key == keyUnknown {
-			end, flags, err = d.scanString(i)
+			end, flags, err = jsonscan.String(b, i)
 		} else {
 			end, flags, err = d.scanRepeated(i, key)
 		}
@@ -696,7 +632,7 @@ func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, erro
 		d.setString(r, f, i+1, end-1, flags)
 		return end, nil
 	case 'n':
-		return d.literal(i, "null")
+		return jsonscan.Literal(b, i, "null")
 	}
 	return d.mismatch(i, level, idx, fieldPath[f], "a string")
 }
@@ -705,12 +641,13 @@ func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, erro
 // key, which DecodeKinesis does not keep; encoding/json would reject a value
 // of another type.
 func (d *decoder) checkString(i, level, idx, key int) (int, error) {
-	switch d.buf[i] {
+	b := d.buf
+	switch b[i] {
 	case '"':
 		end, _, err := d.scanRepeated(i, key)
 		return end, err
 	case 'n':
-		return d.literal(i, "null")
+		return jsonscan.Literal(b, i, "null")
 	}
 	field := string(keyNames[key])
 	if key >= keyPartitionKey {
@@ -724,12 +661,12 @@ func (d *decoder) checkString(i, level, idx, key int) (int, error) {
 func (d *decoder) setString(r *wrec, f, start, end int, flags uint8) {
 	raw := d.buf[start:end]
 	bit := uint8(1) << f
-	if flags&strEscaped != 0 || flags&strNonASCII != 0 && !utf8.Valid(raw) {
+	if flags&jsonscan.Escaped != 0 || flags&jsonscan.NonASCII != 0 && !utf8.Valid(raw) {
 		off := len(d.esc)
 		// Unescaping at most triples the length (an invalid byte becomes
-		// U+FFFD); reserve that so appendUnquoted never grows the buffer.
+		// U+FFFD); reserve that so AppendUnquoted never grows the buffer.
 		d.esc = grow(d.esc, 3*len(raw))
-		d.esc = appendUnquoted(d.esc, raw)
+		d.esc = jsonscan.AppendUnquoted(d.esc, raw)
 		r.span[f] = span{uint32(off), uint32(len(d.esc))}
 		r.esc |= bit
 	} else {
@@ -741,9 +678,10 @@ func (d *decoder) setString(r *wrec, f, start, end int, flags uint8) {
 
 // data parses the value at i of record idx's kinesis.data.
 func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
-	switch d.buf[i] {
+	b := d.buf
+	switch b[i] {
 	case '"':
-		end, flags, err := d.scanString(i)
+		end, flags, err := jsonscan.String(b, i)
 		if err != nil {
 			return end, err
 		}
@@ -752,7 +690,7 @@ func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
 		r.dkind = dataB64
 		return end, nil
 	case 'n':
-		end, err := d.literal(i, "null")
+		end, err := jsonscan.Literal(b, i, "null")
 		if err != nil {
 			return end, err
 		}
@@ -813,15 +751,15 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 		off = len(d.bin)
 	}
 	k := 0
-	i = d.ws(i + 1)
-	if i < len(b) && b[i] == ']' {
+	i, more := jsonscan.ArrayStart(b, i)
+	if !more {
 		// An empty array makes a new empty slice.
 		r.dkind, r.span[fData], r.dhi = dataBin, span{uint32(len(d.bin)), uint32(len(d.bin))}, 0
-		return i + 1, nil
+		return i, nil
 	}
 	for {
 		if i >= len(b) {
-			return i, d.eof()
+			return i, jsonscan.EndOfInput(b)
 		}
 		var v byte
 		keep := false
@@ -829,7 +767,7 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 		switch c := b[i]; {
 		case c == '-' || isDigit(c):
 			start := i
-			if i, err = d.scanNumber(i); err != nil {
+			if i, err = jsonscan.Number(b, i); err != nil {
 				return i, err
 			}
 			var ok bool
@@ -837,7 +775,7 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 				d.fail(recordError(idx, "kinesis.data", fmt.Sprintf("kinesis.data: array element %d: %s is not a byte value", k, clip(b[start:i])), nil))
 			}
 		case c == 'n':
-			if i, err = d.literal(i, "null"); err != nil {
+			if i, err = jsonscan.Literal(b, i, "null"); err != nil {
 				return i, err
 			}
 			keep = true
@@ -845,7 +783,7 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 			if i, err = d.skip(i, 5); err != nil {
 				return i, err
 			}
-			d.fail(recordError(idx, "kinesis.data", fmt.Sprintf("kinesis.data: array element %d is %s, not a byte value", k, kindOf(c)), nil))
+			d.fail(recordError(idx, "kinesis.data", fmt.Sprintf("kinesis.data: array element %d is %s, not a byte value", k, jsonscan.Kind(c)), nil))
 		}
 		switch {
 		case k < hi:
@@ -864,21 +802,16 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 			hi++
 		}
 		k++
-		i = d.ws(i)
-		if i >= len(b) {
-			return i, d.eof()
+		if i, more, err = jsonscan.ArrayNext(b, i); !more {
+			if err == nil {
+				r.dkind, r.span[fData], r.dhi = dataBin, span{uint32(off), uint32(off + k)}, uint32(hi)
+			}
+			return i, err
 		}
-		switch b[i] {
-		case ',':
-			i = d.ws(i + 1)
-			continue
-		case ']':
-			r.dkind, r.span[fData], r.dhi = dataBin, span{uint32(off), uint32(off + k)}, uint32(hi)
-			return i + 1, nil
-		}
-		return i, &SyntaxError{Offset: i, Msg: "expected ',' or ']' after array element"}
 	}
 }
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // grow returns b with room for n more bytes, at least doubling its capacity
 // when it must reallocate, so that the total allocated stays within twice
@@ -914,11 +847,11 @@ func (d *decoder) timestamp(i int, r *wrec, idx int) (int, error) {
 	b := d.buf
 	switch c := b[i]; {
 	case c == '-' || isDigit(c):
-		end, err := d.scanNumber(i)
+		end, err := jsonscan.Number(b, i)
 		if err != nil {
 			return end, err
 		}
-		f, ok := parseFloat(b[i:end])
+		f, ok := jsonscan.ParseFloat(b[i:end])
 		if !ok {
 			const field = "kinesis.approximateArrivalTimestamp"
 			d.fail(recordError(idx, field, field+": number "+clip(b[i:end])+" is out of range", nil))
@@ -928,7 +861,7 @@ func (d *decoder) timestamp(i int, r *wrec, idx int) (int, error) {
 	case c == 'n':
 		// events.SecondsEpochTime turns null into 0 seconds.
 		r.ts, r.hasTS = 0, true
-		return d.literal(i, "null")
+		return jsonscan.Literal(b, i, "null")
 	}
 	return d.mismatch(i, 4, idx, "kinesis.approximateArrivalTimestamp", "a number")
 }
@@ -958,7 +891,6 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 
 	// Strings: eventID, then the sequence number unless it is eventID's
 	// tail, then the rest unless equal to the previous record's.
-	before := d.strTotal
 	id := d.field(r, fEventID)
 	d.strTotal += len(id)
 	if n := len(id) - len(seq); n > 0 && id[n-1] == ':' && bytes.Equal(id[n:], seq) {
@@ -978,7 +910,6 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		}
 		d.strTotal += len(v)
 	}
-	r.strn = uint32(d.strTotal - before)
 }
 
 // dataBound is the most bytes r's decoded data can take.

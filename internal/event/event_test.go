@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 )
 
 // validFixtures are the fixtures under testdata/ that both decoders accept.
@@ -325,14 +327,14 @@ func TestDecodeKinesisNesting(t *testing.T) {
 	nested := func(n int) []byte {
 		return []byte(`{"Records":[{"kinesis":{"sequenceNumber":"1"}}],"x":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
 	}
-	checkAgainstReference(t, nested(maxDepth-1))
-	checkAgainstReference(t, []byte(`{"Records":[{"kinesis":{"sequenceNumber":"1","x":`+strings.Repeat(`{"a":`, maxDepth-4)+"1"+strings.Repeat("}", maxDepth-4)+`}}]}`))
-	_, err := DecodeKinesis(nested(maxDepth))
+	checkAgainstReference(t, nested(jsonscan.MaxDepth-1))
+	checkAgainstReference(t, []byte(`{"Records":[{"kinesis":{"sequenceNumber":"1","x":`+strings.Repeat(`{"a":`, jsonscan.MaxDepth-4)+"1"+strings.Repeat("}", jsonscan.MaxDepth-4)+`}}]}`))
+	_, err := DecodeKinesis(nested(jsonscan.MaxDepth))
 	var se *SyntaxError
 	if !errors.As(err, &se) || se.Msg != "nesting depth exceeds 10000" {
 		t.Errorf("depth 10001: err = %v, want nesting depth SyntaxError", err)
 	}
-	if err := json.Unmarshal(nested(maxDepth), new(events.KinesisEvent)); err == nil {
+	if err := json.Unmarshal(nested(jsonscan.MaxDepth), new(events.KinesisEvent)); err == nil {
 		t.Error("encoding/json accepts depth 10001; the limits no longer agree")
 	}
 }
@@ -411,7 +413,7 @@ func TestDecodeKinesisErrors(t *testing.T) {
 			syntax: &SyntaxError{21, "invalid literal, expected null"}},
 		{name: "non-string key", in: `{"Records":[],1:2}`, want: "event: invalid JSON at offset 14: expected string after ',' in object",
 			syntax: &SyntaxError{14, "expected string after ',' in object"}},
-		{name: "too deep", in: strings.Repeat("[", maxDepth+1), want: "event: invalid JSON at offset 10000: nesting depth exceeds 10000",
+		{name: "too deep", in: strings.Repeat("[", jsonscan.MaxDepth+1), want: "event: invalid JSON at offset 10000: nesting depth exceeds 10000",
 			syntax: &SyntaxError{10000, "nesting depth exceeds 10000"}},
 		{name: "syntax error wins over record error", in: `{"Records":[{"kinesis":{}}],"x":tru}`, want: "event: invalid JSON at offset 35: invalid literal, expected true",
 			syntax: &SyntaxError{35, "invalid literal, expected true"}},
@@ -548,9 +550,9 @@ func hostileInputs() map[string][]byte {
 	rep := func(s string, k int) string { return strings.Repeat(s, k) }
 	list := func(elem string, k int) string { return strings.TrimSuffix(rep(elem+",", k), ",") }
 	return map[string][]byte{
-		"deep arrays":             []byte(`{"Records":[],"x":` + rep("[", maxDepth-1) + rep("]", maxDepth-1) + `}`),
-		"too deep":                []byte(rep("[", 3*maxDepth)),
-		"deep objects unclosed":   []byte(`{"Records":[` + rep(`{"a":`, 3*maxDepth)),
+		"deep arrays":             []byte(`{"Records":[],"x":` + rep("[", jsonscan.MaxDepth-1) + rep("]", jsonscan.MaxDepth-1) + `}`),
+		"too deep":                []byte(rep("[", 3*jsonscan.MaxDepth)),
+		"deep objects unclosed":   []byte(`{"Records":[` + rep(`{"a":`, 3*jsonscan.MaxDepth)),
 		"empty records":           []byte(`{"Records":[` + list(`{}`, n) + `]}`),
 		"null records":            []byte(`{"Records":[` + list(`null`, n) + `]}`),
 		"minimal records":         []byte(`{"Records":[` + list(`{"kinesis":{"sequenceNumber":"1"}}`, n) + `]}`),

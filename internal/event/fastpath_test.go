@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 )
 
 // checkExactKeys checks the key fast paths (exactRecordKey,
@@ -46,7 +48,7 @@ func checkExactKeys(t *testing.T, in []byte) {
 
 // checkScanRepeated scans the strings at the given offsets of in, in order,
 // with scanRepeated (whose memory of the last value is the fast path) and
-// with scanString, which it shortcuts: both must agree on every one.
+// with jsonscan.String, which it shortcuts: both must agree on every one.
 func checkScanRepeated(t *testing.T, in []byte, offs []int, key int) {
 	t.Helper()
 	fast := decoder{buf: in}
@@ -54,11 +56,10 @@ func checkScanRepeated(t *testing.T, in []byte, offs []int, key int) {
 		if i >= len(in) || in[i] != '"' {
 			continue
 		}
-		slow := decoder{buf: in}
-		se, sf, serr := slow.scanString(i)
+		se, sf, serr := jsonscan.String(in, i)
 		fe, ff, ferr := fast.scanRepeated(i, key)
 		if se != fe || sf != ff || (serr == nil) != (ferr == nil) {
-			t.Fatalf("string at %d of %q: scanRepeated (%d, %d, %v), scanString (%d, %d, %v)", i, in, fe, ff, ferr, se, sf, serr)
+			t.Fatalf("string at %d of %q: scanRepeated (%d, %d, %v), jsonscan.String (%d, %d, %v)", i, in, fe, ff, ferr, se, sf, serr)
 		}
 	}
 }
@@ -86,10 +87,10 @@ func TestExactKeysMatchSlowPath(t *testing.T) {
 	}
 }
 
-// TestScanRepeatedMatchesScanString runs checkScanRepeated on runs of
+// TestScanRepeatedMatchesString runs checkScanRepeated on runs of
 // strings that repeat, differ in one byte, grow, shrink, end early, or
 // hold escapes, control characters and non-ASCII bytes.
-func TestScanRepeatedMatchesScanString(t *testing.T) {
+func TestScanRepeatedMatchesString(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	alphabet := []string{"a", "b", ":", "/", `\"`, `\\`, `\u00e9`, "\xff", "é", "\x01", `"`, `\`, " "}
 	for range 5000 {

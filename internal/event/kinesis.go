@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/internal/base64"
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 	"github.com/shardsettle/lambdaadapter/internal/kpl"
 )
 
@@ -70,7 +70,8 @@ type Kinesis struct {
 // *RecordError for a non-Kinesis record also matches it.
 var ErrNotKinesis = errors.New("event: not a Kinesis event")
 
-// SyntaxError reports malformed JSON.
+// SyntaxError reports malformed JSON. It has the fields of the shared
+// scanner's jsonscan.SyntaxError, which DecodeKinesis converts it from.
 type SyntaxError struct {
 	// Offset is the byte offset in the payload where the problem was
 	// found; it equals the payload length when the input ended early.
@@ -141,19 +142,21 @@ const maxPayload = math.MaxInt32
 // precedence over the semantic errors. A *RecordError always names the
 // first bad record in the Records array.
 //
-// The strings of all records share one allocation (two for a payload
-// decoded in halves) holding only the bytes they need, and all Data slices
-// share one arena; DecodeKinesis neither retains nor modifies payload. The
-// number of allocations per call does not depend on the number of records,
-// except that strings containing escape sequences need buffer space of
-// their own.
+// The strings of all records share one allocation holding only the bytes
+// they need, and all Data slices share one arena; DecodeKinesis neither
+// retains nor modifies payload. The number of allocations per call does not
+// depend on the number of records, except that strings containing escape
+// sequences need buffer space of their own.
 //
-// A payload of 256 KiB or more is decoded by two goroutines when
-// GOMAXPROCS allows (a Lambda function with more than one vCPU): the second
-// parses from a record boundary guessed near the middle, and the guess is
-// checked against the first one's parse, so the result is always the
-// sequential decoder's (see parallel.go). Both have ended when DecodeKinesis
-// returns.
+// DecodeKinesis runs on the caller's goroutine alone. A decoding of
+// payloads from 256 KiB by two goroutines (a helper parsing from a record
+// boundary near the middle) was measured and removed
+// (benchmarks/parallel-decode-2026-12-05.txt): with GOMAXPROCS=2 it took
+// 13% (7 MB) to 31% (1.2 MB) more CPU time in all, and a Lambda function
+// below 1,769 MB, which gets less than one vCPU's worth of time, still sees
+// two vCPUs and runs with GOMAXPROCS=2, so it paid that CPU time in wall
+// time. Only with two whole CPUs did it save wall time: 28% of the decoding
+// of a 7 MB payload, nothing at 1.2 MB.
 //
 // DecodeKinesis is safe for concurrent use. Payloads larger than 2 GiB are
 // rejected.
@@ -195,28 +198,14 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
-	split := -1
-	if len(payload) >= parallelMin && runtime.GOMAXPROCS(0) > 1 {
-		split = splitPoint(payload)
-	}
-	return decode(payload, split, split >= 0, buf)
-}
-
-// decode is DecodeKinesisWith with a helper parsing from offset split
-// (none when split is not inside payload) and, when halves is set, the
-// result built in two halves (see parallel.go).
-func decode(payload []byte, split int, halves bool, buf *Buffers) (*Kinesis, error) {
-	d := decoder{buf: payload, out: buf}
-	if split > 0 && split < len(payload) {
-		d.startAhead(split)
-	} else {
-		d.recs = getRecs(estimateRecords(payload))
-	}
+	d := decoder{buf: payload, out: buf, recs: getRecs(estimateRecords(payload))}
 	err := d.parse()
-	d.abandon() // when the parse never reached the helper's start
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		err = (*SyntaxError)(se) // the same fields, with this package's message
+	}
 	var k *Kinesis
 	if err == nil {
-		k, err = d.finish(halves)
+		k, err = d.finish()
 	}
 	putRecs(d.recs)
 	return k, err
@@ -269,7 +258,7 @@ func estimateRecords(p []byte) int {
 
 // finish turns the working records into the result, or reports the first
 // semantic error.
-func (d *decoder) finish(halves bool) (*Kinesis, error) {
+func (d *decoder) finish() (*Kinesis, error) {
 	if d.semErr != nil {
 		// Records completed before the error precede it in the payload;
 		// report a bad base64 value among them first.
@@ -311,76 +300,20 @@ func (d *decoder) finish(halves bool) (*Kinesis, error) {
 			b.arena = arena[:0]
 		}
 	}
-	if !halves || len(recs) < 2 {
-		var sb strings.Builder
-		sb.Grow(d.strTotal)
-		agg, err := d.fill(out, recs, 0, arena, &sb)
-		if err != nil {
-			return nil, err
-		}
-		return &Kinesis{Records: out, MaybeAggregates: agg}, nil
-	}
-	// A helper builds the second half, into the rest of the arena and a
-	// string buffer of its own.
-	k := len(recs) / 2
-	dataK, strK := 0, 0
-	for i := range recs[:k] {
-		dataK += dataBound(&recs[i])
-		strK += int(recs[i].strn)
-	}
-	var (
-		wg sync.WaitGroup
-		// The second half's result, one variable (the goroutine's
-		// closure captures it: one allocation).
-		second struct {
-			agg bool
-			err error
-		}
-		later = recs[k:]
-	)
-	// The helper gets a decoder of its own holding what fill reads, so
-	// that d itself stays on the caller's stack.
-	buf, esc, bin, strLater := d.buf, d.esc, d.bin, d.strTotal-strK+d.dupBytes(&later[0])
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		hd := decoder{buf: buf, esc: esc, bin: bin}
-		var sb strings.Builder
-		sb.Grow(strLater)
-		second.agg, second.err = hd.fill(out[k:], later, k, arena[dataK:], &sb)
-	}()
 	var sb strings.Builder
-	sb.Grow(strK)
-	agg, err := d.fill(out[:k], recs[:k], 0, arena[:dataK], &sb)
-	wg.Wait()
-	if err == nil {
-		err = second.err
-	}
+	sb.Grow(d.strTotal)
+	agg, err := d.fill(out, recs, arena, &sb)
 	if err != nil {
 		return nil, err
 	}
-	return &Kinesis{Records: out, MaybeAggregates: agg || second.agg}, nil
+	return &Kinesis{Records: out, MaybeAggregates: agg}, nil
 }
 
-// dupBytes is the number of bytes of r's strings that equal the previous
-// record's, which it shares unless it is the first record its goroutine
-// builds.
-func (d *decoder) dupBytes(r *wrec) int {
-	n := 0
-	for _, f := range [...]int{fPartitionKey, fEventSourceARN, fAWSRegion, fEventSource} {
-		if r.dup&(1<<f) != 0 {
-			n += len(d.field(r, f))
-		}
-	}
-	return n
-}
-
-// fill sets every field of out[i] from recs[i], the records from index base on: their
-// data into arena, which holds at least their dataBound, their strings into
-// sb, grown to hold them. The first record takes its strings from its own
-// fields even where it repeats the previous record's (built elsewhere). It
-// reports whether the data of one of them starts with the KPL magic.
-func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte, sb *strings.Builder) (agg bool, err error) {
+// fill sets every field of out[i] from recs[i]: their data into arena,
+// which holds at least their dataBound, their strings into sb, grown to
+// hold them. It reports whether the data of one of them starts with the
+// KPL magic.
+func (d *decoder) fill(out []KinesisRecord, recs []wrec, arena []byte, sb *strings.Builder) (agg bool, err error) {
 	off := 0
 	for i := range recs {
 		r, o := &recs[i], &out[i]
@@ -388,7 +321,7 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 		case dataB64:
 			n, err := base64.Decode(arena[off:], d.field(r, fData))
 			if err != nil {
-				return false, base64Error(base+i, err)
+				return false, base64Error(i, err)
 			}
 			o.Data = arena[off : off+n : off+n]
 			off += n
@@ -406,12 +339,10 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, base int, arena []byte,
 		} else {
 			o.ArrivalTime = time.Time{}
 		}
-		dup := r.dup
+		dup := r.dup // bits other than fSequenceNumber's refer to the previous record, so never set on the first
 		var p *KinesisRecord
 		if i > 0 {
 			p = &out[i-1]
-		} else {
-			dup &= 1 << fSequenceNumber // the only bit that does not refer to the previous record
 		}
 		o.EventID = d.str(sb, r, fEventID)
 		if p != nil && len(o.EventID) > len(p.ShardID) && o.EventID[len(p.ShardID)] == ':' && strings.HasPrefix(o.EventID, p.ShardID) {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 	"github.com/shardsettle/lambdaadapter/internal/base64"
+	"github.com/shardsettle/lambdaadapter/internal/jsonscan"
 )
 
 // Decode decodes body, the JSON of a 200 GetRecords answer, into what the
@@ -101,10 +102,30 @@ const (
 	hasMillis
 )
 
+// The decoder reads the JSON with jsonscan, which accepts a subset of what
+// the SDK's JSON parser accepts (smithy-go's
+// transport/http/protocol/internal/json). Every method below returns the
+// index just past what it read, or -1 when the input is not of that form
+// (the caller then falls back to the SDK, which reports the error).
+
+// maxDepth bounds the nesting of skipped values; deeper input falls back to
+// the SDK (whose own limit is 10,000).
+const maxDepth = 256
+
+// skip validates the value at i, nested level containers deep, and returns
+// the index just past it, or -1.
+func skip(b []byte, i, level int) int {
+	end, err := jsonscan.Skip(b, i, level, maxDepth)
+	if err != nil {
+		return -1
+	}
+	return end
+}
+
 // top reads the body's object.
 func (d *decoder) top() bool {
 	b := d.b
-	i := ws(b, 0)
+	i := jsonscan.WS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
@@ -113,17 +134,17 @@ func (d *decoder) top() bool {
 		case "Records":
 			return d.recordList(i)
 		case "NextShardIterator":
-			if isNull(b, i) {
+			if jsonscan.IsNull(b, i) {
 				return i + 4
 			}
 			d.set |= hasNext
 			return d.string(i, &d.next)
 		case "MillisBehindLatest":
-			if isNull(b, i) {
+			if jsonscan.IsNull(b, i) {
 				return i + 4
 			}
-			end, integer := number(b, i)
-			if end < 0 || !integer || end-i > 18 {
+			end, err := jsonscan.Number(b, i)
+			if err != nil || bytes.IndexAny(b[i:end], ".eE") >= 0 || end-i > 18 { // not an integer of at most 18 bytes
 				return -1
 			}
 			n, err := strconv.ParseInt(string(b[i:end]), 10, 64)
@@ -138,7 +159,7 @@ func (d *decoder) top() bool {
 		}
 		return skip(b, i, 1)
 	})
-	return i >= 0 && ws(b, i) == len(b)
+	return i >= 0 && jsonscan.End(b, i) == nil
 }
 
 // object reads the object whose '{' is at i, calling member with each key's
@@ -147,42 +168,33 @@ func (d *decoder) top() bool {
 // must do the same.
 func (d *decoder) object(i int, member func(key []byte, i int) int) int {
 	b := d.b
-	i = ws(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return -1
-		}
-		end, escaped := str(b, i)
-		if end < 0 {
+	i, more, err := jsonscan.ObjectStart(b, i)
+	for more {
+		var end int
+		var flags uint8
+		if end, flags, err = jsonscan.String(b, i); err != nil {
 			return -1
 		}
 		key := b[i+1 : end-1]
-		if escaped { // rare: unquoted into esc, which is not given back
+		if flags&jsonscan.Escaped != 0 { // rare: unquoted into esc, which is not given back
 			k := len(d.esc)
-			d.esc = appendUnquoted(d.esc, key)
+			d.esc = jsonscan.AppendUnquoted(d.esc, key)
 			key = d.esc[k:]
 		}
-		if i = ws(b, end); i >= len(b) || b[i] != ':' {
+		if i, err = jsonscan.Colon(b, end); err != nil {
 			return -1
 		}
-		if i = member(key, ws(b, i+1)); i < 0 {
+		if i = member(key, i); i < 0 {
 			return -1
 		}
-		if i = ws(b, i); i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = ws(b, i+1)
-		case '}':
-			return i + 1
-		default:
+		if i, more, err = jsonscan.ObjectNext(b, i); err != nil {
 			return -1
 		}
 	}
+	if err != nil {
+		return -1
+	}
+	return i
 }
 
 // list reads the list whose '[' is at i, calling elem with the index of
@@ -192,26 +204,17 @@ func (d *decoder) list(i int, elem func(i int) int) int {
 	if i >= len(b) || b[i] != '[' {
 		return -1
 	}
-	i = ws(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1
-	}
-	for {
+	i, more := jsonscan.ArrayStart(b, i)
+	for more {
 		if i = elem(i); i < 0 {
 			return -1
 		}
-		if i = ws(b, i); i >= len(b) {
-			return -1
-		}
-		switch b[i] {
-		case ',':
-			i = ws(b, i+1)
-		case ']':
-			return i + 1
-		default:
+		var err error
+		if i, more, err = jsonscan.ArrayNext(b, i); err != nil {
 			return -1
 		}
 	}
+	return i
 }
 
 // string reads the string at i into sp.
@@ -220,16 +223,16 @@ func (d *decoder) string(i int, sp *span) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
-	end, escaped := str(b, i)
-	if end < 0 {
+	end, flags, err := jsonscan.String(b, i)
+	if err != nil {
 		return -1
 	}
-	if !escaped {
+	if flags&jsonscan.Escaped == 0 {
 		*sp = span{off: int32(i + 1), end: int32(end - 1)}
 		return end
 	}
 	off := len(d.esc)
-	d.esc = appendUnquoted(d.esc, b[i+1:end-1])
+	d.esc = jsonscan.AppendUnquoted(d.esc, b[i+1:end-1])
 	if len(d.esc) > math.MaxInt32 {
 		return -1
 	}
@@ -259,7 +262,7 @@ func (d *decoder) newString(i int, s *string) int {
 // member replaces an earlier one, and a null element is a zero Record.
 func (d *decoder) recordList(i int) int {
 	b := d.b
-	if isNull(b, i) {
+	if jsonscan.IsNull(b, i) {
 		return i + 4
 	}
 	if d.records {
@@ -270,7 +273,7 @@ func (d *decoder) recordList(i int) int {
 	d.records = true
 	return d.list(i, func(i int) int {
 		d.recs = append(d.recs, rec{})
-		if isNull(b, i) {
+		if jsonscan.IsNull(b, i) {
 			return i + 4
 		}
 		if i >= len(b) || b[i] != '{' {
@@ -284,7 +287,7 @@ func (d *decoder) recordList(i int) int {
 func (d *decoder) record(i int, r *rec) int {
 	b := d.b
 	return d.object(i, func(key []byte, i int) int {
-		if isNull(b, i) {
+		if jsonscan.IsNull(b, i) {
 			return i + 4 // the SDK skips null members
 		}
 		switch string(key) {
@@ -351,14 +354,14 @@ func (d *decoder) data(i int, r *rec) int {
 // shard), straight into SDK types.
 func (d *decoder) childShards(i int) int {
 	b := d.b
-	if isNull(b, i) {
+	if jsonscan.IsNull(b, i) {
 		return i + 4
 	}
 	d.children = make([]types.ChildShard, 0)
 	d.shards = true
 	return d.list(i, func(i int) int {
 		d.children = append(d.children, types.ChildShard{})
-		if isNull(b, i) {
+		if jsonscan.IsNull(b, i) {
 			return i + 4
 		}
 		if i >= len(b) || b[i] != '{' {
@@ -366,7 +369,7 @@ func (d *decoder) childShards(i int) int {
 		}
 		c := &d.children[len(d.children)-1]
 		return d.object(i, func(key []byte, i int) int {
-			if isNull(b, i) {
+			if jsonscan.IsNull(b, i) {
 				return i + 4
 			}
 			switch string(key) {
@@ -377,7 +380,7 @@ func (d *decoder) childShards(i int) int {
 				c.ParentShards = make([]string, 0)
 				return d.list(i, func(i int) int {
 					c.ParentShards = append(c.ParentShards, "")
-					if isNull(b, i) {
+					if jsonscan.IsNull(b, i) {
 						return i + 4
 					}
 					return d.newString(i, &c.ParentShards[len(c.ParentShards)-1])
@@ -389,7 +392,7 @@ func (d *decoder) childShards(i int) int {
 				h := &types.HashKeyRange{}
 				c.HashKeyRange = h
 				return d.object(i, func(key []byte, i int) int {
-					if isNull(b, i) {
+					if jsonscan.IsNull(b, i) {
 						return i + 4
 					}
 					switch string(key) {

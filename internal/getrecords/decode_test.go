@@ -240,17 +240,3 @@ func TestDecodeAllocs(t *testing.T) {
 		}
 	}
 }
-
-// TestParseFloat checks the fast path of timestamps against strconv.
-func TestParseFloat(t *testing.T) {
-	for _, s := range []string{"0", "1", "-1", "1796321909.664", "1.796321909664E9", "1.796321909664e+9", "179632190966400e-5",
-		"9007199254740993", "9007199254740993.5", "0.1", "0.30000000000000004", "123456789012345678901234567890", "1e22", "1e23",
-		"1e-22", "1e-23", "4.9e-324", "2.2250738585072014e-308", "1.7976931348623157e308", "0.000000000000000000000000001",
-		"1796321909.6640000000000000000001", "-0", "0e99999", "1e-99999"} {
-		want, wok := slowFloat([]byte(s))
-		got, ok := parseFloat([]byte(s))
-		if ok != wok || got != want {
-			t.Errorf("parseFloat(%s) = %v, %v; strconv: %v, %v", s, got, ok, want, wok)
-		}
-	}
-}
