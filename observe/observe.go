@@ -228,6 +228,11 @@ type Flusher interface {
 	Flush(ctx context.Context)
 }
 
+// Message is lambdaadapter.Message, the same type under the name the hooks
+// use (this package cannot import the root package, which imports it): a
+// delivered record, decoded.
+type Message = message.Message
+
 // TraceHook puts the handling of records in traces (observe/otel does it
 // with OpenTelemetry). StartInvocation is called when a Lambda invocation
 // starts, with its messages in order: the context it returns is the parent
@@ -240,7 +245,7 @@ type Flusher interface {
 // record's own headers, so a producer's traceparent travels on with them.
 // A batch handler's records are not traced one by one.
 type TraceHook interface {
-	StartInvocation(ctx context.Context, msgs []*message.Message) (context.Context, func(Invocation))
-	StartRecord(ctx context.Context, m *message.Message) (context.Context, func(Record))
+	StartInvocation(ctx context.Context, msgs []*Message) (context.Context, func(Invocation))
+	StartRecord(ctx context.Context, m *Message) (context.Context, func(Record))
 	Inject(ctx context.Context, h *envelope.Headers)
 }
