@@ -196,7 +196,7 @@ func (s *Session) callBatch(ctx context.Context, live []*Delivery, ms []*message
 		if p := recover(); p != nil {
 			err := fmt.Errorf("%w: %v", ErrPanic, p)
 			s.e.log.LogAttrs(s.ctx, slog.LevelError, "lambdaadapter: batch handler panicked; its records are treated as Retry",
-				slog.String(AttrMode, s.cfg.Mode.String()), slog.Int("records", len(ms)),
+				slog.String(AttrMode, string(s.cfg.Mode)), slog.Int("records", len(ms)),
 				slog.String(AttrShardID, live[0].Msg.ShardID), slog.String(AttrSequenceNumber, live[0].Msg.SequenceNumber),
 				slog.Any(AttrPanic, p), slog.String(AttrStack, string(debug.Stack())))
 			outs = make([]message.Outcome, len(ms))

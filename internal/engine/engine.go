@@ -200,7 +200,7 @@ func (e *Engine) logRecord(ctx context.Context, level slog.Level, mode Mode, msg
 		err = out.Err()
 	}
 	attrs := make([]slog.Attr, 0, 8+len(extra))
-	attrs = append(attrs, slog.String(AttrMode, mode.String()),
+	attrs = append(attrs, slog.String(AttrMode, string(mode)),
 		slog.String(AttrShardID, m.ShardID), slog.String(AttrSequenceNumber, m.SequenceNumber),
 		slog.String(AttrPartitionKey, m.PartitionKey), slog.Int(AttrAttempt, m.Attempt),
 		slog.String(AttrOutcome, out.String()))

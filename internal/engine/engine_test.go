@@ -989,7 +989,7 @@ func (l *lostAnswer) PutRecords(ctx context.Context, in *kinesis.PutRecordsInput
 // these duplicates from unexplained ones.
 func TestUnansweredWriteLogged(t *testing.T) {
 	for _, mode := range []engine.Mode{engine.ModeLambda, engine.ModeLongRunning} {
-		t.Run(mode.String(), func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w := copyingWorld(t)
 				la := &lostAnswer{Kinesis: w.k}

@@ -9,28 +9,22 @@ import (
 )
 
 // Mode is what the engine does with a record that stays unsettled, and how
-// it writes.
-type Mode uint8
+// it writes: the adapter's one mode type (observe.Mode, which the root
+// package names lambdaadapter.Mode), "lambda" or "ecs", as logs and hooks
+// show it.
+type Mode = observe.Mode
 
 const (
 	// ModeLambda: an unsettled record is given up on (the invocation reports
 	// it and Lambda delivers it again with every later record of its shard),
 	// so no later record of its shard is started, and writes go out in shard
 	// order.
-	ModeLambda Mode = iota + 1
+	ModeLambda = observe.ModeLambda
 	// ModeLongRunning: an unsettled record is delivered again in process
 	// after a backoff (Message.Attempt counted up), while later records of
 	// its partition key wait for it; writes are batched.
-	ModeLongRunning
+	ModeLongRunning = observe.ModeECS
 )
-
-// String returns "lambda" or "ecs", the mode's name in logs.
-func (m Mode) String() string {
-	if m == ModeLongRunning {
-		return "ecs"
-	}
-	return "lambda"
-}
 
 // policy is everything a session's mode decides, chosen once when the
 // session starts (policyOf): the code that handles records calls it and
