@@ -66,6 +66,11 @@ type wrec struct {
 	dkind uint8
 	hasTS bool
 	kin   bool // a kinesis object was seen
+	// orig, for the fields scanRepeated reads, is one more than the
+	// payload offset of the raw string (quotes included) the field's raw
+	// value equals: two records whose orig for a field is the same
+	// non-zero value hold equal values there. Zero: not known.
+	orig [nFields]uint32
 }
 
 // decoder holds the state of one DecodeKinesis call.
@@ -88,6 +93,13 @@ type decoder struct {
 	last      [nKeys]span
 	lastFlags [nKeys]uint8
 	out       *Buffers // where the result's memory may come from, or nil
+	// nextRec and nextKin predict the keys of record and kinesis objects:
+	// indexed by a key id (nKeys: the object's first key), they hold the
+	// id of the key that followed it last time, or keyUnknown. Records of
+	// an event have their keys in the same order, so the key predicted is
+	// tried first, with exactKey, which is what exactRecordKey or
+	// exactKinesisKey would do for it.
+	nextRec, nextKin [nKeys + 1]uint8
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -211,49 +223,53 @@ func kinesisKey(k []byte) int {
 }
 
 // keyPattern is a known key as it appears in a payload written without
-// whitespace, from its opening quote to the colon ("kinesis":), held as
-// the little-endian words exactKey compares: at offsets 0, 8, 16, … and a
-// last one ending with the pattern (for patterns shorter than 8 bytes, two
-// 4-byte words at 0 and n-4).
+// whitespace, from its opening quote to the colon ("kinesis":), held as the
+// little-endian words of a keyWindow-byte window starting at the quote and
+// masks selecting the pattern's bytes in them: the pattern, at most
+// keyWindow bytes long, matches when every masked word is equal, which
+// needs no loop or branch per word.
 type keyPattern struct {
 	n     int
-	words [4]uint64
+	words [keyWindow / 8]uint64
+	masks [keyWindow / 8]uint64
 }
+
+// keyWindow is the number of bytes keyPattern.match looks at: the longest
+// pattern, "approximateArrivalTimestamp":, is 30 bytes.
+const keyWindow = 32
 
 // match reports whether b starts with the pattern.
 func (p *keyPattern) match(b []byte) bool {
-	n := p.n
-	if len(b) < n {
+	if len(b) >= keyWindow {
+		w := b[:keyWindow:keyWindow]
+		return (binary.LittleEndian.Uint64(w)^p.words[0])&p.masks[0]|
+			(binary.LittleEndian.Uint64(w[8:])^p.words[1])&p.masks[1]|
+			(binary.LittleEndian.Uint64(w[16:])^p.words[2])&p.masks[2]|
+			(binary.LittleEndian.Uint64(w[24:])^p.words[3])&p.masks[3] == 0
+	}
+	// Near the end of the payload: byte by byte.
+	if len(b) < p.n {
 		return false
 	}
-	if n < 8 {
-		return binary.LittleEndian.Uint32(b) == uint32(p.words[0]) && binary.LittleEndian.Uint32(b[n-4:]) == uint32(p.words[1])
-	}
-	k := 0
-	for off := 0; off+8 < n; off += 8 {
-		if binary.LittleEndian.Uint64(b[off:]) != p.words[k] {
+	for k := 0; k < p.n; k++ {
+		if b[k] != byte(p.words[k>>3]>>(8*(k&7))) {
 			return false
 		}
-		k++
 	}
-	return binary.LittleEndian.Uint64(b[n-8:]) == p.words[k]
+	return true
 }
 
 // newKeyPattern returns the pattern of the key name.
 func newKeyPattern(name []byte) keyPattern {
 	pat := []byte(`"` + string(name) + `":`)
+	if len(pat) > keyWindow {
+		panic("event: key pattern " + string(pat) + " longer than keyWindow")
+	}
 	p := keyPattern{n: len(pat)}
-	if p.n < 8 {
-		p.words[0] = uint64(binary.LittleEndian.Uint32(pat))
-		p.words[1] = uint64(binary.LittleEndian.Uint32(pat[p.n-4:]))
-		return p
+	for k, c := range pat {
+		p.words[k>>3] |= uint64(c) << (8 * (k & 7))
+		p.masks[k>>3] |= 0xff << (8 * (k & 7))
 	}
-	k := 0
-	for off := 0; off+8 < p.n; off += 8 {
-		p.words[k] = binary.LittleEndian.Uint64(pat[off:])
-		k++
-	}
-	p.words[k] = binary.LittleEndian.Uint64(pat[p.n-8:])
 	return p
 }
 
@@ -517,15 +533,23 @@ func (d *decoder) record(i, idx int) (int, error) {
 	d.recs = append(d.recs, wrec{})
 	r := &d.recs[idx]
 	i, more, err := jsonscan.ObjectStart(b, i)
+	prev := nKeys // no key yet
 	for more {
-		k, j := d.exactRecordKey(i)
-		if k == keyUnknown {
-			var key []byte
-			if key, j, err = d.objKey(i); err != nil {
-				return j, err
-			}
-			k = recordKey(key)
+		k, j := keyUnknown, i
+		if p := d.nextRec[prev]; p != keyUnknown {
+			k, j = d.exactKey(i, int(p))
 		}
+		if k == keyUnknown {
+			if k, j = d.exactRecordKey(i); k == keyUnknown {
+				var key []byte
+				if key, j, err = d.objKey(i); err != nil {
+					return j, err
+				}
+				k = recordKey(key)
+			}
+			d.nextRec[prev] = uint8(k)
+		}
+		prev = k
 		i = j
 		switch k {
 		case keyKinesis:
@@ -566,15 +590,23 @@ func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
 	}
 	r.kin = true
 	i, more, err := jsonscan.ObjectStart(b, i)
+	prev := nKeys // no key yet
 	for more {
-		k, j := d.exactKinesisKey(i)
-		if k == keyUnknown {
-			var key []byte
-			if key, j, err = d.objKey(i); err != nil {
-				return j, err
-			}
-			k = kinesisKey(key)
+		k, j := keyUnknown, i
+		if p := d.nextKin[prev]; p != keyUnknown {
+			k, j = d.exactKey(i, int(p))
 		}
+		if k == keyUnknown {
+			if k, j = d.exactKinesisKey(i); k == keyUnknown {
+				var key []byte
+				if key, j, err = d.objKey(i); err != nil {
+					return j, err
+				}
+				k = kinesisKey(key)
+			}
+			d.nextKin[prev] = uint8(k)
+		}
+		prev = k
 		i = j
 		switch k {
 		case keyPartitionKey:
@@ -630,6 +662,9 @@ func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, erro
 			return end, err
 		}
 		d.setString(r, f, i+1, end-1, flags)
+		if key != keyUnknown {
+			r.orig[f] = d.last[key].off + 1 // scanRepeated saw the raw value there
+		}
 		return end, nil
 	case 'n':
 		return jsonscan.Literal(b, i, "null")
@@ -903,6 +938,10 @@ func (d *decoder) endRecord(r *wrec, idx int) {
 		prev = &d.recs[idx-1]
 	}
 	for _, f := range [...]int{fPartitionKey, fEventSourceARN, fAWSRegion, fEventSource} {
+		if prev != nil && r.orig[f] != 0 && r.orig[f] == prev.orig[f] {
+			r.dup |= 1 << f // the same raw string, so the same value
+			continue
+		}
 		v := d.field(r, f)
 		if prev != nil && bytes.Equal(v, d.field(prev, f)) {
 			r.dup |= 1 << f
