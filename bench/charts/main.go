@@ -32,9 +32,9 @@ import (
 const (
 	// invokeFile is the newest complete BenchmarkInvoke run with the
 	// default path and WithRecycledMessages side by side (2026-12-05
-	// 22:31, 00c1d11, `go test -run '^$' -bench 'BenchmarkInvoke$'
+	// 23:12, f03311f, `go test -run '^$' -bench 'BenchmarkInvoke$'
 	// -benchmem -count=8 .`).
-	invokeFile = "invoke-final-2026-12-05.txt"
+	invokeFile = "invoke-final-2026-12-05b.txt"
 	// invokeFloorFile is the newest run with BenchmarkInvokeFloor, which
 	// invokeFile's run left out (2026-12-04, e9a2dfe). The floor, one pass
 	// over the invocation's bytes plus base64 decoding, has not changed
