@@ -39,11 +39,7 @@ func NewFunction(h Handler, opts ...FunctionOption) (*Function, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
 	}
-	all := make([]Option, len(opts))
-	for i, o := range opts {
-		all[i] = o
-	}
-	return newFunction(h, all)
+	return newFunction(h, options(opts))
 }
 
 // newFunction builds a Function from options of any kind (Handle passes

@@ -163,9 +163,10 @@ func fromProcess(h Handler, args []string, getenv func(string) string, opts []Op
 	}
 	all = append(all, opts...)
 	mode := modeOf(all)
+	all = forMode(mode, all)
 	defaults := []Option{WithLogLevel(slog.LevelWarn)}
 	var c config
-	c.apply(forMode(mode, all))
+	c.apply(all)
 	if c.aws == nil {
 		awsCfg, err := awsconfig.LoadDefaultConfig(context.Background())
 		if err != nil {
@@ -180,9 +181,9 @@ func fromProcess(h Handler, args []string, getenv func(string) string, opts []Op
 			task = path.Base(uri) // on ECS: the task's container id
 		}
 		defaults = append(defaults, WithOwnerID(lease.NewOwnerID(host, task)))
-		s, err := newService(h, nil, forMode(mode, append(defaults, all...)))
+		s, err := newService(h, nil, append(defaults, all...))
 		return nil, s, err
 	}
-	f, err := newFunction(h, forMode(mode, append(defaults, all...)))
+	f, err := newFunction(h, append(defaults, all...))
 	return f, nil, err
 }

@@ -109,6 +109,15 @@ type config struct {
 	errs            []error
 }
 
+// options returns a door's typed options as Options.
+func options[O Option](opts []O) []Option {
+	all := make([]Option, len(opts))
+	for i, o := range opts {
+		all[i] = o
+	}
+	return all
+}
+
 // apply applies opts in order.
 func (c *config) apply(opts []Option) {
 	for _, o := range opts {

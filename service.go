@@ -41,7 +41,7 @@ func NewService(h Handler, opts ...ServiceOption) (*Service, error) {
 	if h == nil {
 		panic("lambdaadapter: nil handler")
 	}
-	return newService(h, nil, serviceOptions(opts))
+	return newService(h, nil, options(opts))
 }
 
 // NewBatchService returns a Service that hands records to bh in batches
@@ -50,15 +50,7 @@ func NewBatchService(bh BatchHandler, opts ...ServiceOption) (*Service, error) {
 	if bh == nil {
 		panic("lambdaadapter: nil batch handler")
 	}
-	return newService(nil, bh, serviceOptions(opts))
-}
-
-func serviceOptions(opts []ServiceOption) []Option {
-	all := make([]Option, len(opts))
-	for i, o := range opts {
-		all[i] = o
-	}
-	return all
+	return newService(nil, bh, options(opts))
 }
 
 // newService builds a Service from options of any kind (Handle passes what

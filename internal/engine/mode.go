@@ -31,8 +31,6 @@ const (
 // never looks at the mode. Its funcs take the session as their first
 // argument; most are methods of Session.
 type policy struct {
-	// observe is the mode's name in the hooks' events.
-	observe observe.Mode
 	// keepKeys and parking configure the key scheduler (see schedConfig):
 	// Lambda mode keeps the key queues of its invocation; long-running
 	// mode forgets empty ones and parks records for a retry.
@@ -65,7 +63,6 @@ type policy struct {
 // its key wait for that delivery; writes go out in shard order. The lanes
 // start with the first records and watch the cut-off themselves.
 var lambdaPolicy = policy{
-	observe:       observe.ModeLambda,
 	keepKeys:      true,
 	orderedWrites: true,
 	laneSettles:   true,
@@ -83,7 +80,6 @@ var lambdaPolicy = policy{
 // batched. The lanes and the retry timer run from the start; a
 // cancellation wakes the waiting lanes and Submits so that they end.
 var longRunningPolicy = policy{
-	observe: observe.ModeECS,
 	parking: true,
 	start:   (*Session).startLongRunning,
 	submit:  (*Session).submitLongRunning,

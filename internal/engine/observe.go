@@ -37,7 +37,7 @@ func (s *Session) observeRecord(d *Delivery, out message.Outcome, action observe
 	}
 	m := d.msg()
 	r := observe.Record{
-		Mode: s.pol.observe, Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
+		Mode: s.cfg.Mode, Stream: m.StreamARN, ShardID: m.ShardID, SequenceNumber: m.SequenceNumber,
 		SubSequenceNumber: m.SubSequenceNumber, Aggregated: m.Aggregated, PartitionKey: m.PartitionKey,
 		Outcome: out.Kind().String(), Action: action, Attempt: m.Attempt, Handled: handled, Err: out.Err(),
 	}

@@ -312,7 +312,7 @@ func (d *Delivery) Reply(ctx context.Context, m *message.Message, r message.Repl
 		t.Inject(ctx, &r.Headers)
 	}
 	err := d.sess.e.putReply(ctx, m, r)
-	d.sess.e.cfg.Hooks.Write(observe.Write{Mode: d.sess.pol.observe, Kind: observe.WriteReply, Stream: m.StreamARN,
+	d.sess.e.cfg.Hooks.Write(observe.Write{Mode: d.sess.cfg.Mode, Kind: observe.WriteReply, Stream: m.StreamARN,
 		ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	if err != nil && d.replyErr == nil {
 		d.replyErr = err

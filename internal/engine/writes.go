@@ -649,7 +649,7 @@ func (w *writer) finish(wr *write, err error, unanswered bool) {
 		}
 	}
 	if !errors.Is(err, errStale) {
-		s.e.cfg.Hooks.Write(observe.Write{Mode: s.pol.observe, Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
+		s.e.cfg.Hooks.Write(observe.Write{Mode: s.cfg.Mode, Kind: writeKindOf(wr.dec.Action), Stream: m.StreamARN,
 			ShardID: m.ShardID, SequenceNumber: m.SequenceNumber, Err: err})
 	}
 	again := false
