@@ -50,6 +50,8 @@ import (
 //	LAMBDAADAPTER_RETRY_BACKOFF         WithRetryBackoff: base       ecs
 //	LAMBDAADAPTER_MAX_RETRY_BACKOFF     WithRetryBackoff: max        ecs
 //	LAMBDAADAPTER_EFO_CONSUMER          WithEnhancedFanOut           ecs
+//	LAMBDAADAPTER_BALANCE               WithBalanceByCount (count);  ecs
+//	                                    load, the default
 //
 // Durations are Go durations (500ms, 10s, 2m).
 func environment(getenv func(string) string) ([]Option, error) {
@@ -158,6 +160,13 @@ func environment(getenv func(string) string) ([]Option, error) {
 	dur("LAMBDAADAPTER_LIST_INTERVAL", &ecsOnly, opt(WithListInterval))
 	num("LAMBDAADAPTER_GETRECORDS_LIMIT", 1, 10000, &ecsOnly, opt(WithGetRecordsLimit))
 	str("LAMBDAADAPTER_EFO_CONSUMER", opt(WithEnhancedFanOut), &ecsOnly)
+	switch v := getenv("LAMBDAADAPTER_BALANCE"); v {
+	case "", "load":
+	case "count":
+		ecsOnly = append(ecsOnly, WithBalanceByCount())
+	default:
+		bad("LAMBDAADAPTER_BALANCE", v, "load or count")
+	}
 	base, baseSet := durOf("LAMBDAADAPTER_RETRY_BACKOFF")
 	maxBackoff, maxSet := durOf("LAMBDAADAPTER_MAX_RETRY_BACKOFF")
 	if baseSet || maxSet {

@@ -105,6 +105,7 @@ type ecsConfig struct {
 	metricsInterval    time.Duration
 	shutdownTimeout    time.Duration
 	listInterval       time.Duration
+	byCount            bool
 	batchSize          int
 	retryBackoff       time.Duration
 	maxRetryBackoff    time.Duration
@@ -193,6 +194,15 @@ func WithListInterval(d time.Duration) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.listInterval = d })
 }
 
+// WithBalanceByCount shares the leases so that every instance holds as many
+// as the others (at most ceil(shards / instances)), whatever each shard
+// carries. The default evens out the instances' CPU load instead, from the
+// load each one publishes in the lease table: a hot shard counts for more
+// than an idle one (docs/long-running.md, "Balance").
+func WithBalanceByCount() ServiceOption {
+	return serviceOpt(func(c *config) { c.ecs.byCount = true })
+}
+
 // WithBatchSize sets the largest batch a BatchHandler gets (default 100, at
 // most 10,000); a batch closes at that size or 50 ms after its first record.
 func WithBatchSize(n int) ServiceOption {
@@ -263,8 +273,16 @@ func (c *config) consumerConfig(e *engine.Engine) (consumer.Config, error) {
 		LeaseDuration: x.leaseDuration, ListInterval: x.listInterval, CheckpointInterval: x.checkpointInterval,
 		MetricsInterval: x.metricsInterval,
 		ShutdownTimeout: x.shutdownTimeout, RetryBackoff: x.retryBackoff, MaxRetryBackoff: x.maxRetryBackoff,
-		DelayReceiver: receiver, EnhancedFanOut: x.fanOut,
+		DelayReceiver: receiver, EnhancedFanOut: x.fanOut, Assignment: assignment(x.byCount),
 	}, nil
+}
+
+// assignment is the consumer's assignment for WithBalanceByCount.
+func assignment(byCount bool) consumer.Assignment {
+	if byCount {
+		return consumer.AssignByCount
+	}
+	return consumer.AssignByLoad
 }
 
 // Run reads the stream until ctx is cancelled, then stops gracefully: it

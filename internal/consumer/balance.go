@@ -17,14 +17,15 @@ import (
 // heartbeat bumps this worker's row in the lease table, so other workers
 // count it when they balance.
 func (c *Consumer) heartbeat(ctx context.Context) error {
+	load := c.meter.measure(time.Now(), c.heldShards())
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner)
+	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner, load)
 	if err != nil {
 		w = lease.Worker{}
 	}
 	c.mu.Lock()
-	c.self = w
+	c.self, c.lastLoad = w, load
 	c.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: heartbeat failed; will retry", slog.String(attrError, err.Error()))
@@ -67,6 +68,7 @@ func (c *Consumer) unregister() {
 // failed that way.
 func (c *Consumer) renew(ctx context.Context) bool {
 	_ = c.heartbeat(ctx)
+	c.renewLeadership(ctx)
 	var nfailed atomic.Int32
 	_ = concurrently(c.heldShards(), func(s *shard) error {
 		l, err := s.renew(ctx)
@@ -94,8 +96,23 @@ func (c *Consumer) handOver(ctx context.Context, s *shard, to string) {
 	s.stopGracefully(stopRequest{reason: stopHandedOver, to: to})
 }
 
-// balance reads the stream's rows and balances on them.
+// balance is one balancing round: it reads the leader row to learn its
+// role (lead.go), then follows the leader, or reads the stream's rows and
+// leads or balances for itself.
 func (c *Consumer) balance(ctx context.Context) {
+	r := c.roleFor(ctx)
+	c.mu.Lock()
+	c.leader.role = r
+	c.mu.Unlock()
+	if r == roleFollowing {
+		c.follow(ctx)
+		return
+	}
+	c.selfBalance(ctx)
+}
+
+// selfBalance reads the stream's rows and balances on them (balanceWith).
+func (c *Consumer) selfBalance(ctx context.Context) {
 	sctx, cancel := c.storeContext(ctx)
 	snap, err := c.cfg.Store.Snapshot(sctx, c.cfg.Stream)
 	cancel()
@@ -108,17 +125,42 @@ func (c *Consumer) balance(ctx context.Context) {
 	c.balanceWith(ctx, snap)
 }
 
-// balanceWith balances on the stream's rows as just read: it plans
-// (planBalance, a pure function of what it read) and carries the plan out.
+// balanceWith balances on the stream's rows as just read, in the role of
+// the last round: the leader plans for all (lead); a worker in the self
+// role plans for itself (planBalance, a pure function of what it read) and
+// carries the plan out; a follower has nothing to do with them.
 func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 	c.mu.Lock()
-	if c.stopped || c.listed == nil {
-		c.mu.Unlock()
+	r := c.leader.role
+	if r == roleLeading && !c.leading() {
+		r = roleSelf
+	}
+	c.mu.Unlock()
+	switch r {
+	case roleFollowing:
 		return
+	case roleLeading:
+		c.lead(ctx, snap)
+		return
+	}
+	c.mu.Lock()
+	in, held, ok := c.planInput(snap)
+	c.mu.Unlock()
+	if ok {
+		c.act(ctx, planBalance(in), held, in.view)
+	}
+}
+
+// planInput is what planning needs of the stream's rows as just read and
+// of this worker's shards, with the tracker fed those rows; ok is false
+// when the worker stops or has not listed the shards yet. c.mu is held.
+func (c *Consumer) planInput(snap lease.Snapshot) (in planInput, held map[string]*shard, ok bool) {
+	if c.stopped || c.listed == nil {
+		return planInput{}, nil, false
 	}
 	c.tracker.Observe(snap.Leases)
 	c.tracker.ObserveWorkers(snap.Workers)
-	in := planInput{me: c.cfg.Owner, snap: snap, held: make(map[string]bool, len(c.shards)), expired: map[string]bool{}, dead: map[string]bool{},
+	in = planInput{me: c.cfg.Owner, snap: snap, held: make(map[string]bool, len(c.shards)), expired: map[string]bool{}, dead: map[string]bool{},
 		view: view{listed: c.listed, maxListed: c.maxListed, byID: make(map[string]lease.Lease, len(snap.Leases))}}
 	for _, l := range snap.Leases {
 		in.view.byID[l.Key.ShardID] = l
@@ -131,13 +173,12 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 			in.dead[w.Owner] = true
 		}
 	}
-	held := make(map[string]*shard, len(c.shards))
+	held = make(map[string]*shard, len(c.shards))
 	for id, s := range c.shards {
 		in.held[id] = true
 		held[id] = s
 	}
-	c.mu.Unlock()
-	c.act(ctx, planBalance(in), held, in.view)
+	return in, held, true
 }
 
 // act carries out the plan p, made with the shards held and the view v.

@@ -137,7 +137,38 @@ type Config struct {
 	// stream's ARN must be known: StreamARN, or a client with
 	// DescribeStreamSummary. Empty (the default): GetRecords.
 	EnhancedFanOut string
+	// Assignment is what balancing evens out between the workers when one
+	// of them plans for all (see lead.go): their load (AssignByLoad, the
+	// default) or their lease counts (AssignByCount).
+	Assignment Assignment
+	// MaxMoves bounds the planned hand-overs of live leases per balancing
+	// round (default DefaultMaxMoves); taking free and expired leases is
+	// not bounded.
+	MaxMoves int
+	// CPUTime returns the CPU time this worker used so far, for the load
+	// it publishes; nil: the process's (getrusage; unknown where that does
+	// not exist). CPUs is the capacity it is measured against (default
+	// GOMAXPROCS, which follows the container's CPU limit). The scale
+	// simulation sets both, one simulated worker per goroutine.
+	CPUTime func() time.Duration
+	CPUs    float64
 }
+
+// Assignment is what the leader's plan evens out between the workers.
+type Assignment uint8
+
+const (
+	// AssignByLoad evens out CPU utilization, from the load each worker
+	// publishes: its CPU and each held shard's records and bytes per
+	// second.
+	AssignByLoad Assignment = iota
+	// AssignByCount evens out lease counts: every lease costs the same,
+	// each worker holds ceil(leases / workers) at most.
+	AssignByCount
+)
+
+// DefaultMaxMoves is the default of Config.MaxMoves.
+const DefaultMaxMoves = 8
 
 func (c *Config) defaults() error {
 	switch {
@@ -179,6 +210,9 @@ func (c *Config) defaults() error {
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.MaxMoves <= 0 {
+		c.MaxMoves = DefaultMaxMoves
 	}
 	if c.ListInterval == 0 {
 		c.ListInterval = DefaultListInterval

@@ -65,6 +65,13 @@ type Consumer struct {
 	// unregister need not read the table; zero (unknown) after a heartbeat
 	// failed, which may have been applied all the same.
 	self lease.Worker
+	// meter measures the load each heartbeat publishes (used by one
+	// heartbeat at a time); lastLoad is the last it measured.
+	meter    *loadMeter
+	lastLoad *lease.Load
+	// leader is this worker's part in leading the stream's balancing
+	// (lead.go).
+	leader leadership
 	// ended is kicked when a shard ended or disappeared: Run then lists the
 	// shards and balances at once, so its children start without waiting
 	// for the next listing or balancing.
@@ -103,6 +110,7 @@ func New(cfg Config) (*Consumer, error) {
 		shutdown: make(chan struct{}),
 		leaving:  make(chan struct{}),
 		ran:      make(chan struct{}),
+		meter:    newLoadMeter(cfg),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
 	}, nil
@@ -238,6 +246,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	c.stopSession(stopDispatch)
 	// After the last heartbeat: a heartbeat in flight cannot bring the
 	// worker row back.
+	c.resign()
 	c.unregister()
 	stopReporting()
 	c.group.Wait()
@@ -265,6 +274,9 @@ func (c *Consumer) loop(ctx context.Context) {
 		case <-take.C:
 			c.balance(ctx)
 		case <-c.ended:
+			if c.following() {
+				continue // the leader lists the shards when it reads the ended one
+			}
 			// A parent ended: its children may start now. Shards that end
 			// together (a resharding of the whole stream) are taken
 			// together: at most one such listing per endedGap.
@@ -276,6 +288,9 @@ func (c *Consumer) loop(ctx context.Context) {
 		case <-endedTimer.C:
 			lastEnded = c.afterEnded(ctx)
 		case <-list.C:
+			if c.following() {
+				continue
+			}
 			if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
 				c.listFailed(ctx, err)
 			}

@@ -97,11 +97,17 @@ func (s *shard) read(ctx context.Context, pos Position, e settle.Epoch) {
 				return
 			}
 		}
+		var size int64
+		for i := range b.records {
+			size += int64(len(b.records[i].Data))
+		}
 		ds, spans, ref, ok := s.register(ctx, e, b.records, b.data, &resume)
 		if !ok {
 			ref.Release()
 			return // sought or lost since this reader started
 		}
+		s.flow.records.Add(int64(len(ds)))
+		s.flow.bytes.Add(size)
 		passed := c.pass(ctx, ds, spans)
 		ref.Release() // the reader's hold: the deliveries hold the answer's storage now
 		if !passed {

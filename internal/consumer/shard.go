@@ -71,6 +71,8 @@ type shard struct {
 	endEpoch atomic.Uint64
 
 	moved chan struct{} // signalled when the watermark moves (a paused reader looks again)
+
+	flow flow // what its readers read, for the load this worker publishes
 }
 
 // shardState is where a shard is in its life (see shard).
