@@ -19,7 +19,7 @@ import (
 func (c *Consumer) heartbeat(ctx context.Context) error {
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
-	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner)
+	w, err := c.cfg.Store.Heartbeat(sctx, c.cfg.Stream, c.cfg.Owner, nil) // TODO(lead): load
 	if err != nil {
 		w = lease.Worker{}
 	}
