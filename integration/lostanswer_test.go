@@ -241,7 +241,7 @@ func TestLeaseDynamoDBLostAnswer(t *testing.T) {
 				// ConditionalCheckFailedException.)
 				p.loseNext("UpdateItem")
 			}
-			w, err := d.Heartbeat(ctx, "orders", "w1")
+			w, err := d.Heartbeat(ctx, "orders", "w1", nil)
 			if want := map[lostAnswer]int64{lostAs500: 2, lostAsCCF: 1}[a]; err != nil || w.Counter != want {
 				t.Fatalf("Heartbeat = %+v, %v; want counter %d", w, err, want)
 			}

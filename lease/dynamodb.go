@@ -28,6 +28,8 @@ type DynamoDBAPI interface {
 	Scan(ctx context.Context, params *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	DescribeTable(ctx context.Context, params *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	CreateTable(ctx context.Context, params *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	UpdateTable(ctx context.Context, params *dynamodb.UpdateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 }
 
 // Attribute names of the lease table; see the package documentation.
@@ -51,19 +53,33 @@ const (
 	// filtering on stream (an older version's) never sees them.
 	attrKind         = "kind"
 	attrWorkerStream = "workerStream"
+	// attrLoad is Worker.Load, present only when not nil (see encodeLoad).
+	attrLoad = "load"
 )
 
-// kindWorker is the kind attribute of a worker row. Lease rows have no kind
+// Kinds of the rows that are not a shard's lease. Lease rows have no kind
 // attribute.
-const kindWorker = "worker"
+const (
+	kindWorker = "worker"
+	// kindLeader is the kind of the leader row (LeaderKey), which an older
+	// version's Snapshot skips as a kind it does not know.
+	kindLeader = "leader"
+)
+
+// ownerIndex is the name of the lease table's global secondary index on
+// leaseOwner (hash key, S), keys only, that Owned queries.
+const ownerIndex = "leaseOwner-index"
 
 // renewedAtLayout is the format of renewedAt: RFC 3339 in UTC with
 // milliseconds.
 const renewedAtLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Bounds of CreateTable's wait for the table to become ACTIVE.
+// Bounds of CreateTable's wait for the table to become ACTIVE, and of
+// AddOwnerIndex's for the index (backfilling an index of even a small
+// table takes minutes).
 const (
 	createMaxWait  = 5 * time.Minute
+	indexMaxWait   = 20 * time.Minute
 	createMinDelay = 100 * time.Millisecond
 	createMaxDelay = 5 * time.Second
 )
@@ -114,16 +130,26 @@ func NewDynamoDB(c DynamoDBAPI, table string) *DynamoDB {
 }
 
 // CreateTable creates the lease table (on-demand capacity, hash key
-// leaseKey of type S) and waits until it is ACTIVE. It is idempotent: a
+// leaseKey of type S, and the owner index that Owned reads: see the
+// package documentation) and waits until it is ACTIVE. It is idempotent: a
 // table that already exists is not an error, but it must have the lease
-// table's key schema (see Check). It returns when ctx ends, with ctx's
-// error; the table may then still be created.
+// table's key schema (see Check); CreateTable does not add the owner index
+// to it (AddOwnerIndex does). It returns when ctx ends, with ctx's error;
+// the table may then still be created.
 func (d *DynamoDB) CreateTable(ctx context.Context) error {
 	_, err := d.client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(d.table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+		TableName:   aws.String(d.table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(attrOwner), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash}},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName:  aws.String(ownerIndex),
+			KeySchema:  ownerIndexKeys(),
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		}},
 	})
 	if err != nil && awserr.Classify(err) != awserr.InUse {
 		return plainError(opCreate, d.table, err)
@@ -144,17 +170,31 @@ func (d *DynamoDB) CreateTable(ctx context.Context) error {
 //
 // A table of another key schema also fails Heartbeat (a worker's first
 // call) with ErrNotLeaseTable.
+//
+// Check does not require the owner index (see HasOwnerIndex): a table
+// created by an older version works, but for Owned.
 func (d *DynamoDB) Check(ctx context.Context) error {
-	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)})
+	t, err := d.describe(ctx, opCheck)
 	if err != nil {
-		return d.fail(opCheck, d.table, err)
-	}
-	t := out.Table
-	if t == nil {
-		return plainError(opCheck, d.table, errors.New("DescribeTable returned no table"))
+		return err
 	}
 	if s := t.TableStatus; s != types.TableStatusActive && s != types.TableStatusUpdating {
 		return plainError(opCheck, d.table, fmt.Errorf("table status is %s, want ACTIVE", s))
+	}
+	return nil
+}
+
+// describe returns the description of the lease table, or the error of op
+// when it cannot be read or when the table has not the lease table's key
+// schema (ErrNotLeaseTable).
+func (d *DynamoDB) describe(ctx context.Context, op string) (*types.TableDescription, error) {
+	out, err := d.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.table)})
+	if err != nil {
+		return nil, d.fail(op, d.table, err)
+	}
+	t := out.Table
+	if t == nil {
+		return nil, plainError(op, d.table, errors.New("DescribeTable returned no table"))
 	}
 	keyType := types.ScalarAttributeType("")
 	for _, a := range t.AttributeDefinitions {
@@ -164,8 +204,117 @@ func (d *DynamoDB) Check(ctx context.Context) error {
 	}
 	if len(t.KeySchema) != 1 || aws.ToString(t.KeySchema[0].AttributeName) != attrKey ||
 		t.KeySchema[0].KeyType != types.KeyTypeHash || keyType != types.ScalarAttributeTypeS {
-		return &awserr.Error{Pkg: "lease", Op: opCheck, Resource: d.table, Kind: awserr.Invalid, What: "not a lease table",
+		return nil, &awserr.Error{Pkg: "lease", Op: op, Resource: d.table, Kind: awserr.Invalid, What: "not a lease table",
 			Cause: fmt.Errorf("want only a hash key %s of type S, got key schema %s", attrKey, describeKeys(t)), Also: ErrNotLeaseTable}
+	}
+	return t, nil
+}
+
+// HasOwnerIndex reports whether the lease table has the owner index that
+// Owned reads, ACTIVE and not backfilling: false for a table created by an
+// older version, and while AddOwnerIndex builds it. Its error is Check's
+// for a missing table or one of another key schema.
+func (d *DynamoDB) HasOwnerIndex(ctx context.Context) (bool, error) {
+	t, err := d.describe(ctx, opCheck)
+	if err != nil {
+		return false, err
+	}
+	return ownerIndexActive(t), nil
+}
+
+// ownerIndexOf returns the owner index of the table t, nil when it has
+// none.
+func ownerIndexOf(t *types.TableDescription) *types.GlobalSecondaryIndexDescription {
+	if t == nil {
+		return nil
+	}
+	for i, x := range t.GlobalSecondaryIndexes {
+		if aws.ToString(x.IndexName) == ownerIndex {
+			return &t.GlobalSecondaryIndexes[i]
+		}
+	}
+	return nil
+}
+
+// ownerIndexActive reports whether t has the owner index, ACTIVE and not
+// backfilling.
+func ownerIndexActive(t *types.TableDescription) bool {
+	x := ownerIndexOf(t)
+	return x != nil && x.IndexStatus == types.IndexStatusActive && !aws.ToBool(x.Backfilling)
+}
+
+// ownerIndexKeys is the key schema of the owner index.
+func ownerIndexKeys() []types.KeySchemaElement {
+	return []types.KeySchemaElement{{AttributeName: aws.String(attrOwner), KeyType: types.KeyTypeHash}}
+}
+
+// AddOwnerIndex adds the owner index that Owned reads to a lease table
+// that has none (one created by an older version), with UpdateTable, and
+// waits until it is ACTIVE and backfilled: up to 20 minutes, polling
+// DescribeTable. It is idempotent: an index already there (or being built,
+// by another call say) is only waited for. Every other call keeps working
+// on the table meanwhile, and workers of older versions are not affected.
+// A table whose status refuses the update for now (UPDATING) is waited for
+// and the update tried again. It returns when ctx ends, with ctx's error;
+// the index may then still be built. A table of another key schema fails
+// with ErrNotLeaseTable, a missing one with ErrTableNotFound.
+func (d *DynamoDB) AddOwnerIndex(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, indexMaxWait, fmt.Errorf("the index is not ACTIVE after %v", indexMaxWait))
+	defer cancel()
+	for delay := createMinDelay; ; delay = min(2*delay, createMaxDelay) {
+		t, err := d.describe(ctx, opIndex)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ownerIndexActive(t):
+			return nil
+		case ownerIndexOf(t) == nil && t.TableStatus == types.TableStatusActive:
+			if err := d.createOwnerIndex(ctx, t); err != nil {
+				return err
+			}
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return plainError(opIndex, d.table, fmt.Errorf("waiting until the index %s is ACTIVE: %w", ownerIndex, context.Cause(ctx)))
+		}
+	}
+}
+
+// createOwnerIndex asks DynamoDB to add the owner index to the table t,
+// which has none. A table that refuses it for its state (being updated) is
+// not an error: the caller waits and tries again.
+func (d *DynamoDB) createOwnerIndex(ctx context.Context, t *types.TableDescription) error {
+	create := &types.CreateGlobalSecondaryIndexAction{
+		IndexName:  aws.String(ownerIndex),
+		KeySchema:  ownerIndexKeys(),
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+	}
+	if t.BillingModeSummary == nil || t.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
+		// A table of provisioned capacity (changed by its operator): the
+		// index gets the table's.
+		if p := t.ProvisionedThroughput; p != nil {
+			create.ProvisionedThroughput = &types.ProvisionedThroughput{ReadCapacityUnits: p.ReadCapacityUnits, WriteCapacityUnits: p.WriteCapacityUnits}
+		}
+	}
+	out, err := d.client.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+		TableName:                   aws.String(d.table),
+		AttributeDefinitions:        []types.AttributeDefinition{{AttributeName: aws.String(attrOwner), AttributeType: types.ScalarAttributeTypeS}},
+		GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: create}},
+	})
+	switch {
+	case err != nil && awserr.Classify(err) == awserr.InUse:
+		return nil // the table is being updated: wait, and try again
+	case err != nil:
+		return d.fail(opIndex, d.table, err)
+	case out.TableDescription != nil && ownerIndexOf(out.TableDescription) == nil:
+		// DynamoDB lists an index it accepted at once (CREATING); a
+		// stand-in that takes the request and ignores it (dynalite) would
+		// be waited for in vain.
+		return plainError(opIndex, d.table, fmt.Errorf("UpdateTable succeeded but the table has no index %s: the service does not add indexes to existing tables", ownerIndex))
 	}
 	return nil
 }
@@ -211,7 +360,8 @@ func (d *DynamoDB) Ensure(ctx context.Context, k Key, parents []string) (Lease, 
 
 // Snapshot implements Store with one paginated, consistent Scan filtered by
 // the stream attribute of lease rows or the workerStream attribute of
-// worker rows; the rows are told apart by their kind attribute.
+// worker rows and the leader row; the rows are told apart by their kind
+// attribute.
 func (d *DynamoDB) Snapshot(ctx context.Context, stream string) (Snapshot, error) {
 	if err := checkStream(stream); err != nil {
 		return Snapshot{}, plainError(opSnapshot, stream, err)
@@ -219,8 +369,8 @@ func (d *DynamoDB) Snapshot(ctx context.Context, stream string) (Snapshot, error
 	return d.scan(ctx, opSnapshot, stream)
 }
 
-// scan reads the rows of stream, leases and workers, with a paginated,
-// consistent Scan. Rows of a kind this version does not know (written by a
+// scan reads the rows of stream, leases, workers and the leader row, with
+// a paginated, consistent Scan. Rows of a kind this version does not know (written by a
 // newer one) are skipped.
 func (d *DynamoDB) scan(ctx context.Context, op, stream string) (Snapshot, error) {
 	in := &dynamodb.ScanInput{
@@ -242,12 +392,16 @@ func (d *DynamoDB) scan(ctx context.Context, op, stream string) (Snapshot, error
 				return Snapshot{}, plainError(op, stream, fmt.Errorf("malformed row: %w", err))
 			}
 			switch kind {
-			case "":
+			case "", kindLeader:
 				l, err := decode(item)
 				if err != nil {
 					return Snapshot{}, plainError(op, stream, err)
 				}
-				if l.Key.Stream == stream {
+				switch {
+				case l.Key.Stream != stream:
+				case l.Key.ShardID == leaderShardID:
+					snap.Leader = &l
+				default:
 					snap.Leases = append(snap.Leases, l)
 				}
 			case kindWorker:
@@ -369,27 +523,36 @@ func (d *DynamoDB) Delete(ctx context.Context, held Lease) error {
 }
 
 // Heartbeat implements Store with one unconditional UpdateItem that creates
-// the worker row or adds 1 to its counter.
-func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+// the worker row or adds 1 to its counter, and sets or removes its load.
+func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string, load *Load) (Worker, error) {
 	what := workerKey(stream, owner)
 	if err := checkWorker(stream, owner); err != nil {
 		return Worker{}, plainError(opHeartbeat, what, err)
 	}
+	update := "SET #kind = :kind, #ws = :s, #o = :o, #r = :now"
+	names := map[string]string{
+		"#kind": attrKind, "#ws": attrWorkerStream, "#o": attrOwner, "#r": attrRenewedAt, "#c": attrCounter, "#l": attrLoad,
+	}
+	values := map[string]types.AttributeValue{
+		":kind": &types.AttributeValueMemberS{Value: kindWorker},
+		":s":    &types.AttributeValueMemberS{Value: stream},
+		":o":    &types.AttributeValueMemberS{Value: owner},
+		":now":  &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)},
+		":one":  number(1),
+	}
+	if load != nil {
+		update += ", #l = :l ADD #c :one"
+		values[":l"] = encodeLoad(compactLoad(load))
+	} else {
+		update += " ADD #c :one REMOVE #l"
+	}
 	out, err := d.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(d.table),
-		Key:              map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: what}},
-		UpdateExpression: aws.String("SET #kind = :kind, #ws = :s, #o = :o, #r = :now ADD #c :one"),
-		ExpressionAttributeNames: map[string]string{
-			"#kind": attrKind, "#ws": attrWorkerStream, "#o": attrOwner, "#r": attrRenewedAt, "#c": attrCounter,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":kind": &types.AttributeValueMemberS{Value: kindWorker},
-			":s":    &types.AttributeValueMemberS{Value: stream},
-			":o":    &types.AttributeValueMemberS{Value: owner},
-			":now":  &types.AttributeValueMemberS{Value: wallClock(d.now).Format(renewedAtLayout)},
-			":one":  number(1),
-		},
-		ReturnValues: types.ReturnValueAllNew,
+		TableName:                 aws.String(d.table),
+		Key:                       map[string]types.AttributeValue{attrKey: &types.AttributeValueMemberS{Value: what}},
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
 	}, within(ctx)...)
 	if err != nil {
 		if awserr.Classify(err) == awserr.Invalid {
@@ -407,6 +570,74 @@ func (d *DynamoDB) Heartbeat(ctx context.Context, stream, owner string) (Worker,
 		return Worker{}, plainError(opHeartbeat, what, err)
 	}
 	return w, nil
+}
+
+// Owned implements Store with a paginated Query of the owner index (keys
+// only, eventually consistent). The index holds the worker rows of owner
+// too (they carry leaseOwner, which older versions read) and the leader
+// rows it holds: they are dropped by their key. When DynamoDB refuses the
+// Query as invalid, Owned asks DescribeTable whether the table has the
+// index, ACTIVE, and reports ErrNoOwnerIndex when it has not.
+func (d *DynamoDB) Owned(ctx context.Context, owner string) ([]Key, error) {
+	if owner == "" {
+		return nil, plainError(opOwned, owner, errors.New("empty owner"))
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(d.table),
+		IndexName:                 aws.String(ownerIndex),
+		KeyConditionExpression:    aws.String("#o = :o"),
+		ExpressionAttributeNames:  map[string]string{"#o": attrOwner},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: owner}},
+	}
+	ks := []Key{}
+	for {
+		out, err := d.client.Query(ctx, in, within(ctx)...)
+		if err != nil {
+			return nil, d.failOwned(ctx, owner, err)
+		}
+		for _, item := range out.Items {
+			s, err := stringAttr(item, attrKey, true)
+			if err != nil {
+				return nil, plainError(opOwned, owner, fmt.Errorf("malformed index entry: %w", err))
+			}
+			if _, shard, _ := strings.Cut(s, ":"); reserved(shard) {
+				continue // a worker row or a leader row
+			}
+			k, err := parseKey(s)
+			if err != nil {
+				return nil, plainError(opOwned, owner, fmt.Errorf("malformed index entry: %w", err))
+			}
+			ks = append(ks, k)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	sortKeys(ks)
+	return ks, nil
+}
+
+// failOwned returns the error of Owned for err, the error of its Query:
+// one matching ErrNoOwnerIndex when DynamoDB refused the Query as invalid
+// and the table has no ACTIVE owner index (the Query names an index that
+// does not exist, or one still backfilling).
+func (d *DynamoDB) failOwned(ctx context.Context, owner string, err error) error {
+	if awserr.Classify(err) == awserr.Invalid {
+		if t, derr := d.describe(ctx, opOwned); derr == nil && !ownerIndexActive(t) {
+			what := "no owner index " + ownerIndex
+			if x := ownerIndexOf(t); x != nil {
+				what = fmt.Sprintf("owner index %s is %s, not yet ACTIVE", ownerIndex, x.IndexStatus)
+				if aws.ToBool(x.Backfilling) {
+					what += " (backfilling)"
+				}
+			}
+			return &awserr.Error{Pkg: "lease", Op: opOwned, Resource: owner, Kind: awserr.Invalid,
+				What: "lease table " + strconv.Quote(d.table) + " has " + what, Cause: err, Also: ErrNoOwnerIndex,
+				Hint: "add it with: bootstrap leases init -table " + d.table}
+		}
+	}
+	return d.fail(opOwned, owner, err)
 }
 
 // RemoveWorker implements Store with a DeleteItem conditional on the
@@ -430,13 +661,18 @@ func (d *DynamoDB) RemoveWorker(ctx context.Context, w Worker) error {
 }
 
 // fenceCondition returns the condition that the row still has held's owner
-// (no owner attribute when held.Owner is "") and counter, with its names
-// and values.
+// (no owner when held.Owner is "") and counter, with its names and values.
+// A free lease has no owner attribute; an empty one (leaseOwner = "") is
+// free too. This version never writes an empty owner: it could not, on a
+// table with the owner index, whose key attribute cannot be an empty
+// string. A row an older writer left with one reads as free and is taken
+// or deleted as such (both writes leave no empty owner behind).
 func fenceCondition(held Lease) (string, map[string]string, map[string]types.AttributeValue) {
 	names := map[string]string{"#c": attrCounter, "#o": attrOwner}
 	values := map[string]types.AttributeValue{":c": number(held.Counter)}
 	if held.Owner == "" {
-		return "#c = :c AND attribute_not_exists(#o)", names, values
+		values[":none"] = &types.AttributeValueMemberS{Value: ""}
+		return "#c = :c AND (attribute_not_exists(#o) OR #o = :none)", names, values
 	}
 	values[":o"] = &types.AttributeValueMemberS{Value: held.Owner}
 	return "#c = :c AND #o = :o", names, values
@@ -711,10 +947,17 @@ func number(n int64) *types.AttributeValueMemberN {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-// encode returns l as a row. Empty optional attributes are left out.
+// encode returns l as a row. Empty optional attributes are left out. The
+// leader row (LeaderKey) has kind "leader" and workerStream instead of
+// stream, so that an older version's scans skip it.
 func encode(l Lease) map[string]types.AttributeValue {
 	item := keyItem(l.Key)
-	item[attrStream] = &types.AttributeValueMemberS{Value: l.Key.Stream}
+	if l.Key.ShardID == leaderShardID {
+		item[attrKind] = &types.AttributeValueMemberS{Value: kindLeader}
+		item[attrWorkerStream] = &types.AttributeValueMemberS{Value: l.Key.Stream}
+	} else {
+		item[attrStream] = &types.AttributeValueMemberS{Value: l.Key.Stream}
+	}
 	item[attrCounter] = number(l.Counter)
 	item[attrSwitches] = number(l.OwnerSwitches)
 	if l.Owner != "" {
@@ -832,7 +1075,99 @@ func decodeWorker(item map[string]types.AttributeValue) (Worker, error) {
 	if w.RenewedAt, err = timeAttr(item, attrRenewedAt); err != nil {
 		return bad(err)
 	}
+	if w.Load, err = decodeLoad(item[attrLoad]); err != nil {
+		return bad(err)
+	}
 	return w, nil
+}
+
+// Names in the load attribute (see encodeLoad).
+const (
+	loadCPU    = "cpu"
+	loadShards = "shards"
+)
+
+// encodeLoad returns l, compacted (see Load), as the load attribute of a
+// worker row: a map of cpu (N, absent when unknown) and shards (a map by
+// shard id of a list [records per second, bytes per second], absent when
+// empty). A shard costs about its id's length plus 12 bytes of the row.
+func encodeLoad(l *Load) types.AttributeValue {
+	m := map[string]types.AttributeValue{}
+	if l.CPU >= 0 {
+		m[loadCPU] = &types.AttributeValueMemberN{Value: formatLoad(l.CPU)}
+	}
+	if len(l.Shards) > 0 {
+		shards := make(map[string]types.AttributeValue, len(l.Shards))
+		for id, t := range l.Shards {
+			shards[id] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+				&types.AttributeValueMemberN{Value: formatLoad(t.Records)},
+				&types.AttributeValueMemberN{Value: formatLoad(t.Bytes)},
+			}}
+		}
+		m[loadShards] = &types.AttributeValueMemberM{Value: shards}
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// formatLoad formats a compacted value as a DynamoDB number: its shortest
+// decimal form, without exponent.
+func formatLoad(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// decodeLoad returns the load in the load attribute v of a worker row, nil
+// when v is nil (a row without load). Names and list elements it does not
+// know (of a newer version) are ignored.
+func decodeLoad(v types.AttributeValue) (*Load, error) {
+	if v == nil {
+		return nil, nil
+	}
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		return nil, fmt.Errorf("attribute %s is %T, want M", attrLoad, v)
+	}
+	l := &Load{CPU: -1}
+	if c, ok := m.Value[loadCPU]; ok {
+		cpu, err := loadNumber(c)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s.%s: %w", attrLoad, loadCPU, err)
+		}
+		l.CPU = cpu
+	}
+	switch shards := m.Value[loadShards].(type) {
+	case nil:
+	case *types.AttributeValueMemberM:
+		if len(shards.Value) > 0 {
+			l.Shards = make(map[string]Throughput, len(shards.Value))
+		}
+		for id, sv := range shards.Value {
+			list, ok := sv.(*types.AttributeValueMemberL)
+			if !ok || len(list.Value) < 2 {
+				return nil, fmt.Errorf("attribute %s.%s.%s: want a list of 2 numbers, got %T", attrLoad, loadShards, id, sv)
+			}
+			var t Throughput
+			var err error
+			if t.Records, err = loadNumber(list.Value[0]); err == nil {
+				t.Bytes, err = loadNumber(list.Value[1])
+			}
+			if err != nil {
+				return nil, fmt.Errorf("attribute %s.%s.%s: %w", attrLoad, loadShards, id, err)
+			}
+			l.Shards[id] = t
+		}
+	default:
+		return nil, fmt.Errorf("attribute %s.%s is %T, want M", attrLoad, loadShards, shards)
+	}
+	return l, nil
+}
+
+// loadNumber returns the number v of a load attribute.
+func loadNumber(v types.AttributeValue) (float64, error) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("%T, want N", v)
+	}
+	return strconv.ParseFloat(n.Value, 64)
 }
 
 // timeAttr returns the time in the S attribute name of item (RFC 3339), in

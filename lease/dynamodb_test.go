@@ -34,6 +34,8 @@ type fakeDynamoDB struct {
 	scan          func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error)
 	describeTable func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error)
 	createTable   func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error)
+	query         func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error)
+	updateTable   func(*dynamodb.UpdateTableInput) (*dynamodb.UpdateTableOutput, error)
 
 	calls []string
 }
@@ -142,6 +144,18 @@ func (f *fakeDynamoDB) CreateTable(_ context.Context, in *dynamodb.CreateTableIn
 	return call(f, "CreateTable", f.createTable, in)
 }
 
+func (f *fakeDynamoDB) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	f.checkExpressions(in.ExpressionAttributeNames, in.ExpressionAttributeValues, in.KeyConditionExpression, in.FilterExpression)
+	if aws.ToBool(in.ConsistentRead) {
+		f.t.Error("Query of a global secondary index with ConsistentRead")
+	}
+	return call(f, "Query", f.query, in)
+}
+
+func (f *fakeDynamoDB) UpdateTable(_ context.Context, in *dynamodb.UpdateTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error) {
+	return call(f, "UpdateTable", f.updateTable, in)
+}
+
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 
@@ -216,10 +230,11 @@ var storeCalls = []struct {
 	}},
 	{"Delete", true, func(ctx context.Context, st lease.Store) error { return st.Delete(ctx, heldW1) }},
 	{"Heartbeat", false, func(ctx context.Context, st lease.Store) error {
-		_, err := st.Heartbeat(ctx, "orders", "w1")
+		_, err := st.Heartbeat(ctx, "orders", "w1", nil)
 		return err
 	}},
 	{"RemoveWorker", true, func(ctx context.Context, st lease.Store) error { return st.RemoveWorker(ctx, workerW1) }},
+	{"Owned", false, func(ctx context.Context, st lease.Store) error { _, err := st.Owned(ctx, "w1"); return err }},
 }
 
 // failingFake returns a fake whose every call fails with err.
@@ -233,6 +248,8 @@ func failingFake(t *testing.T, err error) *fakeDynamoDB {
 		scan:          func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) { return nil, err },
 		describeTable: func(*dynamodb.DescribeTableInput) (*dynamodb.DescribeTableOutput, error) { return nil, err },
 		createTable:   func(*dynamodb.CreateTableInput) (*dynamodb.CreateTableOutput, error) { return nil, err },
+		query:         func(*dynamodb.QueryInput) (*dynamodb.QueryOutput, error) { return nil, err },
+		updateTable:   func(*dynamodb.UpdateTableInput) (*dynamodb.UpdateTableOutput, error) { return nil, err },
 	}
 }
 
@@ -379,7 +396,7 @@ func TestDynamoDBHeartbeatExplainsWrongTable(t *testing.T) {
 					return tc.table, nil
 				},
 			}
-			_, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "s", "w1")
+			_, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "s", "w1", nil)
 			if err == nil || !strings.Contains(err.Error(), tc.wantText) {
 				t.Fatalf("Heartbeat = %v, want an error containing %q", err, tc.wantText)
 			}
@@ -429,12 +446,21 @@ func TestDynamoDBCreateTable(t *testing.T) {
 				t.Fatalf("CreateTable: %v", err)
 			}
 			want := &dynamodb.CreateTableInput{
-				TableName:            aws.String("leases"),
-				BillingMode:          types.BillingModePayPerRequest,
-				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
-				KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+				TableName:   aws.String("leases"),
+				BillingMode: types.BillingModePayPerRequest,
+				AttributeDefinitions: []types.AttributeDefinition{
+					{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS},
+					{AttributeName: aws.String("leaseOwner"), AttributeType: types.ScalarAttributeTypeS},
+				},
+				KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+				GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+					IndexName:  aws.String("leaseOwner-index"),
+					KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String("leaseOwner"), KeyType: types.KeyTypeHash}},
+					Projection: &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+				}},
 			}
-			if diff := cmp.Diff(want, created, cmpopts.IgnoreUnexported(dynamodb.CreateTableInput{}, types.AttributeDefinition{}, types.KeySchemaElement{})); diff != "" {
+			if diff := cmp.Diff(want, created, cmpopts.IgnoreUnexported(dynamodb.CreateTableInput{}, types.AttributeDefinition{}, types.KeySchemaElement{},
+				types.GlobalSecondaryIndex{}, types.Projection{})); diff != "" {
 				t.Errorf("CreateTable input (-want +got):\n%s", diff)
 			}
 			// Waited for ACTIVE, then checked the schema.
@@ -576,8 +602,8 @@ func TestDynamoDBWriteRequests(t *testing.T) {
 	}{
 		{"take free", lease.Lease{Key: heldW1.Key, Counter: 3}, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
-		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND attribute_not_exists(#o)",
-			map[string]string{":c": "3", ":next": "4", ":owner": "w2", ":zero": "0", ":one": "1"}},
+		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND (attribute_not_exists(#o) OR #o = :none)",
+			map[string]string{":c": "3", ":next": "4", ":owner": "w2", ":zero": "0", ":one": "1", ":none": ""}},
 		{"steal", heldW1, func(ctx context.Context, d *lease.DynamoDB, held lease.Lease) (lease.Lease, error) {
 			return d.Take(ctx, held, "w2")
 		}, "SET #c = :next, #r = :now, #wt = :wt, #o = :owner, #sw = if_not_exists(#sw, :zero) + :one REMOVE #h", "#c = :c AND #o = :o",
@@ -729,7 +755,7 @@ func TestDynamoDBDeleteRequests(t *testing.T) {
 		wantValues map[string]string
 	}{
 		{"owned", heldW1, "#c = :c AND #o = :o", map[string]string{":c": "7", ":o": "w1"}},
-		{"free", lease.Lease{Key: heldW1.Key, Counter: 3}, "#c = :c AND attribute_not_exists(#o)", map[string]string{":c": "3"}},
+		{"free", lease.Lease{Key: heldW1.Key, Counter: 3}, "#c = :c AND (attribute_not_exists(#o) OR #o = :none)", map[string]string{":c": "3", ":none": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeDynamoDB{t: t, deleteItem: func(in *dynamodb.DeleteItemInput) (*dynamodb.DeleteItemOutput, error) {
@@ -762,13 +788,13 @@ func TestDynamoDBHeartbeatRequest(t *testing.T) {
 		if got := keyOf(in.Key); got != "orders:@worker:w1" {
 			t.Errorf("Key = %q, want orders:@worker:w1", got)
 		}
-		if got, want := aws.ToString(in.UpdateExpression), "SET #kind = :kind, #ws = :s, #o = :o, #r = :now ADD #c :one"; got != want {
+		if got, want := aws.ToString(in.UpdateExpression), "SET #kind = :kind, #ws = :s, #o = :o, #r = :now ADD #c :one REMOVE #l"; got != want {
 			t.Errorf("UpdateExpression = %q, want %q", got, want)
 		}
 		if in.ConditionExpression != nil {
 			t.Errorf("ConditionExpression = %q, want none (an upsert)", aws.ToString(in.ConditionExpression))
 		}
-		wantNames := map[string]string{"#kind": "kind", "#ws": "workerStream", "#o": "leaseOwner", "#r": "renewedAt", "#c": "leaseCounter"}
+		wantNames := map[string]string{"#kind": "kind", "#ws": "workerStream", "#o": "leaseOwner", "#r": "renewedAt", "#c": "leaseCounter", "#l": "load"}
 		if diff := cmp.Diff(wantNames, in.ExpressionAttributeNames); diff != "" {
 			t.Errorf("names (-want +got):\n%s", diff)
 		}
@@ -782,7 +808,7 @@ func TestDynamoDBHeartbeatRequest(t *testing.T) {
 		}
 		return &dynamodb.UpdateItemOutput{Attributes: workerRow()}, nil
 	}}
-	w, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "orders", "w1")
+	w, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "orders", "w1", nil)
 	if err != nil {
 		t.Fatalf("Heartbeat: %v", err)
 	}
@@ -839,11 +865,11 @@ func TestDynamoDBInvalidWritesDoNoIO(t *testing.T) {
 		{"delete of a worker row", func(ctx context.Context, d *lease.DynamoDB) error { return d.Delete(ctx, reserved) }, false},
 		{"get of a worker row", func(ctx context.Context, d *lease.DynamoDB) error { _, err := d.Get(ctx, reserved.Key); return err }, false},
 		{"heartbeat without owner", func(ctx context.Context, d *lease.DynamoDB) error {
-			_, err := d.Heartbeat(ctx, "orders", "")
+			_, err := d.Heartbeat(ctx, "orders", "", nil)
 			return err
 		}, false},
 		{"heartbeat of an ARN", func(ctx context.Context, d *lease.DynamoDB) error {
-			_, err := d.Heartbeat(ctx, "arn:aws:kinesis:us-east-1:1:stream/orders", "w1")
+			_, err := d.Heartbeat(ctx, "arn:aws:kinesis:us-east-1:1:stream/orders", "w1", nil)
 			return err
 		}, false},
 		{"remove worker without owner", func(ctx context.Context, d *lease.DynamoDB) error {

@@ -103,9 +103,9 @@ func ExampleStore_handoff() {
 func ExampleStore_workers() {
 	ctx := context.Background()
 	var store lease.Store = lease.NewMemory()
-	store.Heartbeat(ctx, "orders", "worker-2")
-	store.Heartbeat(ctx, "orders", "worker-1")
-	store.Heartbeat(ctx, "orders", "worker-1")
+	store.Heartbeat(ctx, "orders", "worker-2", nil)
+	store.Heartbeat(ctx, "orders", "worker-1", nil)
+	store.Heartbeat(ctx, "orders", "worker-1", nil)
 
 	snap, _ := store.Snapshot(ctx, "orders")
 	for _, w := range snap.Workers {

@@ -40,7 +40,8 @@ type Key struct {
 	Stream string
 	// ShardID is the shard's id, not empty and not starting with '@': the
 	// lease table keeps its own rows (the workers') under keys of that form,
-	// and Kinesis shard ids never have it.
+	// and Kinesis shard ids never have it. The one exception is the
+	// reserved id of LeaderKey.
 	ShardID string
 }
 
@@ -54,7 +55,8 @@ func (k Key) String() string {
 // stream name never contains one; a shard id may, in principle), so
 // ParseKey(k.String()) == k for every valid key. It returns an error when s
 // has no ':', when the stream name or the shard id is empty, and when the
-// shard id starts with '@' (the key of a worker row, see Heartbeat).
+// shard id starts with '@' (the key of a worker row, see Heartbeat), but
+// for LeaderKey's.
 func ParseKey(s string) (Key, error) {
 	k, err := parseKey(s)
 	if err != nil {
@@ -77,7 +79,8 @@ func parseKey(s string) (Key, error) {
 }
 
 // check returns an error unless k is valid: a stream name without ':' and a
-// shard id that does not start with '@', both not empty.
+// shard id that does not start with '@' (but for LeaderKey's), both not
+// empty.
 func (k Key) check() error {
 	switch {
 	case k.Stream == "":
@@ -86,7 +89,7 @@ func (k Key) check() error {
 		return errors.New("stream name contains ':' (use the stream's name, not its ARN)")
 	case k.ShardID == "":
 		return errors.New("empty shard id")
-	case k.ShardID[0] == reservedPrefix:
+	case k.ShardID[0] == reservedPrefix && k.ShardID != leaderShardID:
 		return fmt.Errorf("shard id starts with %q (reserved for the lease table's own rows)", string(reservedPrefix))
 	}
 	return nil
@@ -101,6 +104,30 @@ const reservedPrefix = '@'
 // [a-zA-Z0-9_.-]+, and Key.check refuses shard ids starting with '@', so
 // such a key is never a lease's.
 const workerInfix = ":@worker:"
+
+// leaderShardID is the shard id of LeaderKey: the only reserved id that is
+// a lease's.
+const leaderShardID = "@leader"
+
+// LeaderKey returns the key of the leader lock row of the group name (a
+// stream name, or an application's name; same rules as Key.Stream): a
+// lease like any other for Ensure, Get, Take, Renew, Checkpoint, Release,
+// Transfer, RequestHandoff and Delete, but never returned by
+// Snapshot.Leases or Owned; Snapshot returns it as Snapshot.Leader. Its
+// ShardID is the reserved "@leader", which no shard id can be, and
+// ParseKey(LeaderKey(name).String()) == LeaderKey(name). The worker that
+// holds it (the leader) plans the group's leases for every worker (see the
+// package documentation).
+func LeaderKey(name string) Key {
+	return Key{Stream: name, ShardID: leaderShardID}
+}
+
+// reserved reports whether shard, the part of a row's key after
+// "stream:", is that of a row that is not a shard's lease: a worker row or
+// the leader row.
+func reserved(shard string) bool {
+	return shard != "" && shard[0] == reservedPrefix
+}
 
 // workerKey returns the key of the row of owner's worker in stream, as
 // stored in the lease table and named in errors.
@@ -186,13 +213,22 @@ type Worker struct {
 	Owner     string    // the worker's owner id (see NewOwnerID)
 	Counter   int64     // bumped by every Heartbeat; expiry watches it as for leases (Tracker)
 	RenewedAt time.Time // the writer's wall clock at the last heartbeat, for display only
+	// Load is the load the worker published with its last Heartbeat, as
+	// stored (see Load: rounded and bounded), or nil when the row carries
+	// none: a worker of an older version, which plans for itself, or one
+	// that has measured nothing yet.
+	Load *Load
 }
 
-// Snapshot is every row of one stream: its leases (ordered by ShardID) and
-// its registered workers (ordered by Owner), from one consistent read.
+// Snapshot is every row of one stream: its leases (ordered by ShardID),
+// its registered workers (ordered by Owner) and its leader row, from one
+// consistent read.
 type Snapshot struct {
 	Leases  []Lease
 	Workers []Worker
+	// Leader is the stream's leader row (the lease of LeaderKey(stream)),
+	// nil when there is none. It is never in Leases.
+	Leader *Lease
 }
 
 var (
@@ -229,6 +265,13 @@ var (
 	// not have the lease table's key schema: only a hash key leaseKey of
 	// type S.
 	ErrNotLeaseTable = errors.New("lease: not a lease table")
+	// ErrNoOwnerIndex is matched by the error of DynamoDB's Owned on a
+	// lease table without the owner index (a table created by an older
+	// version), or whose index is not ACTIVE yet (being created or
+	// backfilled). The message names the command that adds it:
+	// "add it with: bootstrap leases init -table NAME". Every other call
+	// works on such a table.
+	ErrNoOwnerIndex = errors.New("lease: lease table has no owner index")
 )
 
 // Store keeps the leases of many streams. Implementations: Memory (one
@@ -330,10 +373,13 @@ type Store interface {
 	Delete(ctx context.Context, held Lease) error
 	// Heartbeat registers owner as a worker of stream: it creates the
 	// worker's row at counter 1, or bumps its counter, unconditionally, and
-	// sets RenewedAt. It returns the new row. A live worker heartbeats
-	// several times per lease duration, as it renews its leases. stream must
-	// be a valid stream name and owner must not be empty.
-	Heartbeat(ctx context.Context, stream, owner string) (Worker, error)
+	// sets RenewedAt and Load. A nil load stores none (removes the one the
+	// row had); a non-nil one is stored as Load describes (rounded, its
+	// shards bounded), and the returned row has it as stored. It returns
+	// the new row. A live worker heartbeats several times per lease
+	// duration, as it renews its leases. stream must be a valid stream name
+	// and owner must not be empty.
+	Heartbeat(ctx context.Context, stream, owner string, load *Load) (Worker, error)
 	// RemoveWorker deletes the row of worker w.Owner of w.Stream on
 	// condition that its counter is still w.Counter: the row of a dead
 	// worker, observed unchanged for the lease duration, or a worker's own
@@ -341,9 +387,22 @@ type Store interface {
 	// the error matches ErrLeaseLost and nothing is deleted.
 	RemoveWorker(ctx context.Context, w Worker) error
 	// Snapshot returns every row of the stream from one consistent read:
-	// its leases, ordered by ShardID, and its registered workers, ordered
-	// by Owner. Both slices are empty, not nil, when there are none.
+	// its leases, ordered by ShardID, its registered workers, ordered by
+	// Owner, and its leader row (LeaderKey), nil when there is none. Both
+	// slices are empty, not nil, when there are none.
 	Snapshot(ctx context.Context, stream string) (Snapshot, error)
+	// Owned returns the keys of the leases whose owner is owner, in every
+	// stream of the table, from the owner index: eventually consistent (a
+	// lease just handed to owner may be missing for a moment, one just lost
+	// may still be listed), never worker rows or the leader rows. The keys
+	// are ordered by Key.String and empty, not nil, when there are none.
+	// It is the cheap read of a worker that does not plan: it reads only
+	// the index entries of owner's rows, whatever the number of workers and
+	// shards. Memory answers exactly, which the contract allows. DynamoDB
+	// reads the table's owner index (see the package documentation); on a
+	// table without it, or while it is being built, the error matches
+	// ErrNoOwnerIndex. owner must not be empty.
+	Owned(ctx context.Context, owner string) ([]Key, error)
 }
 
 // Every error of a Store is an *awserr.Error: `lease: OP "KEY-OR-TABLE":`,
@@ -388,6 +447,8 @@ const (
 	opSnapshot   = "snapshot stream"
 	opCheck      = "check table"
 	opCreate     = "create table"
+	opOwned      = "owned leases"
+	opIndex      = "add owner index"
 )
 
 // errNoOwner is the cause of ErrLeaseLost for a Renew, Checkpoint,

@@ -65,8 +65,13 @@ func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) 
 	snap := Snapshot{Leases: m.leases(stream), Workers: []Worker{}}
 	for id, w := range m.workers {
 		if id.stream == stream {
+			w.Load = cloneLoad(w.Load)
 			snap.Workers = append(snap.Workers, w)
 		}
+	}
+	if l, ok := m.rows[LeaderKey(stream)]; ok {
+		l = cloneLease(l)
+		snap.Leader = &l
 	}
 	m.mu.Unlock()
 	sortLeases(snap.Leases)
@@ -74,12 +79,12 @@ func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) 
 	return snap, nil
 }
 
-// leases returns copies of the leases of stream, in no order. m.mu must be
-// held.
+// leases returns copies of the leases of stream, in no order, without its
+// leader row. m.mu must be held.
 func (m *Memory) leases(stream string) []Lease {
 	ls := []Lease{}
 	for k, l := range m.rows {
-		if k.Stream == stream {
+		if k.Stream == stream && !reserved(k.ShardID) {
 			ls = append(ls, cloneLease(l))
 		}
 	}
@@ -169,8 +174,28 @@ func (m *Memory) Delete(ctx context.Context, held Lease) error {
 	return nil
 }
 
+// Owned implements Store from the rows themselves: its answer is exact.
+func (m *Memory) Owned(ctx context.Context, owner string) ([]Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, plainError(opOwned, owner, err)
+	}
+	if owner == "" {
+		return nil, plainError(opOwned, owner, errors.New("empty owner"))
+	}
+	ks := []Key{}
+	m.mu.Lock()
+	for k, l := range m.rows {
+		if l.Owner == owner && !reserved(k.ShardID) {
+			ks = append(ks, k)
+		}
+	}
+	m.mu.Unlock()
+	sortKeys(ks)
+	return ks, nil
+}
+
 // Heartbeat implements Store.
-func (m *Memory) Heartbeat(ctx context.Context, stream, owner string) (Worker, error) {
+func (m *Memory) Heartbeat(ctx context.Context, stream, owner string, load *Load) (Worker, error) {
 	if err := ctx.Err(); err != nil {
 		return Worker{}, plainError(opHeartbeat, workerKey(stream, owner), err)
 	}
@@ -186,7 +211,9 @@ func (m *Memory) Heartbeat(ctx context.Context, stream, owner string) (Worker, e
 	}
 	w.Counter++
 	w.RenewedAt = wallClock(m.now)
+	w.Load = compactLoad(load)
 	m.workers[id] = w
+	w.Load = cloneLoad(w.Load)
 	return w, nil
 }
 
@@ -276,6 +303,11 @@ var (
 // sortLeases orders ls by shard id, as Snapshot returns them.
 func sortLeases(ls []Lease) {
 	slices.SortFunc(ls, func(a, b Lease) int { return cmp.Compare(a.Key.ShardID, b.Key.ShardID) })
+}
+
+// sortKeys orders ks by Key.String, as Owned returns them.
+func sortKeys(ks []Key) {
+	slices.SortFunc(ks, func(a, b Key) int { return cmp.Compare(a.String(), b.String()) })
 }
 
 // sortWorkers orders ws by owner id, as Snapshot returns them.

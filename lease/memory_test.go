@@ -50,7 +50,7 @@ func TestMemoryConcurrentWorkers(t *testing.T) {
 			me := fmt.Sprintf("w%d", w)
 			for r := range rounds {
 				stream := streams[r%len(streams)]
-				if _, err := m.Heartbeat(ctx, stream, me); err != nil {
+				if _, err := m.Heartbeat(ctx, stream, me, nil); err != nil {
 					errs <- err
 					return
 				}
@@ -134,7 +134,7 @@ func TestMemoryCanceledContext(t *testing.T) {
 	if l, err = m.Take(ctx, l, "w1"); err != nil {
 		t.Fatal(err)
 	}
-	w, err := m.Heartbeat(ctx, "orders", "w1")
+	w, err := m.Heartbeat(ctx, "orders", "w1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestMemoryCanceledContext(t *testing.T) {
 		"Transfer":       func() error { _, err := m.Transfer(canceled, l, "w2"); return err },
 		"RequestHandoff": func() error { _, err := m.RequestHandoff(canceled, l, "w2"); return err },
 		"Delete":         func() error { return m.Delete(canceled, l) },
-		"Heartbeat":      func() error { _, err := m.Heartbeat(canceled, "orders", "w1"); return err },
+		"Heartbeat":      func() error { _, err := m.Heartbeat(canceled, "orders", "w1", nil); return err },
 		"RemoveWorker":   func() error { return m.RemoveWorker(canceled, w) },
 	} {
 		if err := call(); !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "lease: ") {

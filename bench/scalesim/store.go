@@ -29,6 +29,7 @@ const (
 	Snapshot
 	List
 	Get
+	Owned
 	numCalls
 )
 
@@ -38,7 +39,7 @@ const numWrites = int(Snapshot)
 var callNames = [numCalls]string{
 	Ensure: "ensure", Take: "take", Renew: "renew", Checkpoint: "checkpoint", Release: "release",
 	Transfer: "transfer", RequestHandoff: "request-handoff", Delete: "delete", Heartbeat: "heartbeat",
-	RemoveWorker: "remove-worker", Snapshot: "snapshot", List: "list", Get: "get",
+	RemoveWorker: "remove-worker", Snapshot: "snapshot", List: "list", Get: "get", Owned: "owned",
 }
 
 // String names the call as the tables do.
@@ -59,7 +60,8 @@ type Counts struct {
 	// condition failed (lease.ErrLeaseLost).
 	Calls, Refused [numCalls]int64
 	// RowsRead counts the rows Snapshot and List returned (a DynamoDB Scan
-	// reads them all).
+	// reads them all), the leader row included; Owned's index entries are
+	// not rows and are not counted.
 	RowsRead int64
 	// FreeTakes, ExpiredTakes and Transfers count the successful takes of a
 	// free lease, takes of a lease another worker owned (expired), and
@@ -193,8 +195,8 @@ func (c *countingStore) Delete(ctx context.Context, held lease.Lease) error {
 	return err
 }
 
-func (c *countingStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
-	w, err := c.s.Heartbeat(ctx, stream, owner)
+func (c *countingStore) Heartbeat(ctx context.Context, stream, owner string, load *lease.Load) (lease.Worker, error) {
+	w, err := c.s.Heartbeat(ctx, stream, owner, load)
 	c.count(Heartbeat, err)
 	return w, err
 }
@@ -209,7 +211,16 @@ func (c *countingStore) Snapshot(ctx context.Context, stream string) (lease.Snap
 	snap, err := c.s.Snapshot(ctx, stream)
 	c.count(Snapshot, err)
 	c.rows.Add(int64(len(snap.Leases) + len(snap.Workers)))
+	if snap.Leader != nil {
+		c.rows.Add(1)
+	}
 	return snap, err
+}
+
+func (c *countingStore) Owned(ctx context.Context, owner string) ([]lease.Key, error) {
+	ks, err := c.s.Owned(ctx, owner)
+	c.count(Owned, err)
+	return ks, err
 }
 
 // switchboard is a worker's connection to the world: once killed (dead
@@ -302,11 +313,18 @@ func (k killableStore) Delete(ctx context.Context, held lease.Lease) error {
 	return k.s.Delete(ctx, held)
 }
 
-func (k killableStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
+func (k killableStore) Heartbeat(ctx context.Context, stream, owner string, load *lease.Load) (lease.Worker, error) {
 	if err := k.sw.cut(ctx); err != nil {
 		return lease.Worker{}, err
 	}
-	return k.s.Heartbeat(ctx, stream, owner)
+	return k.s.Heartbeat(ctx, stream, owner, load)
+}
+
+func (k killableStore) Owned(ctx context.Context, owner string) ([]lease.Key, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.s.Owned(ctx, owner)
 }
 
 func (k killableStore) RemoveWorker(ctx context.Context, w lease.Worker) error {

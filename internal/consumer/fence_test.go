@@ -73,11 +73,11 @@ func (s *cutStore) Transfer(ctx context.Context, held lease.Lease, to string) (l
 	return s.Store.Transfer(ctx, held, to)
 }
 
-func (s *cutStore) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
+func (s *cutStore) Heartbeat(ctx context.Context, stream, owner string, load *lease.Load) (lease.Worker, error) {
 	if err := s.fail(ctx); err != nil {
 		return lease.Worker{}, err
 	}
-	return s.Store.Heartbeat(ctx, stream, owner)
+	return s.Store.Heartbeat(ctx, stream, owner, load)
 }
 
 func (s *cutStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {

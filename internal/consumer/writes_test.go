@@ -70,8 +70,8 @@ func (w *writeLog) Snapshot(ctx context.Context, stream string) (lease.Snapshot,
 	return w.Store.Snapshot(ctx, stream)
 }
 
-func (w *writeLog) Heartbeat(ctx context.Context, stream, owner string) (lease.Worker, error) {
-	r, err := w.Store.Heartbeat(ctx, stream, owner)
+func (w *writeLog) Heartbeat(ctx context.Context, stream, owner string, load *lease.Load) (lease.Worker, error) {
+	r, err := w.Store.Heartbeat(ctx, stream, owner, load)
 	w.mu.Lock()
 	stale := w.staleBeat
 	w.mu.Unlock()
@@ -304,7 +304,7 @@ type unusableStore struct {
 	err error
 }
 
-func (u unusableStore) Heartbeat(context.Context, string, string) (lease.Worker, error) {
+func (u unusableStore) Heartbeat(context.Context, string, string, *lease.Load) (lease.Worker, error) {
 	return lease.Worker{}, u.err
 }
 

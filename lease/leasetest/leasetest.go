@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -72,6 +73,10 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"ConcurrentRequestHandoff", testConcurrentRequestHandoff},
 		{"ConcurrentTransferRenew", testConcurrentTransferRenew},
 		{"ConcurrentHeartbeat", testConcurrentHeartbeat},
+		{"HeartbeatLoad", testHeartbeatLoad},
+		{"Owned", testOwned},
+		{"LeaderRow", testLeaderRow},
+		{"EmptyOwnerOfOlderVersion", testEmptyOwner},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
@@ -214,7 +219,7 @@ func requestHandoff(t *testing.T, s lease.Store, held lease.Lease, requester str
 
 func heartbeat(t *testing.T, s lease.Store, stream, owner string) lease.Worker {
 	t.Helper()
-	w, err := s.Heartbeat(t.Context(), stream, owner)
+	w, err := s.Heartbeat(t.Context(), stream, owner, nil)
 	if err != nil {
 		t.Fatalf("Heartbeat(%q, %q): %v", stream, owner, err)
 	}
@@ -451,8 +456,18 @@ func testInvalidArguments(t *testing.T, s lease.Store) {
 			t.Errorf("Snapshot(%q) = %+v, nil; want an error", stream, snap)
 		}
 	}
+	if ks, err := s.Owned(ctx, ""); err == nil || errors.Is(err, lease.ErrNoOwnerIndex) {
+		t.Errorf("Owned(\"\") = %v, %v; want an argument error", ks, err)
+	}
+	// Only LeaderKey's reserved shard id is a lease's.
+	for _, shard := range []string{"@leader2", "@Leader", "@", "@leader:x"} {
+		k := lease.Key{Stream: "orders", ShardID: shard}
+		if l, err := s.Ensure(ctx, k, nil); err == nil {
+			t.Errorf("Ensure(%#v) = %+v, nil; want an error", k, l)
+		}
+	}
 	for _, w := range []lease.Worker{{Stream: "", Owner: "w1"}, {Stream: "orders", Owner: ""}, {Stream: "arn:aws:kinesis:us-east-1:1:stream/orders", Owner: "w1"}} {
-		if got, err := s.Heartbeat(ctx, w.Stream, w.Owner); err == nil || errors.Is(err, lease.ErrLeaseLost) {
+		if got, err := s.Heartbeat(ctx, w.Stream, w.Owner, nil); err == nil || errors.Is(err, lease.ErrLeaseLost) {
 			t.Errorf("Heartbeat(%q, %q) = %+v, %v; want an error that is not lease.ErrLeaseLost", w.Stream, w.Owner, got, err)
 		}
 		if err := s.RemoveWorker(ctx, w); err == nil || errors.Is(err, lease.ErrLeaseLost) {
@@ -1062,6 +1077,9 @@ func testSnapshot(t *testing.T, s lease.Store) {
 	if ls := list(t, s, "payments"); len(ls) != 0 {
 		t.Fatalf("List(payments) = %+v, want no leases (worker rows are not leases)", ls)
 	}
+	if snap.Leader != nil {
+		t.Fatalf("Snapshot.Leader = %+v without a leader row, want nil", snap.Leader)
+	}
 	if none := snapshot(t, s, "other"); len(none.Leases) != 0 || len(none.Workers) != 0 {
 		t.Fatalf("Snapshot of an empty stream = %+v, want nothing", none)
 	}
@@ -1180,7 +1198,7 @@ func testConcurrentHeartbeat(t *testing.T, s lease.Store) {
 	for i := range Racers {
 		done.Go(func() {
 			start.Wait()
-			w, err := s.Heartbeat(t.Context(), "orders", "w1")
+			w, err := s.Heartbeat(t.Context(), "orders", "w1", nil)
 			counters[i], errs[i] = w.Counter, err
 		})
 	}
@@ -1203,3 +1221,259 @@ func testConcurrentHeartbeat(t *testing.T, s lease.Store) {
 
 // leasesOf returns a snapshot's leases.
 func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }
+
+// testHeartbeatLoad: a worker's load round-trips through Heartbeat and
+// Snapshot, rounded and bounded as lease.Load says; a nil load stores
+// none, removing the one before; the store keeps its own copy.
+func testHeartbeatLoad(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	beat := func(load *lease.Load) lease.Worker {
+		t.Helper()
+		w, err := s.Heartbeat(ctx, "orders", "w1", load)
+		if err != nil {
+			t.Fatalf("Heartbeat(orders, w1, %+v): %v", load, err)
+		}
+		checkWorkers(t, s, "orders", w)
+		return w
+	}
+	in := &lease.Load{CPU: 0.5, Shards: map[string]lease.Throughput{
+		"shardId-000000000000": {Records: 1000, Bytes: 1048576},
+		"shardId-000000000001": {Records: 0.25, Bytes: 12.5},
+		"shardId-000000000002": {},
+	}}
+	w := beat(in)
+	want := &lease.Load{CPU: 0.5, Shards: map[string]lease.Throughput{
+		"shardId-000000000000": {Records: 1000, Bytes: 1050000}, // 3 significant digits
+		"shardId-000000000001": {Records: 0.25, Bytes: 12.5},
+		"shardId-000000000002": {},
+	}}
+	if diff := cmp.Diff(want, w.Load); diff != "" {
+		t.Fatalf("Heartbeat's load (-want +got):\n%s", diff)
+	}
+	if w.Counter != 1 {
+		t.Fatalf("Heartbeat with a load: counter %d, want 1", w.Counter)
+	}
+	// The store copied the load in and out.
+	in.Shards["shardId-000000000009"] = lease.Throughput{Records: 1}
+	w.Load.Shards["shardId-000000000008"] = lease.Throughput{Records: 1}
+	if got := snapshot(t, s, "orders").Workers[0].Load; !cmp.Equal(want, got) {
+		t.Fatalf("stored load changed with the caller's maps:\n%s", cmp.Diff(want, got))
+	}
+	// nil removes it; the counter goes on.
+	if w = beat(nil); w.Load != nil || w.Counter != 2 {
+		t.Fatalf("Heartbeat with no load = %+v, want no load, counter 2", w)
+	}
+	// Unknown and odd values.
+	w = beat(&lease.Load{CPU: -0.5})
+	if diff := cmp.Diff(&lease.Load{CPU: -1}, w.Load, opts); diff != "" {
+		t.Fatalf("unknown CPU, no shards (-want +got):\n%s", diff)
+	}
+	w = beat(&lease.Load{CPU: math.NaN(), Shards: map[string]lease.Throughput{"s": {Records: math.Inf(1), Bytes: -3}, "t": {Records: 0.000123456, Bytes: 123456789}}})
+	if diff := cmp.Diff(&lease.Load{CPU: -1, Shards: map[string]lease.Throughput{"s": {}, "t": {Records: 0.000123, Bytes: 123000000}}}, w.Load); diff != "" {
+		t.Fatalf("odd values (-want +got):\n%s", diff)
+	}
+	// Many shards: only the 1,000 busiest by bytes are kept.
+	many := &lease.Load{CPU: 1, Shards: map[string]lease.Throughput{}}
+	for i := range 1500 {
+		many.Shards[fmt.Sprintf("shardId-%012d", i)] = lease.Throughput{Records: float64(i), Bytes: float64(100 * i)}
+	}
+	w = beat(many)
+	if len(w.Load.Shards) != 1000 {
+		t.Fatalf("a load of 1500 shards kept %d, want 1000", len(w.Load.Shards))
+	}
+	for i := range 1500 {
+		_, kept := w.Load.Shards[fmt.Sprintf("shardId-%012d", i)]
+		// Rounded to 3 digits, the rates of shards 1000 to 1499 tie in
+		// places, but all are above those of 500 to 999 (exact), which are
+		// above those of 0 to 499.
+		if kept != (i >= 500) {
+			t.Fatalf("shard %d kept = %v; want the 1000 with the most bytes (500 to 1499)", i, kept)
+		}
+	}
+	// Another worker's load is its own.
+	w2, err := s.Heartbeat(ctx, "orders", "w2", &lease.Load{CPU: 0.125})
+	if err != nil {
+		t.Fatalf("Heartbeat(w2): %v", err)
+	}
+	checkWorkers(t, s, "orders", w, w2)
+}
+
+// eventually is how long Owned may take to show a change (its index is
+// eventually consistent).
+const eventually = 10 * time.Second
+
+// checkOwned fails the test unless Owned(owner) is want (in Key.String
+// order), or becomes it within eventually.
+func checkOwned(t *testing.T, s lease.Store, owner string, want ...lease.Key) {
+	t.Helper()
+	if want == nil {
+		want = []lease.Key{}
+	}
+	deadline := time.Now().Add(eventually)
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		got, err := s.Owned(t.Context(), owner)
+		if err != nil {
+			t.Fatalf("Owned(%q): %v", owner, err)
+		}
+		if got == nil {
+			t.Fatalf("Owned(%q) = nil, want a non-nil slice", owner)
+		}
+		diff := cmp.Diff(want, got)
+		if diff == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Owned(%q) after %v (-want +got):\n%s", owner, eventually, diff)
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-timer.C:
+		case <-t.Context().Done():
+			timer.Stop()
+			t.Fatalf("Owned(%q): %v", owner, t.Context().Err())
+		}
+	}
+}
+
+// testOwned: Owned lists the leases of an owner in every stream, and
+// nothing else: no free, released or handed-over lease, no worker row, no
+// leader row.
+func testOwned(t *testing.T, s lease.Store) {
+	checkOwned(t, s, "w1")
+	a0 := take(t, s, ensure(t, s, key("orders", 0)), "w1")
+	a1 := take(t, s, ensure(t, s, key("orders", 1)), "w2")
+	ensure(t, s, key("orders", 2)) // free
+	b0 := take(t, s, ensure(t, s, key("payments", 0)), "w1")
+	b1 := release(t, s, take(t, s, ensure(t, s, key("payments", 1)), "w1"))
+	c0 := take(t, s, ensure(t, s, key("order", 0)), "w1") // a stream whose name is a prefix
+	heartbeat(t, s, "orders", "w1")
+	heartbeat(t, s, "payments", "w1")
+	heartbeat(t, s, "orders", "w2")
+	take(t, s, ensure(t, s, lease.LeaderKey("orders")), "w1")
+	checkOwned(t, s, "w1", c0.Key, a0.Key, b0.Key)
+	checkOwned(t, s, "w2", a1.Key)
+	checkOwned(t, s, "W1") // owner ids are compared exactly
+	// Moves show in both owners' lists.
+	transfer(t, s, requestHandoff(t, s, a0, "w2"), "w2")
+	release(t, s, b0)
+	take(t, s, b1, "w2")
+	checkOwned(t, s, "w1", c0.Key)
+	checkOwned(t, s, "w2", a0.Key, a1.Key, b1.Key)
+	if err := s.Delete(t.Context(), get(t, s, c0.Key)); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	checkOwned(t, s, "w1")
+	checkOwned(t, s, "nobody")
+}
+
+// testLeaderRow: the leader row of LeaderKey is a lease for every lease
+// call, returned by Snapshot as Leader only, never in Snapshot.Leases nor
+// in Owned.
+func testLeaderRow(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	k := lease.LeaderKey("orders")
+	if k.Stream != "orders" || k.ShardID == "" || k.ShardID[0] != '@' {
+		t.Fatalf("LeaderKey(orders) = %#v, want stream orders and a reserved shard id", k)
+	}
+	if got, err := lease.ParseKey(k.String()); err != nil || got != k {
+		t.Fatalf("ParseKey(%q) = %#v, %v; want %#v", k.String(), got, err, k)
+	}
+	if _, err := s.Get(ctx, k); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("Get of a leader row not created: %v, want lease.ErrNotFound", err)
+	}
+	l := ensure(t, s, k)
+	checkLease(t, "Ensure", l, lease.Lease{Key: k})
+	shard := take(t, s, ensure(t, s, key("orders", 0)), "w1")
+	heartbeat(t, s, "orders", "w1")
+	l = take(t, s, l, "w1")
+	checkLease(t, "Take", l, lease.Lease{Key: k, Owner: "w1", Counter: 1, OwnerSwitches: 1})
+	l = renew(t, s, l)
+	l = checkpoint(t, s, l, "plan-7") // any string: the group's own use
+	snap := snapshot(t, s, "orders")
+	if snap.Leader == nil {
+		t.Fatalf("Snapshot.Leader = nil, want %+v", l)
+	}
+	if diff := cmp.Diff(l, *snap.Leader, opts); diff != "" {
+		t.Fatalf("Snapshot.Leader (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]lease.Lease{shard}, snap.Leases, opts); diff != "" {
+		t.Fatalf("Snapshot.Leases (-want +got), want no leader row:\n%s", diff)
+	}
+	if other := snapshot(t, s, "order"); other.Leader != nil {
+		t.Fatalf("Snapshot of another stream has leader %+v", other.Leader)
+	}
+	checkOwned(t, s, "w1", shard.Key)
+	// Fenced like any lease.
+	if _, err := s.Renew(ctx, lease.Lease{Key: k, Owner: "w1", Counter: l.Counter - 1}); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Renew of the leader row with a stale counter: %v, want lease.ErrLeaseLost", err)
+	}
+	l = requestHandoff(t, s, l, "w2")
+	l = transfer(t, s, l, "w2")
+	checkLease(t, "Transfer", l, lease.Lease{Key: k, Owner: "w2", Counter: 4, OwnerSwitches: 2, Checkpoint: "plan-7"})
+	checkOwned(t, s, "w2")
+	l = release(t, s, l)
+	l = take(t, s, l, "w3")
+	if got := snapshot(t, s, "orders").Leader; got == nil || got.Owner != "w3" {
+		t.Fatalf("Snapshot.Leader after a take by w3 = %+v", got)
+	}
+	if err := s.Delete(ctx, l); err != nil {
+		t.Fatalf("Delete of the leader row: %v", err)
+	}
+	if got := snapshot(t, s, "orders").Leader; got != nil {
+		t.Fatalf("Snapshot.Leader after Delete = %+v, want nil", got)
+	}
+	// The leader key of a group that is not a stream works the same.
+	app := ensure(t, s, lease.LeaderKey("my-app"))
+	take(t, s, app, "w1")
+	if snap := snapshot(t, s, "my-app"); snap.Leader == nil || len(snap.Leases) != 0 {
+		t.Fatalf("Snapshot(my-app) = %+v, want only a leader", snap)
+	}
+}
+
+// testEmptyOwner: a free lease that an older version wrote with an empty
+// owner (leaseOwner = "" rather than none) reads and behaves as free: not
+// listed by Owned, taken and deleted as a free lease. A store that can
+// write such a row implements
+//
+//	PutOlderFreeLease(ctx context.Context, k lease.Key) error
+//
+// (a free row of k at counter 0 with an empty owner); for the others the
+// case runs on a free lease made by Ensure.
+func testEmptyOwner(t *testing.T, s lease.Store) {
+	ctx := t.Context()
+	plant := func(k lease.Key) lease.Lease {
+		t.Helper()
+		if older, ok := s.(interface {
+			PutOlderFreeLease(ctx context.Context, k lease.Key) error
+		}); ok {
+			if err := older.PutOlderFreeLease(ctx, k); err != nil {
+				t.Fatalf("PutOlderFreeLease(%v): %v", k, err)
+			}
+			return get(t, s, k)
+		}
+		return ensure(t, s, k)
+	}
+	l := plant(key("orders", 0))
+	checkLease(t, "a free lease of an older version", l, lease.Lease{Key: key("orders", 0)})
+	gone := plant(key("orders", 1))
+	if diff := cmp.Diff([]lease.Lease{l, gone}, list(t, s, "orders"), opts); diff != "" {
+		t.Fatalf("Snapshot.Leases (-want +got):\n%s", diff)
+	}
+	checkOwned(t, s, "w1")
+	// Taken as free; a stale copy is still refused.
+	l = take(t, s, l, "w1")
+	checkLease(t, "Take", l, lease.Lease{Key: key("orders", 0), Owner: "w1", Counter: 1, OwnerSwitches: 1})
+	if _, err := s.Take(ctx, lease.Lease{Key: l.Key}, "w2"); !errors.Is(err, lease.ErrLeaseLost) {
+		t.Fatalf("Take from the stale free copy: %v, want lease.ErrLeaseLost", err)
+	}
+	checkOwned(t, s, "w1", l.Key)
+	release(t, s, l)
+	checkOwned(t, s, "w1")
+	// Deleted as free.
+	if err := s.Delete(ctx, gone); err != nil {
+		t.Fatalf("Delete of a free lease of an older version: %v", err)
+	}
+	if _, err := s.Get(ctx, gone.Key); !errors.Is(err, lease.ErrNotFound) {
+		t.Fatalf("Get after Delete: %v, want lease.ErrNotFound", err)
+	}
+}
