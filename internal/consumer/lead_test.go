@@ -1,0 +1,164 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// scanCounter counts a worker's full reads of the table.
+type scanCounter struct {
+	lease.Store
+	scans atomic.Int64
+}
+
+func (s *scanCounter) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	s.scans.Add(1)
+	return s.Store.Snapshot(ctx, stream)
+}
+
+// olderWorker is the store of a worker of a version before the leader: it
+// publishes no load and never sees the leader row, so it balances for
+// itself on every round.
+type olderWorker struct{ lease.Store }
+
+var errOlder = errors.New("an older version knows no leader row")
+
+func (o olderWorker) Heartbeat(ctx context.Context, stream, owner string, _ *lease.Load) (lease.Worker, error) {
+	return o.Store.Heartbeat(ctx, stream, owner, nil)
+}
+
+func (o olderWorker) Get(ctx context.Context, k lease.Key) (lease.Lease, error) {
+	if k == lease.LeaderKey(k.Stream) {
+		return lease.Lease{}, errOlder
+	}
+	return o.Store.Get(ctx, k)
+}
+
+// leaderRow returns the stream's leader row.
+func leaderRow(t *testing.T, store lease.Store) lease.Lease {
+	t.Helper()
+	l, err := store.Get(context.Background(), lease.LeaderKey(testStream))
+	if err != nil {
+		return lease.Lease{}
+	}
+	return l
+}
+
+// counts returns the leases each consumer holds, sorted.
+func counts(cs []*Consumer) []int {
+	var n []int
+	for _, c := range cs {
+		n = append(n, len(c.Owned()))
+	}
+	slices.Sort(n)
+	return n
+}
+
+// zeroCPU is a CPU clock that never moves: the tests' workers share one
+// process, whose CPU time says nothing of each.
+func zeroCPU() time.Duration { return 0 }
+
+// TestLeaderPlansForTheFleet: one worker leads (it holds the leader row and
+// says so in it), gives every lease out, and is the only one that reads the
+// whole table once the fleet runs; the others find their leases through
+// the owner index. A worker that joins gets its share by planned moves;
+// when the leader stops, another leads.
+func TestLeaderPlansForTheFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(6)
+		mem := lease.NewMemory()
+		var (
+			cs    []*Consumer
+			stops []func()
+			scans []*scanCounter
+		)
+		start := func(i int) {
+			s := &scanCounter{Store: mem}
+			c, stop := run(t, Config{Kinesis: f, Store: s, Owner: fmt.Sprintf("w%d", i), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(newRecorder()))
+			cs, stops, scans = append(cs, c), append(stops, stop), append(scans, s)
+		}
+		for i := range 3 {
+			start(i)
+		}
+		waitFor(t, "2/2/2 with a leader", func() bool {
+			return slices.Equal(counts(cs), []int{2, 2, 2}) && leaderRow(t, mem).Checkpoint == fleetLed
+		})
+		before := make([]int64, len(scans))
+		for i, s := range scans {
+			before[i] = s.scans.Load()
+		}
+		time.Sleep(30 * time.Second)
+		leader := leaderRow(t, mem).Owner
+		for i, s := range scans {
+			n := s.scans.Load() - before[i]
+			switch {
+			case cs[i].Owner() == leader && n == 0:
+				t.Errorf("the leader %s read the table %d times in 30 s, want some", leader, n)
+			case cs[i].Owner() != leader && n != 0:
+				t.Errorf("follower %s read the whole table %d times in 30 s, want none", cs[i].Owner(), n)
+			}
+		}
+		start(3)
+		waitFor(t, "2/2/1/1", func() bool { return slices.Equal(counts(cs), []int{1, 1, 2, 2}) })
+		for i, c := range cs {
+			if c.Owner() == leader {
+				stops[i]()
+				cs = slices.Delete(cs, i, i+1)
+				stops = slices.Delete(stops, i, i+1)
+				break
+			}
+		}
+		waitFor(t, "another leader, 2/2/2", func() bool {
+			l := leaderRow(t, mem)
+			return l.Owner != "" && l.Owner != leader && slices.Equal(counts(cs), []int{2, 2, 2})
+		})
+		for _, stop := range stops {
+			stop()
+		}
+	})
+}
+
+// TestOlderWorkerMakesTheFleetBalanceItself: while a worker of an older
+// version runs (its row carries no load, it knows no leader), the leader
+// says so in its row and every worker balances for itself by counts, as
+// before; once it stops, the leader plans for the fleet again. Nothing is
+// handled twice meanwhile.
+func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(6)
+		f.fill(6, 20)
+		mem := lease.NewMemory()
+		rec := newRecorder()
+		var cs []*Consumer
+		var stops []func()
+		for i := range 2 {
+			c, stop := run(t, Config{Kinesis: f, Store: mem, Owner: fmt.Sprintf("new%d", i), Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(rec))
+			cs, stops = append(cs, c), append(stops, stop)
+		}
+		old, stopOld := run(t, Config{Kinesis: f, Store: olderWorker{mem}, Owner: "old", Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(rec))
+		waitFor(t, "2/2/2, balancing for themselves", func() bool {
+			return slices.Equal(counts(append(cs, old)), []int{2, 2, 2}) && leaderRow(t, mem).Checkpoint == fleetSelf
+		})
+		time.Sleep(20 * time.Second)
+		if n := counts(append(cs, old)); !slices.Equal(n, []int{2, 2, 2}) {
+			t.Errorf("leases %v after 20 s, want 2/2/2 (no flapping)", n)
+		}
+		stopOld()
+		waitFor(t, "3/3 led", func() bool {
+			return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+		})
+		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+		handledOnce(t, rec.times())
+		for _, stop := range stops {
+			stop()
+		}
+	})
+}
