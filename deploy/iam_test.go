@@ -108,6 +108,9 @@ var adapterCalls = []adapterCall{
 	{"dynamodb.Scan", "dynamodb:Scan", ecsOnly, "lease/dynamodb.go", "the leases of a stream", ""},
 	{"dynamodb.CreateTable", "dynamodb:CreateTable", nil, "lease/dynamodb.go", "bootstrap leases init",
 		"the stack creates the lease table; bootstrap leases init is an operator's command"},
+	{"dynamodb.Query", "dynamodb:Query", ecsOnly, "lease/dynamodb.go", "the leases of a worker, from the owner index (Owned)", ""},
+	{"dynamodb.UpdateTable", "dynamodb:UpdateTable", nil, "lease/dynamodb.go", "bootstrap leases init on a table without the owner index",
+		"the stack creates the lease table with its index; bootstrap leases init is an operator's command"},
 }
 
 // serviceCall is an IAM action AWS uses with a role of the template on its
@@ -194,6 +197,10 @@ var symbolicARN = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.(Arn|ConsumerARN)\}$`
 // end of the ARN, which only Kinesis knows when the tasks register the
 // consumer themselves): STREAM/consumer/NAME:*.
 var consumerPattern = regexp.MustCompile(`^(.+)/consumer/([a-zA-Z0-9_.-]+):\*$`)
+
+// indexPattern is the ARN of a global secondary index of a table of the
+// stack, by name: ${Table.Arn}/index/NAME.
+var indexPattern = regexp.MustCompile(`^(\$\{[A-Za-z0-9]+\.Arn\})/index/([a-zA-Z0-9_.-]+)$`)
 
 // policyStatements returns every statement of every IAM policy in s, by the
 // role it applies to.
@@ -322,6 +329,9 @@ func arnService(s *Stack, res string) (string, error) {
 	if m := consumerPattern.FindStringSubmatch(res); m != nil {
 		res = m[1] // a stream's consumers: the stream's service
 	}
+	if m := indexPattern.FindStringSubmatch(res); m != nil {
+		res = m[1] // a table's index: the table's service
+	}
 	if m := symbolicARN.FindStringSubmatch(res); m != nil {
 		r, ok := s.Resources[m[1]]
 		if !ok {
@@ -418,6 +428,7 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
 		"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
 		"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
+		"dynamodb:Query": {"${LeaseTable.Arn}/index/leaseOwner-index"},
 		"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
 	}
 	if reading(p) == fanOut {

@@ -434,8 +434,18 @@ func TestLeaseTable(t *testing.T) {
 	if len(tbl.KeySchema) != 1 || tbl.KeySchema[0].AttributeName != key || tbl.KeySchema[0].KeyType != "HASH" {
 		t.Errorf("KeySchema %+v, want only the hash key %s", tbl.KeySchema, key)
 	}
-	if len(tbl.AttributeDefinitions) != 1 || tbl.AttributeDefinitions[0].AttributeName != key || tbl.AttributeDefinitions[0].AttributeType != "S" {
-		t.Errorf("AttributeDefinitions %+v, want %s of type S", tbl.AttributeDefinitions, key)
+	if len(tbl.AttributeDefinitions) != 2 || tbl.AttributeDefinitions[0].AttributeName != key || tbl.AttributeDefinitions[0].AttributeType != "S" ||
+		tbl.AttributeDefinitions[1].AttributeName != "leaseOwner" || tbl.AttributeDefinitions[1].AttributeType != "S" {
+		t.Errorf("AttributeDefinitions %+v, want %s and leaseOwner of type S", tbl.AttributeDefinitions, key)
+	}
+	// The owner index lease.DynamoDB.Owned queries (CreateTable creates it).
+	if len(tbl.GlobalSecondaryIndexes) != 1 {
+		t.Fatalf("GlobalSecondaryIndexes %+v, want the owner index", tbl.GlobalSecondaryIndexes)
+	}
+	gsi := tbl.GlobalSecondaryIndexes[0]
+	if gsi.IndexName != "leaseOwner-index" || len(gsi.KeySchema) != 1 || gsi.KeySchema[0].AttributeName != "leaseOwner" || gsi.KeySchema[0].KeyType != "HASH" ||
+		gsi.Projection == nil || deref(gsi.Projection.ProjectionType) != "KEYS_ONLY" {
+		t.Errorf("owner index %+v, want leaseOwner-index: hash key leaseOwner, projection KEYS_ONLY", gsi)
 	}
 	if got := ecsEnv(t, s)["LAMBDAADAPTER_LEASE_TABLE"]; got != "${LeaseTable}" {
 		t.Errorf("LAMBDAADAPTER_LEASE_TABLE = %q, want the table", got)

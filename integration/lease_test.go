@@ -528,3 +528,55 @@ func TestLeaseDynamoDBHandoff(t *testing.T) {
 
 // leasesOf returns a snapshot's leases.
 func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }
+
+// TestLeaseDynamoDBOldTable: a lease table of an older version (no owner
+// index) keeps working but for Owned, which reports ErrNoOwnerIndex naming
+// the command that adds the index. dynalite cannot add an index to an
+// existing table: AddOwnerIndex says so at once instead of waiting.
+func TestLeaseDynamoDBOldTable(t *testing.T) {
+	env := standin.Require(t)
+	table := leaseTableName(t)
+	ctx, cancel := context.WithTimeout(t.Context(), leaseTableTimeout)
+	defer cancel()
+	deleteTableAtCleanup(t, env.DynamoDB, table)
+	if _, err := env.DynamoDB.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("leaseKey"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("leaseKey"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatalf("CreateTable: %v", err)
+	}
+	if err := dynamodb.NewTableExistsWaiter(env.DynamoDB, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 20 * time.Millisecond }).
+		Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, leaseTableTimeout); err != nil {
+		t.Fatalf("waiting for the table: %v", err)
+	}
+	d := lease.NewDynamoDB(env.DynamoDB, table)
+	if err := d.Check(ctx); err != nil {
+		t.Fatalf("Check of a table without the owner index: %v", err)
+	}
+	if has, err := d.HasOwnerIndex(ctx); has || err != nil {
+		t.Fatalf("HasOwnerIndex = %t, %v; want false", has, err)
+	}
+	k := lease.Key{Stream: "orders", ShardID: "shardId-000000000000"}
+	l, err := d.Ensure(ctx, k, nil)
+	if err == nil {
+		l, err = d.Take(ctx, l, "w1")
+	}
+	if err == nil {
+		_, err = d.Heartbeat(ctx, "orders", "w1", &lease.Load{CPU: 0.5})
+	}
+	if err != nil {
+		t.Fatalf("lease calls on a table without the owner index: %v", err)
+	}
+	_, err = d.Owned(ctx, "w1")
+	if !errors.Is(err, lease.ErrNoOwnerIndex) || !strings.Contains(err.Error(), "bootstrap leases init -table "+table) {
+		t.Fatalf("Owned on a table without the owner index = %v, want ErrNoOwnerIndex naming bootstrap leases init", err)
+	}
+	t.Logf("Owned: %v", err)
+	err = d.AddOwnerIndex(ctx)
+	if err == nil {
+		t.Fatal("AddOwnerIndex on dynalite succeeded; dynalite learnt to add indexes: test the index it adds")
+	}
+	t.Logf("AddOwnerIndex on dynalite: %v", err)
+}

@@ -15,7 +15,7 @@
 //	tracker := lease.NewTracker(10 * time.Second)
 //
 //	for _, shard := range shards { store.Ensure(ctx, lease.Key{Stream: name, ShardID: shard.ID}, shard.Parents) }
-//	store.Heartbeat(ctx, name, owner)  // register; again at every renewal round
+//	store.Heartbeat(ctx, name, owner, load) // register (load may be nil); again at every renewal round
 //	snap, _ := store.Snapshot(ctx, name) // one read: leases and workers
 //	tracker.Observe(snap.Leases)
 //	tracker.ObserveWorkers(snap.Workers)
@@ -56,6 +56,49 @@
 // still for the lease duration is dead, and any worker may remove its row
 // with RemoveWorker, fenced by the counter observed. A worker removes its own
 // row at shutdown the same way.
+//
+// # The leader and the owner index
+//
+// Snapshot scans the table: its cost grows with the rows of every stream
+// in it, and when every worker scans at every balance interval, with
+// workers × shards. Instead one worker per stream may plan for all: the
+// leader, the holder of the stream's leader row (LeaderKey, a lease on a
+// reserved key, taken, renewed and released like any other, that
+// Snapshot returns as Snapshot.Leader and never among its Leases). The
+// leader Snapshots the table each balance interval, takes free or expired
+// leases on behalf of other workers (Take with their owner id) and asks
+// owners to hand leases over (RequestHandoff). Every other worker only
+// renews its leases, heartbeats, reads the leader row (Get) and finds the
+// leases assigned to it with Owned: a Query of the table's owner index,
+// which reads only the index entries of its own rows.
+//
+// The owner index, leaseOwner-index, is a global secondary index with hash
+// key leaseOwner and projection KEYS_ONLY: each entry holds the row's
+// leaseKey and leaseOwner, about 100 bytes. A free lease has no leaseOwner
+// attribute and so no entry. Worker rows keep their leaseOwner attribute
+// (older versions require it), so the index holds them, and held leader
+// rows: Owned drops both by their key, which costs one small entry per
+// stream the owner heartbeats in. The index is eventually consistent, and
+// only so: a lease just handed over may be missing from its new owner's
+// Owned for a moment, and still listed in the previous owner's; the
+// fenced writes, not Owned, decide who holds a lease.
+//
+// DynamoDB.CreateTable creates the index with the table. A table created
+// by an older version has none: every call works on it but Owned, whose
+// error matches ErrNoOwnerIndex until the index is ACTIVE.
+// DynamoDB.AddOwnerIndex adds it online (bootstrap leases init does, when
+// run again on the table), and HasOwnerIndex tells whether it is usable.
+//
+// # Load
+//
+// With each Heartbeat a worker may publish its Load, for the leader's plan:
+// its CPU utilization and the throughput of each lease it held over its
+// last interval. The worker row keeps it in one map attribute, load:
+// {cpu: N, shards: {shardId: [records/s, bytes/s]}}, each value rounded to
+// 3 significant digits and at most the 1,000 busiest shards, so a row stays
+// under about 35 KB (about 33 bytes per shard: 0.9 KB with 20 shards). A
+// worker row without load (an older version's, or one that published
+// none) has Load nil, and older versions ignore the attribute.
 //
 // # Trimmed shards
 //
@@ -140,8 +183,18 @@
 //	writeToken       S        random token of the last take, renew, checkpoint, transfer or release (see below); absent before one
 //
 // Rows written before handoff existed have no handoff attribute and read as
-// leases nobody asked for. Each registered worker has a row of its own in
-// the same table:
+// leases nobody asked for. A free lease has no leaseOwner attribute; a row
+// an older writer left with an empty one (leaseOwner = "") reads as free
+// too, and is taken and deleted as free. This version never writes an
+// empty owner: DynamoDB refuses an empty string as an index key, so such a
+// write would fail on a table with the owner index.
+//
+// The leader row of a stream (LeaderKey) is a lease row with key
+// "stream:@leader", kind "leader" and workerStream in place of stream, so
+// that an older version's Snapshot (which skips kinds it does not know)
+// and its scans filtering on stream never see it.
+//
+// Each registered worker has a row of its own in the same table:
 //
 //	attribute        type     meaning
 //	leaseKey         S        hash key: "stream:@worker:ownerId"; never a lease's, as no shard id starts with '@'
@@ -150,26 +203,30 @@
 //	leaseOwner       S        the worker's owner id
 //	leaseCounter     N        bumped by every heartbeat; watched for expiry
 //	renewedAt        S        writer's wall clock at the last heartbeat, as for leases; display only
+//	load             M        the worker's Load (see Load); absent when none
 //
 // A worker row has no stream attribute, so an older version's scan of the
 // leases (which filters on stream) never sees it: workers of different
 // versions may share a table during a rolling deployment.
 //
-// Reads are strongly consistent (GetItem and Scan with ConsistentRead);
-// Snapshot scans the table, page by page, with a filter on stream or
-// workerStream, telling the rows apart by kind. Writes
+// Reads are strongly consistent (GetItem and Scan with ConsistentRead), but
+// for Owned, which queries the owner index (an index cannot be read
+// consistently); Snapshot scans the table, page by page, with a filter on
+// stream or workerStream, telling the rows apart by kind. Writes
 // are single requests, all but Heartbeat conditional:
 //
 //	Ensure          PutItem     attribute_not_exists(leaseKey), then GetItem if the row exists
-//	Take            UpdateItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))  (REMOVE handoff)
+//	Take            UpdateItem  leaseCounter = :c AND (leaseOwner = :o | (attribute_not_exists(leaseOwner) OR leaseOwner = ""))  (REMOVE handoff)
 //	Renew           UpdateItem  leaseCounter = :c AND leaseOwner = :o
 //	Checkpoint      UpdateItem  leaseCounter = :c AND leaseOwner = :o
 //	Transfer        UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE handoff; SET checkpoint from the held lease)
 //	Release         UpdateItem  leaseCounter = :c AND leaseOwner = :o  (REMOVE leaseOwner, handoff; SET checkpoint from the held lease)
 //	RequestHandoff  UpdateItem  leaseOwner = :o AND (attribute_not_exists(handoff) OR handoff = :h)  (SET handoff only)
-//	Delete          DeleteItem  leaseCounter = :c AND (leaseOwner = :o | attribute_not_exists(leaseOwner))
-//	Heartbeat       UpdateItem  none: SET kind, workerStream, leaseOwner, renewedAt ADD leaseCounter 1
+//	Delete          DeleteItem  leaseCounter = :c AND (leaseOwner = :o | (attribute_not_exists(leaseOwner) OR leaseOwner = ""))
+//	Heartbeat       UpdateItem  none: SET kind, workerStream, leaseOwner, renewedAt (, load) ADD leaseCounter 1 (REMOVE load)
 //	RemoveWorker    DeleteItem  leaseCounter = :c AND kind = "worker"
+//	Owned           Query       leaseOwner-index, leaseOwner = :o, paginated; on a ValidationException, DescribeTable
+//	AddOwnerIndex   UpdateTable GlobalSecondaryIndexUpdates Create, then DescribeTable until ACTIVE
 //
 // Every attribute name in an expression goes through
 // ExpressionAttributeNames. UpdateItem returns the new row (ReturnValues
@@ -204,6 +261,25 @@
 // error. No transactions and no
 // ReturnValuesOnConditionCheckFailure are used, so the package also runs
 // against dynalite and DynamoDB Local.
+//
+// # Read cost
+//
+// DynamoDB bills a read by the size of the items it reads, rounded up to
+// 4 KB per request (per page): 1 read unit per 4 KB strongly consistent,
+// half eventually consistent. As encoded (TestItemSizes, with a 55-byte
+// owner id): a held lease row about 280 bytes, a free one 110, a worker
+// row 220 plus about 33 per shard of its load, the leader row 175, an
+// owner index entry 100. So, for a table of S leases held by W workers
+// publishing their load (S shard entries in all):
+//
+//	Snapshot (Scan, strongly consistent)  ceil((310·S + 220·W + 175) / 4096) units per call, counting every row of the table
+//	Owned (Query, eventually consistent)  0.5 · ceil(100·(L + streams) / 4096) units: 0.5 while the owner's L leases are under ~40
+//
+// A Scan reads, and bills, every row of the table, whatever its filter:
+// rows of other streams too. A Query of the index reads only the owner's
+// entries. Writes that do not change leaseOwner (renewals, checkpoints,
+// heartbeats) leave the index alone; takes, transfers and releases write
+// its entry too.
 //
 // A call made with a deadline keeps the client's retryer (what is retryable,
 // the retry quota) but spaces its attempts by the time left: up to eight

@@ -23,7 +23,7 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	if create {
 		args = args[1:]
 	}
-	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\nbootstrap leases init -table T        create the lease table (PAY_PER_REQUEST)", stderr)
+	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\nbootstrap leases init -table T        create the lease table (PAY_PER_REQUEST) with its owner index,\n                                      or add the index to an existing table", stderr)
 	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table (default: LAMBDAADAPTER_LEASE_TABLE)")
 	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name, for listing (default: LAMBDAADAPTER_STREAM)")
 	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease or a worker would expire")
@@ -34,7 +34,11 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 		fmt.Fprintln(stderr, "bootstrap leases: -table (or LAMBDAADAPTER_LEASE_TABLE) is required")
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	timeout := 2 * time.Minute
+	if create {
+		timeout = initTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -43,11 +47,10 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	store := lease.NewDynamoDB(dynamodb.NewFromConfig(awsCfg), *table)
 	if create {
-		if err := store.CreateTable(ctx); err != nil {
+		if err := initLeaseTable(ctx, store, *table, stdout); err != nil {
 			fmt.Fprintln(stderr, "bootstrap leases init:", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "lease table %s is ready (PAY_PER_REQUEST, hash key leaseKey)\n", *table)
 		return 0
 	}
 	if *stream == "" {
@@ -65,6 +68,36 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	printLeases(ctx, stdout, kinesis.NewFromConfig(awsCfg), *stream, snap, *leaseDuration, time.Now())
 	return 0
+}
+
+// initTimeout bounds bootstrap leases init: adding the owner index to an
+// existing table (backfilling it) takes minutes.
+const initTimeout = 25 * time.Minute
+
+// initLeaseTable creates the lease table with its owner index, or adds the
+// index to an existing table that has none (a table of an older version),
+// or does nothing to a table that has both, and prints what it did. Workers
+// keep running on the table while the index is added.
+func initLeaseTable(ctx context.Context, store *lease.DynamoDB, table string, stdout io.Writer) error {
+	has, err := store.HasOwnerIndex(ctx)
+	switch {
+	case errors.Is(err, lease.ErrTableNotFound):
+		if err := store.CreateTable(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "lease table %s created (PAY_PER_REQUEST, hash key leaseKey, owner index leaseOwner-index)\n", table)
+	case err != nil:
+		return err
+	case has:
+		fmt.Fprintf(stdout, "lease table %s is ready (it exists, with its owner index leaseOwner-index); nothing to do\n", table)
+	default:
+		fmt.Fprintf(stdout, "lease table %s exists without the owner index: adding leaseOwner-index; running workers are not affected, and this can take minutes\n", table)
+		if err := store.AddOwnerIndex(ctx); err != nil {
+			return fmt.Errorf("%w (the index may still be being built: run this command again to wait for it)", err)
+		}
+		fmt.Fprintf(stdout, "lease table %s is ready: owner index leaseOwner-index added and ACTIVE\n", table)
+	}
+	return nil
 }
 
 // lagReader is what printLeases needs to measure how far behind a

@@ -93,7 +93,10 @@
 //
 // Lease table commands:
 //
-//	bootstrap leases init -table NAME    create the table (PAY_PER_REQUEST)
+//	bootstrap leases init -table NAME    create the table (PAY_PER_REQUEST) with its
+//	                                      owner index, or add the index to an
+//	                                      existing table (run it again after an
+//	                                      upgrade; workers keep running)
 //	bootstrap leases -table NAME -stream S  print owner, checkpoint, counter,
 //	                                      renewal and lag per shard
 //

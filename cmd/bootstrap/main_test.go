@@ -91,7 +91,7 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"help", "leases"}, []string{"bootstrap leases init -table T", "-stream", "-lease-duration"}},
+		{[]string{"help", "leases"}, []string{"bootstrap leases init -table T", "-stream", "-lease-duration", "with its owner index", "add the index to an existing table"}},
 		{[]string{"leases", "-h"}, []string{"bootstrap leases init -table T", "-stream", "-lease-duration"}},
 		{[]string{"help", "idempotency"}, []string{"bootstrap idempotency init", "-table"}},
 		{[]string{"idempotency", "init", "-h"}, []string{"bootstrap idempotency init", "-table"}},

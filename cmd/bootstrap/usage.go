@@ -21,6 +21,8 @@ Usage:
   bootstrap leases -table T -stream S      each shard's lease: owner, pending
                                            hand-over, checkpoint, counter, renewal, lag
   bootstrap leases init -table T           create the lease table (PAY_PER_REQUEST)
+                                           with its owner index, or add the index
+                                           to an existing table
   bootstrap idempotency init [-table T]    create the idempotency table
   bootstrap help [leases|idempotency]      this text, or a command's flags
   bootstrap version                        the module's version and the VCS
