@@ -569,18 +569,34 @@ func TestAssignConverges(t *testing.T) {
 
 // TestAssignSkewedFleet: the scale simulation's target, 1,000 shards on 50
 // workers with the top 5% of shards carrying half the records, the
-// hottest 1.5% of them all (0.75 of a worker's mean): from a count-based
-// start, load-aware plans reach busiest/mean <= 1.2 in a few rounds.
+// hottest 2% of them all (a worker's mean share): from a count-based
+// start, load-aware plans with tolerance 0.2 and ±5% of noise on the CPU
+// readings reach busiest/mean <= 1.2 in a few rounds, then (almost) stop
+// moving leases.
 func TestAssignSkewedFleet(t *testing.T) {
-	// Zipf-Mandelbrot weights with the exponent and offset that
-	// scalesim.FitSkew(1000, 0.5, 0.015) solves for.
+	// 2 records/s per shard on average, as in the simulation (an idle
+	// shard's polling weighs as much as 5 of them, so counts are not far
+	// off), and 2,000 (the records dominate).
+	for _, perShard := range []float64{2, 2000} {
+		for seed := range uint64(3) {
+			skewedFleet(t, perShard, seed)
+		}
+	}
+}
+
+// skewedFleet runs TestAssignSkewedFleet at perShard records/s a shard on
+// average, its shards dealt to the workers in a random order (seed).
+func skewedFleet(t *testing.T, perShard float64, seed uint64) {
+	t.Helper()
 	const n, nw = 1000, 50
-	const q, sExp = 60.26, 2.123 // see bench/scalesim/skew.go
+	// Zipf-Mandelbrot weights with the offset and exponent that
+	// scalesim.FitSkew(1000, 0.5, 0.02) solves for (bench/scalesim/skew.go).
+	const q, sExp = 40.75, 1.773
 	s := &fleetState{expired: map[string]bool{}}
 	for i := range nw {
 		s.workers = append(s.workers, fmt.Sprintf("w%02d", i))
 	}
-	r := rand.New(rand.NewPCG(9, 10))
+	r := rand.New(rand.NewPCG(9, 10+seed))
 	perm := r.Perm(n)
 	total := 0.0
 	for i := range n {
@@ -588,23 +604,30 @@ func TestAssignSkewedFleet(t *testing.T) {
 	}
 	for i := range n {
 		share := math.Pow(float64(perm[i]+1)+q, -sExp) / total
-		rec := 2000 * float64(n) * share // 2,000 records/s per shard on average
+		rec := perShard * float64(n) * share
 		s.shards = append(s.shards, simShard{id: shardID(i), t: throughput{records: rec, bytes: 512 * rec}, owner: s.workers[i%nw]})
 	}
 	start := ratio(s.loads())
+	bound := fewestMoves(s, 1.2)
 	var moves []int
-	for range 10 {
+	all, late := 0, 0
+	for round := range 20 {
 		in := s.input(r, 0.05)
 		in.maxMoves = 50
-		in.tolerance = 0.15
+		in.tolerance = 0.2
 		a := planAssignment(in)
 		moves = append(moves, len(a.moves))
+		all += len(a.moves)
+		if round >= 10 {
+			late += len(a.moves)
+		}
 		s.apply(a)
 	}
-	if got := ratio(s.loads()); got > 1.2 {
-		t.Errorf("busiest/mean %.3f after 10 rounds (count-based: %.3f), want <= 1.2; moves per round %v", got, start, moves)
+	if got := ratio(s.loads()); got > 1.2 || late > 3 {
+		t.Errorf("%v records/s a shard, seed %d: busiest/mean %.3f after 20 rounds (count-based: %.3f), want <= 1.2, and %d moves in the last 10, want at most 3; moves per round %v", perShard, seed, got, start, late, moves)
 	}
-	t.Logf("busiest/mean: count-based %.3f, load-aware %.3f; moves per round %v", start, ratio(s.loads()), moves)
+	t.Logf("%v records/s a shard, seed %d: busiest/mean: count-based %.3f, load-aware %.3f; moves per round %v, %d in all; lower bound to reach 1.2 from the count-based start: %d",
+		perShard, seed, start, ratio(s.loads()), moves, all, bound)
 }
 
 // fewestMoves is a lower bound on the moves that bring every worker of s
