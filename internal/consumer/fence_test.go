@@ -312,7 +312,9 @@ type countTakes struct {
 }
 
 func (s *countTakes) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
-	s.n.Add(1)
+	if !isLeaderRow(held) {
+		s.n.Add(1)
+	}
 	return s.Store.Take(ctx, held, owner)
 }
 

@@ -313,7 +313,7 @@ func (c *Consumer) assignInput(in planInput, p plan, snap lease.Snapshot) assign
 // assignTolerance is the hysteresis of load-aware assignment: the plan
 // moves leases only while the busiest worker's load exceeds the mean by
 // more than this fraction.
-const assignTolerance = 0.1
+const assignTolerance = 0.15
 
 // workerLoadOf is the planner's view of the load a worker published (nil:
 // none yet).

@@ -32,21 +32,33 @@ type writeLog struct {
 
 func (w *writeLog) Release(ctx context.Context, held lease.Lease) (lease.Lease, error) {
 	l, err := w.Store.Release(ctx, held)
+	if isLeaderRow(held) {
+		return l, err // the leader row's writes are not the shards'
+	}
 	w.note(err, func() { w.releases++ })
 	return l, err
 }
 
 func (w *writeLog) Transfer(ctx context.Context, held lease.Lease, to string) (lease.Lease, error) {
 	l, err := w.Store.Transfer(ctx, held, to)
+	if isLeaderRow(held) {
+		return l, err // the leader row's writes are not the shards'
+	}
 	w.note(err, func() { w.transfers++ })
 	return l, err
 }
 
 func (w *writeLog) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
 	l, err := w.Store.Take(ctx, held, owner)
+	if isLeaderRow(held) {
+		return l, err // the leader row's writes are not the shards'
+	}
 	w.note(err, func() { w.takes = append(w.takes, time.Now()) })
 	return l, err
 }
+
+// isLeaderRow reports whether l is the stream's leader row (lead.go).
+func isLeaderRow(l lease.Lease) bool { return l.Key == lease.LeaderKey(l.Key.Stream) }
 
 // note runs count under w.mu when err is nil (the write was applied).
 func (w *writeLog) note(err error, count func()) {
@@ -59,6 +71,9 @@ func (w *writeLog) note(err error, count func()) {
 
 func (w *writeLog) Checkpoint(ctx context.Context, held lease.Lease, seq string, sub int) (lease.Lease, error) {
 	l, err := w.Store.Checkpoint(ctx, held, seq, sub)
+	if isLeaderRow(held) {
+		return l, err // the leader row's writes are not the shards'
+	}
 	w.note(err, func() { w.checkpoints = append(w.checkpoints, time.Now()) })
 	return l, err
 }
