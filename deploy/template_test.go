@@ -464,6 +464,12 @@ func TestRules(t *testing.T) {
 		{"metrics off without alarms", lambdaMode("Metrics", "off"), nil},
 		{"a topic without alarms", lambdaMode("AlarmTopicArn", alarmTopic), []string{"AlarmTopicNeedsAlarms"}},
 		{"a topic with alarms", lambdaMode("AlarmTopicArn", alarmTopic, "Alarms", "true"), nil},
+		{"autoscaling without metrics", ecsMode("AutoScaling", "true", "Metrics", "off"), []string{"AutoScalingNeedsMetrics"}},
+		{"autoscaling in lambda mode", lambdaMode("AutoScaling", "true"), []string{"AutoScalingNeedsEcs"}},
+		{"autoscaling in lambda mode without metrics", lambdaMode("AutoScaling", "true", "Metrics", "off"), []string{"AutoScalingNeedsEcs", "AutoScalingNeedsMetrics"}},
+		{"autoscaling with metrics", ecsMode("AutoScaling", "true"), nil},
+		{"autoscaling with metrics and alarms", ecsMode("AutoScaling", "true", "Alarms", "true"), nil},
+		{"metrics off without autoscaling", ecsMode("Metrics", "off"), nil},
 	} {
 		_, err := template(t).Evaluate(tc.params)
 		var re *RuleError
