@@ -198,7 +198,7 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
-	d := decoder{buf: payload, out: buf, recs: getRecs(estimateRecords(payload))}
+	d := decoder{buf: payload, out: buf, recs: getRecs(payload)}
 	err := d.parse()
 	if se, ok := err.(*jsonscan.SyntaxError); ok {
 		err = (*SyntaxError)(se) // the same fields, with this package's message
@@ -215,15 +215,20 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 // no pointers, so a pooled slice keeps nothing else alive.
 var recsPool sync.Pool
 
-// getRecs returns an empty slice with room for at least n working records.
-func getRecs(n int) []wrec {
-	if p, _ := recsPool.Get().(*[]wrec); p != nil && cap(*p) >= n {
+// getRecs returns an empty slice for the working records of payload: the
+// pooled one of an earlier call, whatever its size (the records of one
+// function's invocations are alike, and record grows a slice that is too
+// small to the size the records parsed so far predict), or else one sized by
+// estimateRecords. Counting braces is a pass over the whole payload, which
+// a pooled slice spares.
+func getRecs(payload []byte) []wrec {
+	if p, _ := recsPool.Get().(*[]wrec); p != nil {
 		recs := (*p)[:0]
 		*p = nil
 		ptrPool.Put(p)
 		return recs
 	}
-	return make([]wrec, 0, n)
+	return make([]wrec, 0, estimateRecords(payload))
 }
 
 // putRecs gives recs back for reuse.
