@@ -428,8 +428,24 @@ func base64Error(i int, err error) error {
 func epochTime(f float64) time.Time {
 	sec := int64(f)
 	nsec := int64((f - float64(sec)) * 1e9)
-	return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+	if sec < -maxEpochSec || sec > maxEpochSec {
+		return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+	}
+	// Round's arithmetic for these times, without its general division:
+	// the nanoseconds into [0, 1e9), then to the nearest millisecond,
+	// halfway up (Time.Round counts from year 1, a whole number of seconds
+	// before the Unix epoch, so the remainder is the same).
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	ms := (nsec + 500_000) / 1_000_000
+	return time.Unix(sec, ms*1_000_000).UTC()
 }
+
+// maxEpochSec bounds the seconds epochTime rounds itself: far inside the
+// range Time represents, past which Round is left to do it (float values
+// that large, or NaN and infinities, which int64 cannot hold).
+const maxEpochSec = 1 << 40
 
 // ShardIDOf returns the shard id of a Lambda Kinesis eventID
 // ("shardId-000000000006:4959…"): the part before the first ':', or "" when
