@@ -26,9 +26,9 @@
 // parameter combinations and check the event sources, every IAM statement
 // against an allow-list of the calls the code makes (enhanced fan-out's
 // only with FanOutConsumerName), the ECS task, the wiring of parameters
-// into the LAMBDAADAPTER_* environment, and the CloudWatch alarms: each
-// must watch a metric that observe/emf's Exporter, run with the
-// environment the template sets, writes. For that the module requires the
+// into the LAMBDAADAPTER_* environment, the CloudWatch alarms and the
+// autoscaling policy: each must watch a metric that observe/emf's
+// Exporter, run with the environment the template sets, writes. For that the module requires the
 // library itself, from the parent directory (a replace directive in
 // go.mod), as bench/e2e does.
 package deploy

@@ -122,6 +122,7 @@ func combinations() []combination {
 		}
 	}
 	out = append(out, idempotencyCombinations()...)
+	out = append(out, autoScalingCombinations()...)
 	return append(out, observabilityCombinations()...)
 }
 

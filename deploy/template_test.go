@@ -20,7 +20,9 @@ import (
 
 // TestEveryParameterIsInOneGroup checks the console's parameter groups
 // (AWS::CloudFormation::Interface): every parameter in exactly one, no
-// group naming a parameter that does not exist.
+// group naming a parameter that does not exist, each group's label one
+// string (a comma in a YAML flow mapping, {default: a, b}, splits it into
+// two keys, which CloudFormation refuses).
 func TestEveryParameterIsInOneGroup(t *testing.T) {
 	tm := template(t)
 	md, _ := tm.Raw["Metadata"].(map[string]any)
@@ -29,6 +31,9 @@ func TestEveryParameterIsInOneGroup(t *testing.T) {
 	seen := map[string]int{}
 	for _, g := range groups {
 		gm, _ := g.(map[string]any)
+		if label, _ := gm["Label"].(map[string]any); len(label) != 1 || label["default"] == nil {
+			t.Errorf("parameter group label %v: want {default: LABEL} alone (quote a label with a comma)", gm["Label"])
+		}
 		ps, err := stringList(gm["Parameters"])
 		if err != nil {
 			t.Fatal(err)
@@ -469,6 +474,12 @@ func TestRules(t *testing.T) {
 		{"metrics off without alarms", lambdaMode("Metrics", "off"), nil},
 		{"a topic without alarms", lambdaMode("AlarmTopicArn", alarmTopic), []string{"AlarmTopicNeedsAlarms"}},
 		{"a topic with alarms", lambdaMode("AlarmTopicArn", alarmTopic, "Alarms", "true"), nil},
+		{"autoscaling without metrics", ecsMode("AutoScaling", "true", "Metrics", "off"), []string{"AutoScalingNeedsMetrics"}},
+		{"autoscaling in lambda mode", lambdaMode("AutoScaling", "true"), []string{"AutoScalingNeedsEcs"}},
+		{"autoscaling in lambda mode without metrics", lambdaMode("AutoScaling", "true", "Metrics", "off"), []string{"AutoScalingNeedsEcs", "AutoScalingNeedsMetrics"}},
+		{"autoscaling with metrics", ecsMode("AutoScaling", "true"), nil},
+		{"autoscaling with metrics and alarms", ecsMode("AutoScaling", "true", "Alarms", "true"), nil},
+		{"metrics off without autoscaling", ecsMode("Metrics", "off"), nil},
 	} {
 		_, err := template(t).Evaluate(tc.params)
 		var re *RuleError

@@ -524,11 +524,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 		return j, err
 	}
 	if len(d.recs) == cap(d.recs) {
-		// Grow by doubling: append's gentler growth for large slices would
-		// allocate several times the final size in total.
-		recs := make([]wrec, len(d.recs), max(2*cap(d.recs), 16))
-		copy(recs, d.recs)
-		d.recs = recs
+		d.growRecs(i)
 	}
 	d.recs = append(d.recs, wrec{})
 	r := &d.recs[idx]
@@ -576,6 +572,25 @@ func (d *decoder) record(i, idx int) (int, error) {
 		d.endRecord(r, idx)
 	}
 	return i, err
+}
+
+// growRecs makes room in d.recs for the record at i and the rest: as many
+// more as the records so far, at their average length, predict for the
+// payload after i (an eighth more, for records that vary), but at least
+// double, so that append's gentler growth for large slices does not
+// allocate several times the final size in total, and at most what
+// estimateRecords allows.
+func (d *decoder) growRecs(i int) {
+	n := len(d.recs)
+	want := max(2*n, 16)
+	if n > 0 && i > 0 {
+		predicted := n + (len(d.buf)-i)/max(i/n, 1)
+		want = max(want, predicted+predicted/8)
+	}
+	want = min(want, max(len(d.buf)/minRecordLen, n+1))
+	recs := make([]wrec, n, want)
+	copy(recs, d.recs)
+	d.recs = recs
 }
 
 // kinesis parses the value at i of record idx's kinesis key.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
@@ -157,4 +160,43 @@ func recordsKeys(in []byte) int {
 		}
 	}
 	return n
+}
+
+// FuzzEpochTime checks epochTime against Time.Round, which it does
+// itself for times within maxEpochSec of the epoch, to the nanosecond and
+// location.
+func FuzzEpochTime(f *testing.F) {
+	for _, v := range []float64{0, 1, -1, 0.0005, -0.0005, 0.0015, -0.0015, 1716389453.7510002, 1767323045.7299998,
+		1545084650.987, -1545084650.9995, 0.9995, -0.9995, 1 << 40, -(1 << 40), 1<<40 + 0.5, 1e300, -1e300, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v float64) {
+		sec := int64(v)
+		want := time.Unix(sec, int64((v-float64(sec))*1e9)).Round(time.Millisecond).UTC()
+		if got := epochTime(v); !got.Equal(want) || got.Location() != want.Location() || got != want {
+			t.Fatalf("epochTime(%v) = %v, want %v", v, got, want)
+		}
+	})
+}
+
+// TestEpochTimeMatchesRound is FuzzEpochTime on random timestamps of the
+// last and next centuries, on values just around half milliseconds, and on
+// any magnitude up to 2^41.
+func TestEpochTimeMatchesRound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 3))
+	check := func(v float64) {
+		sec := int64(v)
+		want := time.Unix(sec, int64((v-float64(sec))*1e9)).Round(time.Millisecond).UTC()
+		if got := epochTime(v); got != want {
+			t.Fatalf("epochTime(%v) = %v, want %v", v, got, want)
+		}
+	}
+	for range 300_000 {
+		check((rng.Float64()*2 - 1) * 4e9)
+		half := float64(rng.Int64N(4e12)-2e12)/1e3 + 0.0005
+		check(half)
+		check(math.Nextafter(half, 0))
+		check(math.Nextafter(half, math.Inf(1)))
+		check((rng.Float64()*2 - 1) * math.Ldexp(1, rng.IntN(42)))
+	}
 }

@@ -198,7 +198,7 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
-	d := decoder{buf: payload, out: buf, recs: getRecs(estimateRecords(payload))}
+	d := decoder{buf: payload, out: buf, recs: getRecs(payload)}
 	err := d.parse()
 	if se, ok := err.(*jsonscan.SyntaxError); ok {
 		err = (*SyntaxError)(se) // the same fields, with this package's message
@@ -215,15 +215,20 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 // no pointers, so a pooled slice keeps nothing else alive.
 var recsPool sync.Pool
 
-// getRecs returns an empty slice with room for at least n working records.
-func getRecs(n int) []wrec {
-	if p, _ := recsPool.Get().(*[]wrec); p != nil && cap(*p) >= n {
+// getRecs returns an empty slice for the working records of payload: the
+// pooled one of an earlier call, whatever its size (the records of one
+// function's invocations are alike, and record grows a slice that is too
+// small to the size the records parsed so far predict), or else one sized by
+// estimateRecords. Counting braces is a pass over the whole payload, which
+// a pooled slice spares.
+func getRecs(payload []byte) []wrec {
+	if p, _ := recsPool.Get().(*[]wrec); p != nil {
 		recs := (*p)[:0]
 		*p = nil
 		ptrPool.Put(p)
 		return recs
 	}
-	return make([]wrec, 0, n)
+	return make([]wrec, 0, estimateRecords(payload))
 }
 
 // putRecs gives recs back for reuse.
@@ -423,8 +428,24 @@ func base64Error(i int, err error) error {
 func epochTime(f float64) time.Time {
 	sec := int64(f)
 	nsec := int64((f - float64(sec)) * 1e9)
-	return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+	if sec < -maxEpochSec || sec > maxEpochSec {
+		return time.Unix(sec, nsec).Round(time.Millisecond).UTC()
+	}
+	// Round's arithmetic for these times, without its general division:
+	// the nanoseconds into [0, 1e9), then to the nearest millisecond,
+	// halfway up (Time.Round counts from year 1, a whole number of seconds
+	// before the Unix epoch, so the remainder is the same).
+	if nsec < 0 {
+		sec, nsec = sec-1, nsec+1e9
+	}
+	ms := (nsec + 500_000) / 1_000_000
+	return time.Unix(sec, ms*1_000_000).UTC()
 }
+
+// maxEpochSec bounds the seconds epochTime rounds itself: far inside the
+// range Time represents, past which Round is left to do it (float values
+// that large, or NaN and infinities, which int64 cannot hold).
+const maxEpochSec = 1 << 40
 
 // ShardIDOf returns the shard id of a Lambda Kinesis eventID
 // ("shardId-000000000006:4959…"): the part before the first ':', or "" when

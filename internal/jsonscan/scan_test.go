@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,7 +272,12 @@ func FuzzString(f *testing.F) {
 var floatCorpus = []string{"0", "1", "-1", "1796321909.664", "1.796321909664E9", "1.796321909664e+9", "179632190966400e-5",
 	"1545084650.987", "9007199254740993", "9007199254740993.5", "0.1", "0.30000000000000004", "123456789012345678901234567890", "1e22", "1e23",
 	"1e-22", "1e-23", "4.9e-324", "2.2250738585072014e-308", "1.7976931348623157e308", "0.000000000000000000000000001",
-	"1796321909.6640000000000000000001", "-0", "-0.0", "0e99999", "-0e-5", "1e-99999", "1e400", "-1e400", "1e99999999999999999999"}
+	"1796321909.6640000000000000000001", "-0", "-0.0", "0e99999", "-0e-5", "1e-99999", "1e400", "-1e400", "1e99999999999999999999",
+	// 17 to 19 significant digits: nearest's checked division.
+	"1716389453.7510002", "1767323045.7180002", "1767323045.7299998", "1716389453.751000213", "9007199254.740993",
+	"9007199254740993.5", "9007199254740992.5", "9007199254740994.5", "4503599627370497.5", "1.0000000000000001",
+	"1.00000000000000011102230246251565404", "1.0000000000000001110", "1.0000000000000001111", "9999999999999999.999",
+	"0.99999999999999999", "0.9999999999999999", "1.9999999999999999", "2.0000000000000001", "1073741823.9999999999", "0.12345678901234567", "123456789012345678.9", "1844674407370955161.5", "-1716389453.7510002"}
 
 // checkParseFloat checks ParseFloat on the number num against
 // strconv.ParseFloat, to the bit (the sign of zero included).
@@ -287,6 +294,39 @@ func checkParseFloat(t *testing.T, num []byte) {
 func TestParseFloat(t *testing.T) {
 	for _, s := range floatCorpus {
 		checkParseFloat(t, []byte(s))
+	}
+}
+
+// TestParseFloatLongMantissas checks ParseFloat against strconv on numbers
+// of 17 to 19 significant digits around timestamps, the values nearest
+// handles, and on the midpoints between neighbouring float64s, where a
+// double rounding would go wrong.
+func TestParseFloatLongMantissas(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 2))
+	for range 200_000 {
+		digits := 17 + rng.IntN(3)
+		intDigits := 1 + rng.IntN(digits-1)
+		b := []byte(strconv.FormatUint(1+rng.Uint64N(9), 10))
+		for len(b) < digits {
+			b = append(b, byte('0'+rng.IntN(10)))
+		}
+		num := append(append(append([]byte{}, b[:intDigits]...), '.'), b[intDigits:]...)
+		checkParseFloat(t, num)
+	}
+	for range 100_000 {
+		// The exact midpoint of two neighbouring float64s near a timestamp:
+		// q·2^-22 + 2^-23 has 23 fraction digits; cut it to 19 significant
+		// digits and nudge the last one.
+		f := 1.7e9 + rng.Float64()*1e8
+		mid := new(big.Float).SetPrec(200).SetFloat64(f)
+		mid.Add(mid, new(big.Float).SetPrec(200).SetFloat64(math.Nextafter(f, math.Inf(1))))
+		mid.Quo(mid, big.NewFloat(2))
+		s := mid.Text('f', 9) // 10 integer digits + 9 = 19 significant
+		for _, d := range []int{-1, 0, 1} {
+			n, _ := strconv.ParseUint(strings.Replace(s, ".", "", 1), 10, 64)
+			v := strconv.FormatUint(uint64(int64(n)+int64(d)), 10)
+			checkParseFloat(t, []byte(v[:10]+"."+v[10:]))
+		}
 	}
 }
 
@@ -328,5 +368,20 @@ func TestAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per run, want 0", allocs)
+	}
+}
+
+// BenchmarkParseFloat parses timestamps as Lambda writes them: 13
+// significant digits (Clinger's path) and 17 (nearest's).
+func BenchmarkParseFloat(b *testing.B) {
+	for _, num := range []string{"1796321909.664", "1716389453.7510002"} {
+		b.Run(num, func(b *testing.B) {
+			in := []byte(num)
+			for b.Loop() {
+				if _, ok := ParseFloat(in); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
 	}
 }

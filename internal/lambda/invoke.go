@@ -150,7 +150,7 @@ func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers
 		backing = make(envelope.Headers, 0, len(ds)*(message.DeliveryHeaders+1))
 	}
 	for i := range ds {
-		ds[i].Msg, backing = plain(&b.recs[lo+i], backing, &b.streams)
+		backing = plainInto(&ds[i].Msg, &b.recs[lo+i], backing, &b.streams)
 	}
 	return backing
 }
@@ -209,18 +209,30 @@ func (c *streamCache) of(src string) string {
 // plain returns the message of an ordinary record, its headers appended to
 // backing; streams gives its stream ARN.
 func plain(rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) (message.Message, envelope.Headers) {
-	payload, h, attempt, backing := message.Open(backing, rec.Data, rec.PartitionKey, rec.SequenceNumber, rec.ShardID)
-	return message.Message{
-		Payload:        payload,
-		Headers:        h,
-		PartitionKey:   rec.PartitionKey,
-		SequenceNumber: rec.SequenceNumber,
-		ShardID:        rec.ShardID,
-		StreamARN:      streams.of(rec.EventSourceARN),
-		EventSourceARN: rec.EventSourceARN,
-		ArrivalTime:    rec.ArrivalTime,
-		Attempt:        attempt,
-	}, backing
+	var m message.Message
+	backing = plainInto(&m, rec, backing, streams)
+	return m, backing
+}
+
+// plainInto is plain into *m, every field of which it sets: the message is
+// written where it stays (a delivery of a chunk), field by field, instead of
+// built aside and copied there whole, which costs a second pass over its 208
+// bytes and, while the collector marks, a barrier over all its pointers.
+func plainInto(m *message.Message, rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) envelope.Headers {
+	var attempt int
+	m.Payload, m.Headers, attempt, backing = message.Open(backing, rec.Data, rec.PartitionKey, rec.SequenceNumber, rec.ShardID)
+	m.PartitionKey = rec.PartitionKey
+	m.ExplicitHashKey = ""
+	m.SequenceNumber = rec.SequenceNumber
+	m.Aggregated = false
+	m.SubSequenceNumber = 0
+	m.ShardID = rec.ShardID
+	m.StreamARN = streams.of(rec.EventSourceARN)
+	m.EventSourceARN = rec.EventSourceARN
+	m.ArrivalTime = rec.ArrivalTime
+	m.Attempt = attempt
+	message.Bind(m, nil)
+	return backing
 }
 
 // aggregated is deliveries for an invocation with at least one record that

@@ -2,10 +2,12 @@ package lambda
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"testing"
 
 	"github.com/shardsettle/lambdaadapter/internal/event"
+	"github.com/shardsettle/lambdaadapter/internal/message"
 )
 
 // TestRegistrableMatchesWatermark: registrable, which lets an invocation
@@ -53,5 +55,25 @@ func TestRegistrableMatchesWatermark(t *testing.T) {
 		case !ok && err == nil && len(distinct) <= maxCheckedShards:
 			t.Fatalf("round %d: not registrable, but registering succeeds (%+v)", round, recs)
 		}
+	}
+}
+
+// TestPlainIntoSetsEveryField guards plainInto, which sets the fields of a
+// message one by one over whatever a recycled delivery held: a field added
+// to message.Message must be set there too.
+func TestPlainIntoSetsEveryField(t *testing.T) {
+	if n := reflect.TypeFor[message.Message]().NumField(); n != 13 {
+		t.Fatalf("message.Message has %d fields; plainInto sets 13: set the new ones there and update this count", n)
+	}
+	var m message.Message
+	m.ExplicitHashKey, m.Aggregated, m.SubSequenceNumber, m.Attempt = "stale", true, 7, 9
+	message.Bind(&m, nil)
+	rec := event.KinesisRecord{Data: []byte("x"), PartitionKey: "k", SequenceNumber: "1", ShardID: "shardId-1", EventSourceARN: "arn:aws:kinesis:us-east-1:1:stream/s"}
+	var streams streamCache
+	plainInto(&m, &rec, nil, &streams)
+	want, _ := plain(&rec, nil, &streams)
+	if m.ExplicitHashKey != "" || m.Aggregated || m.SubSequenceNumber != 0 || m.Attempt != want.Attempt ||
+		string(m.Payload) != "x" || m.PartitionKey != "k" || m.StreamARN != want.StreamARN {
+		t.Errorf("plainInto over a used message = %+v, want %+v", m, want)
 	}
 }
