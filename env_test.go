@@ -27,7 +27,7 @@ func TestEnvironmentBothModes(t *testing.T) {
 		"LAMBDAADAPTER_OWNER_ID": "w-1", "LAMBDAADAPTER_START": "2026-01-02T03:04:05Z",
 		"LAMBDAADAPTER_LEASE_DURATION": "6s", "LAMBDAADAPTER_CHECKPOINT_INTERVAL": "2s", "LAMBDAADAPTER_SHUTDOWN_TIMEOUT": "20s",
 		"LAMBDAADAPTER_LIST_INTERVAL": "1m", "LAMBDAADAPTER_GETRECORDS_LIMIT": "500",
-		"LAMBDAADAPTER_RETRY_BACKOFF": "1s", "LAMBDAADAPTER_MAX_RETRY_BACKOFF": "1m",
+		"LAMBDAADAPTER_RETRY_BACKOFF": "1s", "LAMBDAADAPTER_MAX_RETRY_BACKOFF": "1m", "LAMBDAADAPTER_BALANCE": "count",
 	}
 	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), WithSQSClient(awsfake.NewSQS()), WithLeaseStore(lease.NewMemory())}
 	// One environment serves both modes: each mode's settings are ignored
@@ -56,6 +56,7 @@ func TestEnvironmentBadValues(t *testing.T) {
 		"LAMBDAADAPTER_DEADLINE_MARGIN": "-1s", "LAMBDAADAPTER_START": "yesterday", "LAMBDAADAPTER_LEASE_DURATION": "10",
 		"LAMBDAADAPTER_CHECKPOINT_INTERVAL": "0s", "LAMBDAADAPTER_SHUTDOWN_TIMEOUT": "x", "LAMBDAADAPTER_LIST_INTERVAL": "1",
 		"LAMBDAADAPTER_GETRECORDS_LIMIT": "10001", "LAMBDAADAPTER_RETRY_BACKOFF": "fast", "LAMBDAADAPTER_MAX_RETRY_BACKOFF": "0",
+		"LAMBDAADAPTER_BALANCE": "cpu",
 	} {
 		_, err := environment(envOf(map[string]string{name: v}))
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -58,6 +58,7 @@ func optionDoors() map[string]struct {
 		"WithMetricsInterval":    svc(lambdaadapter.WithMetricsInterval(30 * time.Second)),
 		"WithShutdownTimeout":    svc(lambdaadapter.WithShutdownTimeout(20 * time.Second)),
 		"WithListInterval":       svc(lambdaadapter.WithListInterval(time.Minute)),
+		"WithBalanceByCount":     svc(lambdaadapter.WithBalanceByCount()),
 		"WithBatchSize":          svc(lambdaadapter.WithBatchSize(10)),
 		"WithRetryBackoff":       svc(lambdaadapter.WithRetryBackoff(time.Second, time.Minute)),
 		"WithEnhancedFanOut":     svc(lambdaadapter.WithEnhancedFanOut("orders-app")),

@@ -428,7 +428,7 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
 		"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
 		"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
-		"dynamodb:Query": {"${LeaseTable.Arn}/index/leaseOwner-index"},
+		"dynamodb:Query":  {"${LeaseTable.Arn}/index/leaseOwner-index"},
 		"sqs:SendMessage": sorted(sends...), "sqs:ReceiveMessage": delay, "sqs:DeleteMessage": delay,
 	}
 	if reading(p) == fanOut {

@@ -75,10 +75,13 @@
 //     (at start and at every renewal round) and removes it when Run ends;
 //     the row of a worker whose counter stood still for the lease duration
 //     is removed by the others (fenced by that counter).
-//   - Balance: shards are listed (paginated) at start and every
-//     Config.ListInterval; each live worker aims at ceil(shards / workers)
-//     leases. It takes free and expired leases (those of dead workers) up
-//     to its share; short of that, it asks the busiest workers for leases
+//   - Balance: one worker leads (see "Who plans" below): it lists the
+//     shards (at start, every Config.ListInterval, and when a shard
+//     ended), reads the table every LeaseDuration/2 and plans for all
+//     (planAssignment: even load by default, even counts with
+//     AssignByCount). It gives free and expired leases (those of dead
+//     workers) with a take in the receiver's name, and moves live leases
+//     by asking their owner to hand them over to the receiver
 //     (lease.Store.RequestHandoff). The owner that sees the request stops
 //     reading the shard, lets its records in flight settle, and transfers
 //     the lease with its last checkpoint in one conditional write
@@ -206,4 +209,53 @@
 //     checkpoint in the same conditional write, and removes its worker row. Every goroutine and timer it started has
 //     ended when it returns — no delayed copy is written afterwards —
 //     except a handler that ignores its cancelled context (logged).
+//
+// # Who plans
+//
+// One leader per stream plans for every worker, as the KCL 3 does; the
+// alternative, every worker planning from the same read, makes every
+// worker read the whole table every round, which is the cost issue 30
+// removes (workers × shards rows per round).
+//
+//   - Election: the leader row (lease.LeaderKey) is a lease: taken when
+//     free or expired, renewed with the shards' leases every
+//     LeaseDuration/3, fenced the same way (a leader whose renewal did not
+//     succeed within LeaseDuration − LeaseDuration/10 stops planning),
+//     released at a graceful stop. Every other worker reads it each round
+//     (one strongly consistent GetItem) to learn that it should follow and
+//     to take over when it expires.
+//   - Failure modes. A dead leader: no plan for at most LeaseDuration plus a
+//     round, while every worker goes on reading and renewing what it
+//     holds; free and expired leases wait that long (a dead worker's
+//     shards: 2 × LeaseDuration at worst instead of LeaseDuration). Two
+//     leaders for a moment (a paused one that resumes before it notices):
+//     each of their writes is conditional on the row as read (a take on
+//     owner and counter, a hand-over request on the owner and no request
+//     pending), and the plan is a deterministic function of the read, so
+//     the worst is a take or a request that fails. A leader cut off from
+//     the table plans nothing, as any worker cut off writes nothing. A
+//     follower that misses an index update (the index is eventually
+//     consistent) adopts its lease at its next round; it reads each lease
+//     the index names with a consistent GetItem and starts it only after a
+//     renewal on the counter read, so a stale index starts nothing. A
+//     lease given to a worker that dies before adopting it expires and is
+//     given again.
+//   - Cost (read units per second, S shards, W workers, lease duration D,
+//     listing interval L): the leader (2/D + 1/L) Scans of the table, each
+//     ceil((310·S + 220·W) / 4096) units; each follower 2/D × (1 unit for
+//     the leader row + 0.5 for its owner-index query). At 1,000 shards and
+//     50 workers, D 10 s and L 30 s: 18 + 15 = 33 units/s, where every
+//     worker Scanning cost W times the leader's part, 922.
+//   - Convergence: moves are hand-overs, at most Config.MaxMoves (8) per
+//     round of D/2, each chosen from the busiest worker to the least
+//     loaded with a margin that makes a move back impossible while the
+//     load figures stay within half the tolerance (15 %) of the truth;
+//     takes are not bounded. Load figures trail the moves by about a
+//     heartbeat (D/3) and are smoothed, so a change of load settles in a
+//     few rounds (the scale simulation measures it: BENCHMARKS.md).
+//   - Mixed fleets: a worker row without load is an older version's, which
+//     plans for itself; while one lives, or while the table has no owner
+//     index, the leader writes "plan:self" in its row and every worker
+//     balances as before (planBalance). The leader writes "plan:leader"
+//     once the last one is gone.
 package consumer
