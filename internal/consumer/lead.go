@@ -304,9 +304,6 @@ func (c *Consumer) assignInput(in planInput, p plan, snap lease.Snapshot) assign
 	loads[c.cfg.Owner] = c.lastLoad
 	c.mu.Unlock()
 	for owner := range p.asks.live {
-		if _, ok := loads[owner]; !ok {
-			continue // no worker row (removed as dead): not a worker to give leases to
-		}
 		a.workers = append(a.workers, workerLoadOf(owner, loads[owner]))
 	}
 	a.workers = append(a.workers, workerLoadOf(c.cfg.Owner, loads[c.cfg.Owner]))
