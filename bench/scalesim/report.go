@@ -2,8 +2,8 @@ package scalesim
 
 import (
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,7 +62,7 @@ func (r *Report) Format(w io.Writer) error {
 	if c.Assignment == consumer.AssignByCount {
 		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding ceil(shards/workers) ± 1 (balanced), and every live worker reading exactly those (reading); sampled every %s\n", c.Sample)
 	} else {
-		fmt.Fprintf(&b, "converged: every shard owned by a live worker, the highest worker CPU ≤ %.1f × the mean over the last lease duration (balanced), and every live worker reading exactly what it owns (reading); sampled every %s\n", balanceRatio, c.Sample)
+		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding at least one, the highest worker CPU ≤ %.1f × the mean over the last lease duration (balanced), and every live worker reading exactly what it owns (reading); sampled every %s\n", balanceRatio, c.Sample)
 	}
 	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f (a leaving worker's leases, plus the costliest leases off workers above the limit; ~0 for a join, which needs moves to fill the new worker: see joiners' leases)\n\n", balanceRatio)
 

@@ -270,8 +270,9 @@ type Phase struct {
 	// Workers is the number of live workers after the change, Target
 	// ceil(shards / Workers). Balanced means every shard is owned by a
 	// live worker and, by count (consumer.AssignByCount), each holds Target
-	// ± 1, or, by load, the highest worker's CPU utilization over the last
-	// lease duration is at most 1.2 × the mean.
+	// ± 1, or, by load, each holds at least one lease and the highest
+	// worker's CPU utilization over the last lease duration is at most 1.2
+	// × the mean.
 	Workers, Target int
 	// Balanced is the time from the change until the lease table first
 	// converged; Reading until, besides, every live worker read exactly the
@@ -681,7 +682,7 @@ type observation struct {
 	balanced  bool                // every shard has a live owner; each holds target ± 1, or the load is even (see Phase)
 	maxMean   float64             // highest CPU utilization over the mean, over the last lease duration
 	meanCPU   float64
-	reading   bool           // balanced, and each live worker reads exactly what it owns
+	reading   bool // balanced, and each live worker reads exactly what it owns
 	min, max  int
 	target    int
 	liveCount int
@@ -728,7 +729,7 @@ func (s *sim) observe() observation {
 	if s.cfg.Assignment == consumer.AssignByCount {
 		o.balanced = o.balanced && o.min >= o.target-1 && o.max <= o.target+1
 	} else {
-		o.balanced = o.balanced && full && o.maxMean <= balanceRatio
+		o.balanced = o.balanced && full && o.maxMean <= balanceRatio && o.min > 0
 	}
 	if !o.balanced {
 		return o

@@ -420,4 +420,3 @@ func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsI
 	k.cpu.poll()
 	return k.k.GetRecords(ctx, in, opts...)
 }
-
