@@ -255,21 +255,24 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 		t.Skip("run with -scalesim.full (make bench-scale)")
 	}
 	for _, a := range []consumer.Assignment{consumer.AssignByLoad, consumer.AssignByCount} {
-		synctest.Test(t, func(t *testing.T) {
-			began := time.Now()
-			cfg := fleet()
-			cfg.SkewTop, cfg.SkewMax, cfg.Assignment = 0.5, 0.02, a
-			cfg.Progress = func(line string) { fmt.Printf("%7.1fs %s\n", time.Since(began).Seconds(), line) }
-			fmt.Printf("== scale simulation, skewed, virtual time (testing/synctest): default durations, assignment %d (0 load, 1 count)\n", a)
-			rep, err := Run(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := rep.Format(os.Stdout); err != nil {
-				t.Fatal(err)
-			}
-			knownKillBug(t, rep)
-			checkReport(t, rep)
+		name := map[consumer.Assignment]string{consumer.AssignByLoad: "load", consumer.AssignByCount: "count"}[a]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				began := time.Now()
+				cfg := fleet()
+				cfg.SkewTop, cfg.SkewMax, cfg.Assignment = 0.5, 0.02, a
+				cfg.Progress = func(line string) { fmt.Printf("%7.1fs %s\n", time.Since(began).Seconds(), line) }
+				fmt.Printf("== scale simulation, skewed, virtual time (testing/synctest): default durations, assignment %d (0 load, 1 count)\n", a)
+				rep, err := Run(t.Context(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rep.Format(os.Stdout); err != nil {
+					t.Fatal(err)
+				}
+				knownKillBug(t, rep)
+				checkReport(t, rep)
+			})
 		})
 	}
 }
