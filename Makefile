@@ -100,6 +100,7 @@ bench-lanes:
 #   cd bench/scalesim && go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m . -scalesim.lease=10s
 bench-scale:
 	cd bench/scalesim && $(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v . -scalesim.full
+	cd bench/scalesim && $(GO) test -run '^TestSkewedFullFleetVirtual$$' -count=1 -timeout 60m -v . -scalesim.full
 	cd bench/scalesim && $(GO) test -run '^$$' -bench '^BenchmarkFleet$$' -benchtime=1x -count=1 -timeout 60m .
 
 # The charts in BENCHMARKS.md (benchmarks/charts/*.png), drawn from the raw

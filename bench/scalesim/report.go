@@ -3,23 +3,71 @@ package scalesim
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 )
+
+// Reads is a lease-table read rate: rows per second a Scan reads, and the
+// DynamoDB read units per second they cost.
+type Reads struct{ Rows, RCU float64 }
+
+// scanUnits is lease/doc.go's cost of one strongly consistent Scan of a
+// table of s held leases and w workers publishing their load, and the
+// leader row: ceil((310·s + 220·w + 175) / 4096).
+func scanUnits(s, w int) float64 {
+	return math.Ceil(float64(310*s+220*w+175) / readUnitBytes)
+}
+
+// OldReads is the read cost before the leader (lease/doc.go's formula):
+// each of w workers Scans the table (s leases, w worker rows, the leader
+// row) every balancing round (lease/2) and every list interval.
+func OldReads(s, w int, lease, list time.Duration) Reads {
+	scans := float64(w) * (2/lease.Seconds() + 1/list.Seconds())
+	return Reads{Rows: scans * float64(s+w+1), RCU: scans * scanUnits(s, w)}
+}
+
+// LedReads is the read cost with a leader: the leader Scans every
+// balancing round (lease/2) and every list interval; every worker reads
+// the leader row (GetItem, 1 unit) and, but the leader, its leases
+// through the owner index (Query, 0.5 units) every balancing round.
+// Gets of leases adopted after a move are left out (they come with moves).
+func LedReads(s, w int, lease, list time.Duration) Reads {
+	scans := 2/lease.Seconds() + 1/list.Seconds()
+	rounds := float64(w) * 2 / lease.Seconds()
+	return Reads{Rows: scans * float64(s+w+1), RCU: scans*scanUnits(s, w) + rounds*1 + (rounds-2/lease.Seconds())*0.5}
+}
 
 // Format writes the report as plain-text tables: the settings, one row per
 // phase, the steady state's lease-store calls by kind, and the records.
 func (r *Report) Format(w io.Writer) error {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "%d shards, %d workers at the start, %d records/s written round robin, start TRIM_HORIZON\n", c.Shards, c.Workers, c.WriteRate)
+	writes := "round robin"
+	if c.SkewTop != 0 || c.SkewMax != 0 {
+		k, _ := FitSkew(c.Shards, c.SkewTop, c.SkewMax)
+		writes = fmt.Sprintf("skewed (top 5%% of shards %.0f%% of records, hottest %.1f%%: Q %.2f, S %.3f)", 100*c.SkewTop, 100*c.SkewMax, k.Q, k.S)
+	}
+	assign := "load (AssignByLoad)"
+	if c.Assignment == consumer.AssignByCount {
+		assign = "count (AssignByCount)"
+	}
+	fmt.Fprintf(&b, "%d shards, %d workers at the start, %d records/s written %s, start TRIM_HORIZON, assignment by %s\n", c.Shards, c.Workers, c.WriteRate, writes, assign)
+	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU over the last lease duration\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll)
 	fmt.Fprintf(&b, "lease duration %s (renewal every %s, balancing every %s, expiry after %s, store call deadline %s), list interval %s, checkpoint interval %s, shutdown timeout %s\n",
 		c.LeaseDuration, c.LeaseDuration/3, c.LeaseDuration/2, c.LeaseDuration, max(c.LeaseDuration/3, time.Second), c.ListInterval, c.CheckpointInterval, c.ShutdownTimeout)
-	fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding ceil(shards/workers) ± 1 (balanced), and every live worker reading exactly those (reading); sampled every %s\n\n", c.Sample)
+	if c.Assignment == consumer.AssignByCount {
+		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding ceil(shards/workers) ± 1 (balanced), and every live worker reading exactly those (reading); sampled every %s\n", c.Sample)
+	} else {
+		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding at least one, the highest worker CPU ≤ %.1f × the mean over the last lease duration (balanced), and every live worker reading exactly what it owns (reading); sampled every %s\n", balanceRatio, c.Sample)
+	}
+	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f (a leaving worker's leases, plus the costliest leases off workers above the limit; ~0 for a join, which needs moves to fill the new worker: see joiners' leases)\n\n", balanceRatio)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmoves\tideal\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
+	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
 	for _, p := range r.Phases {
 		bal, rd := "-", "NOT CONVERGED"
 		if p.Balanced > 0 {
@@ -28,8 +76,8 @@ func (r *Report) Format(w io.Writer) error {
 		if p.Converged {
 			rd = secs(p.Reading)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
-			p.Name, p.Workers, p.Target, bal, rd, p.Moves, p.Ideal, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
+			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
 			p.MinHeld, p.MaxHeld, p.Unowned, p.Flaps, p.Duplicates)
 	}
 	if err := tw.Flush(); err != nil {
@@ -47,13 +95,19 @@ func (r *Report) Format(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.1f\t\n", k, s.Store.Calls[k], s.Store.Refused[k], s.PerShardSecond(s.Store.Calls[k]), perSecond(s.Store.Calls[k], s.Window))
 	}
-	writes := s.Store.Writes()
-	fmt.Fprintf(tw, "all writes\t%d\t\t%.4f\t%.1f\t\n", writes, s.PerShardSecond(writes), perSecond(writes, s.Window))
+	fmt.Fprintf(tw, "read units (RCU)\t%.1f\t\t%.4f\t%.1f\t\n", float64(s.Store.RCU)/1000, s.PerShardSecond(s.Store.RCU)/1000, perSecond(s.Store.RCU, s.Window)/1000)
+	allWrites := s.Store.Writes()
+	fmt.Fprintf(tw, "all writes\t%d\t\t%.4f\t%.1f\t\n", allWrites, s.PerShardSecond(allWrites), perSecond(allWrites, s.Window))
 	fmt.Fprintf(tw, "rows read (snapshot, list)\t%d\t\t%.4f\t%.1f\t\n", s.Store.RowsRead, s.PerShardSecond(s.Store.RowsRead), perSecond(s.Store.RowsRead, s.Window))
 	fmt.Fprintf(tw, "GetRecords calls\t%d\t\t%.4f\t%.1f\t\n", s.GetRecords, s.PerShardSecond(s.GetRecords), perSecond(s.GetRecords, s.Window))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(&b, "modelled worker CPU at the window's end: mean %.2f, max/mean %.2f\n", s.MeanCPU, s.MaxMean)
+	old := OldReads(s.Shards, s.Workers, c.LeaseDuration, c.ListInterval)
+	nw := LedReads(s.Shards, s.Workers, c.LeaseDuration, c.ListInterval)
+	fmt.Fprintf(&b, "lease-table reads per second: measured %.1f rows, %.1f RCU; the leader's formula (LedReads) %.1f rows, %.1f RCU; before the leader (OldReads: every worker Scans every lease duration/2 and every list interval) %.1f rows, %.1f RCU: measured RCU = %.1f%% of the old\n",
+		perSecond(s.Store.RowsRead, s.Window), perSecond(s.Store.RCU, s.Window)/1000, nw.Rows, nw.RCU, old.Rows, old.RCU, 100*perSecond(s.Store.RCU, s.Window)/1000/max(old.RCU, 1e-9))
 	if s.CPU > 0 {
 		fmt.Fprintf(&b, "process CPU in the window: %s (%.2f cores)\n", round(s.CPU), s.CPU.Seconds()/max(s.Window.Seconds(), 1e-9))
 	}

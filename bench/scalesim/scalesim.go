@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -99,9 +100,27 @@ type Config struct {
 	// one before converged and Settle passed.
 	Events []Event
 	// WriteRate is how many records per second are written to the stream,
-	// round robin over its shards, from the start until every event is
-	// over.
+	// from the start until every event is over: round robin over its shards,
+	// or, with SkewTop set, each record to a shard drawn from the skew's
+	// shares.
 	WriteRate int
+
+	// SkewTop and SkewMax skew the writes (FitSkew): the top 5% of the
+	// shards carry SkewTop of the records and the hottest SkewMax (e.g. 0.5
+	// and 0.02). Which shard has which rank is drawn with Seed. Zero: every
+	// shard carries the same, written round robin.
+	SkewTop, SkewMax float64
+	// Assignment is the consumers' (consumer.Config.Assignment): the
+	// leader evens out load (AssignByLoad, the default) or lease counts
+	// (AssignByCount). It also picks what converged means (see Phase).
+	Assignment consumer.Assignment
+	// CPUPerRecord, CPUPerByte and CPUPerPoll are the CPU model: each
+	// worker's CPU clock (its consumer's Config.CPUTime, with CPUs 1)
+	// advances by CPUPerRecord and CPUPerByte × its payload bytes for every
+	// record its handler handles, and by CPUPerPoll for every GetRecords
+	// call it makes. Zero takes DefaultCPUPerRecord, DefaultCPUPerByte and
+	// DefaultCPUPerPoll.
+	CPUPerRecord, CPUPerByte, CPUPerPoll time.Duration
 
 	// LeaseDuration, ListInterval, CheckpointInterval and ShutdownTimeout
 	// are the consumers' (consumer.Config); zero takes the consumer's
@@ -141,6 +160,10 @@ func (c *Config) defaults() error {
 	switch {
 	case c.Shards < 1 || c.Workers < 1 || c.WriteRate < 1:
 		return errors.New("scalesim: shards, workers and write rate must be positive")
+	case c.SkewTop < 0 || c.SkewMax < 0 || c.CPUPerRecord < 0 || c.CPUPerByte < 0 || c.CPUPerPoll < 0:
+		return errors.New("scalesim: negative skew or CPU cost")
+	case c.Assignment != consumer.AssignByLoad && c.Assignment != consumer.AssignByCount:
+		return fmt.Errorf("scalesim: unknown assignment %d", c.Assignment)
 	case c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 ||
 		c.Settle < 0 || c.Steady < 0 || c.ConvergeTimeout < 0 || c.DrainTimeout < 0 || c.Sample < 0:
 		return errors.New("scalesim: negative duration")
@@ -161,6 +184,20 @@ func (c *Config) defaults() error {
 		if live < 1 {
 			return errors.New("scalesim: the events leave no worker")
 		}
+	}
+	if c.SkewTop != 0 || c.SkewMax != 0 {
+		if _, err := FitSkew(c.Shards, c.SkewTop, c.SkewMax); err != nil {
+			return err
+		}
+	}
+	if c.CPUPerRecord == 0 {
+		c.CPUPerRecord = DefaultCPUPerRecord
+	}
+	if c.CPUPerByte == 0 {
+		c.CPUPerByte = DefaultCPUPerByte
+	}
+	if c.CPUPerPoll == 0 {
+		c.CPUPerPoll = DefaultCPUPerPoll
 	}
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = consumer.DefaultLeaseDuration
@@ -219,6 +256,10 @@ type Report struct {
 	GetRecords int64
 }
 
+// balanceRatio is the highest worker utilization over the mean that a
+// load-aware run counts as balanced (issue 30's target).
+const balanceRatio = 1.2
+
 // Phase is the start or one event, from the change until the next one.
 type Phase struct {
 	// Name says what changed ("start 50", "kill 1").
@@ -227,8 +268,11 @@ type Phase struct {
 	Kind EventKind
 	N    int
 	// Workers is the number of live workers after the change, Target
-	// ceil(shards / Workers): converged means every shard is owned by a
-	// live worker and each holds Target ± 1.
+	// ceil(shards / Workers). Balanced means every shard is owned by a
+	// live worker and, by count (consumer.AssignByCount), each holds Target
+	// ± 1, or, by load, each holds at least one lease and the highest
+	// worker's CPU utilization over the last lease duration is at most 1.2
+	// × the mean.
 	Workers, Target int
 	// Balanced is the time from the change until the lease table first
 	// converged; Reading until, besides, every live worker read exactly the
@@ -242,6 +286,20 @@ type Phase struct {
 	// floor(shards / workers) per joining worker; at the start, every
 	// shard).
 	Moves, Ideal int64
+	// Fewest is a lower bound on the moves for every worker's load to be
+	// at most 1.2 × the mean, from the shards' modelled costs and who held
+	// them at the change (FewestMoves; a leaving or dying worker's leases
+	// all count). It is loose: a joining worker starts empty and is below
+	// the limit, so for a join it is about 0 although filling the new
+	// worker needs moves; JoinHeld is the reference for joins.
+	Fewest int64
+	// JoinHeld is the number of leases the joining workers held when the
+	// phase converged (0 for other events).
+	JoinHeld int
+	// MaxMean is the highest worker CPU utilization over the mean, both
+	// over the last lease duration, when the phase converged; MaxMeanEnd
+	// at its end (after Settle); MeanCPU the mean utilization then.
+	MaxMean, MaxMeanEnd, MeanCPU float64
 	// Store counts the lease-store calls in the phase; its FreeTakes,
 	// ExpiredTakes and Transfers break Moves down by cause.
 	Store Counts
@@ -272,6 +330,10 @@ type Steady struct {
 	GetRecords int64
 	// CPU is the process's CPU time in the window.
 	CPU time.Duration
+	// MaxMean is the highest worker CPU utilization (modelled) over the
+	// mean at the end of the window, both over the last lease duration;
+	// MeanCPU the mean.
+	MaxMean, MeanCPU float64
 }
 
 // PerShardSecond returns n per shard per second of the window.
@@ -287,6 +349,7 @@ type worker struct {
 	id     string
 	c      *consumer.Consumer
 	sw     *switchboard
+	cpu    *cpuClock
 	killed atomic.Bool
 	cancel context.CancelFunc
 	done   chan error // Run's result
@@ -304,6 +367,12 @@ type sim struct {
 
 	all  []*worker // every worker started
 	live []*worker // those neither leaving nor killed
+
+	shares   []float64 // each shard's share of the records, by index
+	cum      []float64 // their running sum (nil: round robin)
+	wrng     *rand.Rand
+	cpuw     cpuWindow
+	pollRate float64 // GetRecords calls per shard per second in the steady window
 
 	tally tally
 }
@@ -365,6 +434,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.Shards {
 		s.ids = append(s.ids, fmt.Sprintf("shardId-%012d", i))
 	}
+	s.cpuw.window = cfg.LeaseDuration
+	s.wrng = rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e+1))
+	s.shares = make([]float64, cfg.Shards)
+	if cfg.SkewTop == 0 && cfg.SkewMax == 0 {
+		for i := range s.shares {
+			s.shares[i] = 1 / float64(cfg.Shards)
+		}
+	} else {
+		k, _ := FitSkew(cfg.Shards, cfg.SkewTop, cfg.SkewMax) // checked by defaults
+		byRank := k.Shares(cfg.Shards)
+		for rank, i := range s.wrng.Perm(cfg.Shards) {
+			s.shares[i] = byRank[rank]
+		}
+		sum := 0.0
+		for _, x := range s.shares {
+			sum += x
+			s.cum = append(s.cum, sum)
+		}
+	}
 	rep := &Report{Config: cfg}
 	began, cpu0 := time.Now(), cpuTime()
 
@@ -409,22 +497,37 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 		return err
 	}
 	for _, e := range cfg.Events {
-		var ideal int64
+		var ideal, fewest int64
 		change := func() {}
+		o := s.observe()
 		switch e.Kind {
 		case Join:
 			ideal = int64(e.N * (cfg.Shards / (len(s.live) + e.N)))
+			var costs [][]float64
+			for _, w := range s.live {
+				costs = append(costs, s.costs(o.owned[w.id]))
+			}
+			for range e.N {
+				costs = append(costs, nil)
+			}
+			fewest = int64(FewestMoves(costs, balanceRatio))
 			change = func() {
 				for range e.N {
 					s.startWorker(ctx)
 				}
 			}
 		case Leave, Kill:
-			held := s.held()
 			out := s.draw(e.N)
-			for _, w := range out {
-				ideal += int64(held[w.id])
+			var costs [][]float64
+			var unplaced []float64
+			for _, w := range s.live {
+				costs = append(costs, s.costs(o.owned[w.id]))
 			}
+			for _, w := range out {
+				ideal += int64(o.held[w.id])
+				unplaced = append(unplaced, s.costs(o.owned[w.id])...)
+			}
+			fewest = int64(FewestMovesPlacing(costs, unplaced, balanceRatio))
 			change = func() {
 				for _, w := range out {
 					s.stop(w, e.Kind == Kill)
@@ -432,6 +535,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 			}
 		}
 		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, change)
+		p.Fewest = fewest
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -440,9 +544,25 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	return nil
 }
 
+// costs returns the modelled CPU cost (seconds per second) of each of the
+// shards: its share of the writes × (CPUPerRecord + CPUPerByte × the
+// mean payload), plus its polls (the steady window's GetRecords calls per
+// shard per second) × CPUPerPoll.
+func (s *sim) costs(shards []string) []float64 {
+	const payload = 6 // bytes: a record's id, in decimal
+	perRecord := (s.cfg.CPUPerRecord + payload*s.cfg.CPUPerByte).Seconds()
+	out := make([]float64, 0, len(shards))
+	for _, id := range shards {
+		i, _ := strconv.Atoi(id[len("shardId-"):])
+		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+s.pollRate*s.cfg.CPUPerPoll.Seconds())
+	}
+	return out
+}
+
 // startWorker starts a new worker.
 func (s *sim) startWorker(ctx context.Context) {
 	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, 1)}
+	w.cpu = &cpuClock{perRecord: s.cfg.CPUPerRecord, perByte: s.cfg.CPUPerByte, perPoll: s.cfg.CPUPerPoll}
 	h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
 		if w.killed.Load() {
 			return message.Ack() // a dead process handles nothing (and writes nothing)
@@ -452,6 +572,7 @@ func (s *sim) startWorker(ctx context.Context) {
 			panic("scalesim: record " + m.SequenceNumber + " has no id: " + err.Error())
 		}
 		s.tally.handle(id)
+		w.cpu.record(len(m.Payload))
 		return message.Ack()
 	})
 	e, err := engine.New(engine.Config{Handler: h, Logger: s.cfg.Logger})
@@ -461,7 +582,7 @@ func (s *sim) startWorker(ctx context.Context) {
 	c, err := consumer.New(consumer.Config{
 		Stream:             streamName,
 		StreamARN:          s.arn,
-		Kinesis:            killableKinesis{sw: w.sw, k: s.k},
+		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu},
 		Store:              killableStore{sw: w.sw, s: s.store},
 		Owner:              w.id,
 		Engine:             e,
@@ -470,6 +591,9 @@ func (s *sim) startWorker(ctx context.Context) {
 		ListInterval:       s.cfg.ListInterval,
 		CheckpointInterval: s.cfg.CheckpointInterval,
 		ShutdownTimeout:    s.cfg.ShutdownTimeout,
+		Assignment:         s.cfg.Assignment,
+		CPUTime:            w.cpu.now,
+		CPUs:               1,
 		Logger:             s.cfg.Logger,
 	})
 	if err != nil {
@@ -520,8 +644,9 @@ func (s *sim) stopAll() error {
 	return first
 }
 
-// write writes WriteRate records per second, round robin over the shards,
-// each record's data its id, until ctx ends.
+// write writes WriteRate records per second, round robin over the shards
+// or drawn from the skew's shares, each record's data its id, until ctx
+// ends.
 func (s *sim) write(ctx context.Context) {
 	const tick = 20 * time.Millisecond
 	t := time.NewTicker(tick)
@@ -538,7 +663,11 @@ func (s *sim) write(ctx context.Context) {
 		due := int64(time.Since(began).Seconds() * float64(s.cfg.WriteRate))
 		for ; n < due; n++ {
 			id := s.tally.next()
-			s.k.PutTo(streamName, s.ids[shard], "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
+			to := shard
+			if s.cum != nil {
+				to = min(sort.SearchFloat64s(s.cum, s.wrng.Float64()*s.cum[len(s.cum)-1]), len(s.ids)-1)
+			}
+			s.k.PutTo(streamName, s.ids[to], "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
 			shard = (shard + 1) % len(s.ids)
 		}
 	}
@@ -546,18 +675,18 @@ func (s *sim) write(ctx context.Context) {
 
 // observation is one look at the lease table and the live workers.
 type observation struct {
-	held      map[string]int // live worker -> leases it owns
-	unowned   int            // shards without a live owner
-	switches  int64          // sum of OwnerSwitches
-	balanced  bool           // every shard has a live owner; each holds target ± 1
-	reading   bool           // balanced, and each live worker reads exactly what it owns
+	held      map[string]int      // live worker -> leases it owns
+	owned     map[string][]string // live worker -> the shards it owns, sorted
+	unowned   int                 // shards without a live owner
+	switches  int64               // sum of OwnerSwitches
+	balanced  bool                // every shard has a live owner; each holds target ± 1, or the load is even (see Phase)
+	maxMean   float64             // highest CPU utilization over the mean, over the last lease duration
+	meanCPU   float64
+	reading   bool // balanced, and each live worker reads exactly what it owns
 	min, max  int
 	target    int
 	liveCount int
 }
-
-// held returns the leases each live worker owns now.
-func (s *sim) held() map[string]int { return s.observe().held }
 
 // observe looks at the lease table (directly: not counted) and the live
 // workers.
@@ -568,6 +697,14 @@ func (s *sim) observe() observation {
 	}
 	o := observation{held: map[string]int{}, liveCount: len(s.live)}
 	owned := map[string][]string{}
+	o.owned = owned
+	sample := cpuSample{at: time.Now(), clock: make(map[string]time.Duration, len(s.live))}
+	for _, w := range s.live {
+		sample.clock[w.id] = w.cpu.now()
+	}
+	s.cpuw.add(sample)
+	util, full := s.cpuw.utilization()
+	o.maxMean, o.meanCPU = maxMean(util)
 	for _, w := range s.live {
 		o.held[w.id] = 0
 	}
@@ -588,7 +725,12 @@ func (s *sim) observe() observation {
 	for _, n := range o.held {
 		o.min, o.max = min(o.min, n), max(o.max, n)
 	}
-	o.balanced = o.unowned == 0 && len(snap.Leases) == s.cfg.Shards && o.min >= o.target-1 && o.max <= o.target+1
+	o.balanced = o.unowned == 0 && len(snap.Leases) == s.cfg.Shards
+	if s.cfg.Assignment == consumer.AssignByCount {
+		o.balanced = o.balanced && o.min >= o.target-1 && o.max <= o.target+1
+	} else {
+		o.balanced = o.balanced && full && o.maxMean <= balanceRatio && o.min > 0
+	}
 	if !o.balanced {
 		return o
 	}
@@ -608,7 +750,9 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
 	began := time.Now()
+	joined := len(s.all)
 	change()
+	joiners := s.all[joined:]
 	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal}
 	var (
 		o        observation
@@ -624,6 +768,10 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 		}
 		if o.reading && !p.Converged {
 			p.Converged, p.Reading = true, max(since, time.Nanosecond)
+			p.MaxMean = o.maxMean
+			for _, w := range joiners {
+				p.JoinHeld += o.held[w.id]
+			}
 			settleAt = time.Now().Add(cfg.Settle)
 		}
 		if was && !o.reading {
@@ -644,14 +792,15 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	p.Store = s.store.counts().sub(counts0)
 	p.Duplicates = s.tally.dups.Load() - dups0
 	p.MinHeld, p.MaxHeld = o.min, o.max
+	p.MaxMeanEnd, p.MeanCPU = o.maxMean, o.meanCPU
 	p.Length = time.Since(began)
 	if cfg.Progress != nil {
 		state := fmt.Sprintf("converged in %s (balanced %s)", round(p.Reading), round(p.Balanced))
 		if !p.Converged {
 			state = fmt.Sprintf("NOT converged in %s", cfg.ConvergeTimeout)
 		}
-		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d), held %d-%d, %d duplicates",
-			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.MinHeld, p.MaxHeld, p.Duplicates))
+		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d, fewest %d, joiners hold %d), held %d-%d, max/mean CPU %.2f at convergence, %.2f at the end (mean %.2f), %d duplicates",
+			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Duplicates))
 	}
 	return p, nil
 }
@@ -660,17 +809,23 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 func (s *sim) steady(ctx context.Context) (Steady, error) {
 	c0, g0, h0, cpu0 := s.store.counts(), s.k.Calls("GetRecords"), s.tally.handles.Load(), cpuTime()
 	began := time.Now()
-	if err := sleep(ctx, s.cfg.Steady); err != nil {
-		return Steady{}, err
+	var o observation
+	for time.Since(began) < s.cfg.Steady {
+		if err := sleep(ctx, min(s.cfg.Sample, s.cfg.Steady-time.Since(began))); err != nil {
+			return Steady{}, err
+		}
+		o = s.observe() // samples the CPU clocks
 	}
 	st := Steady{
+		MaxMean: o.maxMean, MeanCPU: o.meanCPU,
 		Window: time.Since(began), Shards: s.cfg.Shards, Workers: len(s.live),
 		Store: s.store.counts().sub(c0), Handled: s.tally.handles.Load() - h0,
 		GetRecords: int64(s.k.Calls("GetRecords") - g0), CPU: cpuTime() - cpu0,
 	}
+	s.pollRate = st.PerShardSecond(st.GetRecords)
 	if s.cfg.Progress != nil {
-		s.cfg.Progress(fmt.Sprintf("steady     %s: %.3f store writes per shard per second, %.2f GetRecords calls per shard per second",
-			round(st.Window), st.PerShardSecond(st.Store.Writes()), st.PerShardSecond(st.GetRecords)))
+		s.cfg.Progress(fmt.Sprintf("steady     %s: %.3f store writes per shard per second, %.2f GetRecords calls per shard per second, %.1f RCU/s, max/mean CPU %.2f (mean %.2f)",
+			round(st.Window), st.PerShardSecond(st.Store.Writes()), st.PerShardSecond(st.GetRecords), float64(st.Store.RCU)/1000/st.Window.Seconds(), st.MaxMean, st.MeanCPU))
 	}
 	return st, nil
 }

@@ -154,17 +154,27 @@ func FitSkew(n int, topShare, maxShare float64) (Skew, error) {
 // limit need none: after a worker joins a balanced fleet, the bound is 0
 // unless the join lowered the mean enough to put others above the limit.
 func FewestMoves(costs [][]float64, ratio float64) int {
+	return FewestMovesPlacing(costs, nil, ratio)
+}
+
+// FewestMovesPlacing is FewestMoves when, besides, the leases of costs
+// unplaced (those of workers that left or died) must move to the workers
+// of costs: each is one move, and their costs count in the mean.
+func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) int {
 	if len(costs) == 0 {
-		return 0
+		return len(unplaced)
 	}
 	total := 0.0
+	for _, c := range unplaced {
+		total += c
+	}
 	for _, cs := range costs {
 		for _, c := range cs {
 			total += c
 		}
 	}
 	limit := ratio * total / float64(len(costs))
-	n := 0
+	n := len(unplaced)
 	for _, cs := range costs {
 		load := 0.0
 		for _, c := range cs {

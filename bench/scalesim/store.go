@@ -67,6 +67,46 @@ type Counts struct {
 	// free lease, takes of a lease another worker owned (expired), and
 	// transfers to another worker: the owner changes, by cause.
 	FreeTakes, ExpiredTakes, Transfers int64
+	// RCU is the DynamoDB read units the reads would cost, in thousandths
+	// (see readUnits): Snapshot and List as a strongly consistent Scan of
+	// the rows they returned, Owned as an eventually consistent Query of a
+	// few index entries (0.5), Get as a strongly consistent GetItem (1).
+	RCU int64
+}
+
+// The item sizes of lease/doc.go's "Read cost" (TestItemSizes there, with
+// a 55-byte owner id), in bytes, and DynamoDB's read unit.
+const (
+	heldLeaseBytes = 280 // a lease row with an owner
+	freeLeaseBytes = 110 // a lease row without one
+	workerBytes    = 220 // a worker row without load
+	loadShardBytes = 33  // each shard entry of a worker row's load
+	leaderBytes    = 175 // the leader row
+	readUnitBytes  = 4096
+)
+
+// scanMilliUnits is what a strongly consistent Scan of snap costs, in
+// thousandths of a read unit: 1 unit per 4 KB read, rounded up per call
+// (the table's rows fit one 1 MB page at the sizes simulated).
+func scanMilliUnits(snap lease.Snapshot) int64 {
+	var bytes int64
+	for _, l := range snap.Leases {
+		if l.Owner == "" {
+			bytes += freeLeaseBytes
+		} else {
+			bytes += heldLeaseBytes
+		}
+	}
+	for _, w := range snap.Workers {
+		bytes += workerBytes
+		if w.Load != nil {
+			bytes += loadShardBytes * int64(len(w.Load.Shards))
+		}
+	}
+	if snap.Leader != nil {
+		bytes += leaderBytes
+	}
+	return 1000 * ((bytes + readUnitBytes - 1) / readUnitBytes)
 }
 
 // Writes returns the successful and refused writes of every kind.
@@ -88,6 +128,7 @@ func (c Counts) sub(o Counts) Counts {
 	c.FreeTakes -= o.FreeTakes
 	c.ExpiredTakes -= o.ExpiredTakes
 	c.Transfers -= o.Transfers
+	c.RCU -= o.RCU
 	return c
 }
 
@@ -98,6 +139,7 @@ type countingStore struct {
 	calls, refused             [numCalls]atomic.Int64
 	rows                       atomic.Int64
 	freeTakes, expired, transf atomic.Int64
+	milliRCU                   atomic.Int64
 }
 
 var _ lease.Store = (*countingStore)(nil)
@@ -112,6 +154,7 @@ func (c *countingStore) counts() Counts {
 	out.FreeTakes = c.freeTakes.Load()
 	out.ExpiredTakes = c.expired.Load()
 	out.Transfers = c.transf.Load()
+	out.RCU = c.milliRCU.Load()
 	return out
 }
 
@@ -129,15 +172,17 @@ func (c *countingStore) Ensure(ctx context.Context, k lease.Key, parents []strin
 }
 
 func (c *countingStore) List(ctx context.Context, stream string) ([]lease.Lease, error) {
-	ls, err := leasesOf(c.s.Snapshot(ctx, stream))
+	snap, err := c.s.Snapshot(ctx, stream)
 	c.count(List, err)
-	c.rows.Add(int64(len(ls)))
-	return ls, err
+	c.rows.Add(int64(len(snap.Leases)))
+	c.milliRCU.Add(scanMilliUnits(lease.Snapshot{Leases: snap.Leases}))
+	return snap.Leases, err
 }
 
 func (c *countingStore) Get(ctx context.Context, k lease.Key) (lease.Lease, error) {
 	l, err := c.s.Get(ctx, k)
 	c.count(Get, err)
+	c.milliRCU.Add(1000)
 	return l, err
 }
 
@@ -214,12 +259,14 @@ func (c *countingStore) Snapshot(ctx context.Context, stream string) (lease.Snap
 	if snap.Leader != nil {
 		c.rows.Add(1)
 	}
+	c.milliRCU.Add(scanMilliUnits(snap))
 	return snap, err
 }
 
 func (c *countingStore) Owned(ctx context.Context, owner string) ([]lease.Key, error) {
 	ks, err := c.s.Owned(ctx, owner)
 	c.count(Owned, err)
+	c.milliRCU.Add(500 * ((100*int64(len(ks)+1) + readUnitBytes - 1) / readUnitBytes))
 	return ks, err
 }
 
@@ -341,10 +388,13 @@ func (k killableStore) Snapshot(ctx context.Context, stream string) (lease.Snaps
 	return k.s.Snapshot(ctx, stream)
 }
 
-// killableKinesis is one worker's Kinesis client.
+// killableKinesis is one worker's Kinesis client. Each GetRecords call
+// that reaches the stream advances the worker's CPU clock by
+// Config.CPUPerPoll.
 type killableKinesis struct {
-	sw *switchboard
-	k  consumer.KinesisAPI
+	sw  *switchboard
+	k   consumer.KinesisAPI
+	cpu *cpuClock
 }
 
 var _ consumer.KinesisAPI = killableKinesis{}
@@ -367,8 +417,6 @@ func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsI
 	if err := k.sw.cut(ctx); err != nil {
 		return nil, err
 	}
+	k.cpu.poll()
 	return k.k.GetRecords(ctx, in, opts...)
 }
-
-// leasesOf returns a snapshot's leases.
-func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }
