@@ -195,6 +195,10 @@ type planned struct {
 	n       int      // leases counted at it
 	movable []costed // leases it may give (held, not in motion), by shard id
 	stuck   bool     // has no lease to give this plan
+	// rowless: an owner of live leases that is not among the workers (its
+	// row is gone, as a dead worker's is before its leases expire): it
+	// counts with its leases but never receives one.
+	rowless bool
 }
 
 // costed is a lease and its cost.
@@ -230,7 +234,7 @@ func newPlanner(in assignInput) *planner {
 		if _, ok := p.byOwner[l.Owner]; !ok && l.Owner != "" && !in.expired(l) {
 			// The owner of a live lease is live though it has no row
 			// (yet): it counts, as in planBalance, without metrics.
-			p.byOwner[l.Owner] = &planned{owner: l.Owner}
+			p.byOwner[l.Owner] = &planned{owner: l.Owner, rowless: true, stuck: true}
 		}
 	}
 	for _, w := range p.byOwner {
@@ -366,12 +370,15 @@ func (p *planner) take() []move {
 	for _, c := range p.free {
 		var to *planned
 		for _, w := range p.workers {
-			if w.owner == c.l.Owner && len(p.workers) > 1 {
-				continue // its owner let it expire
+			if w.rowless || (w.owner == c.l.Owner && len(p.workers) > 1) {
+				continue // gone, or its owner let it expire
 			}
 			if to == nil || lighter(w, to) < 0 {
 				to = w
 			}
+		}
+		if to == nil {
+			continue // no worker to give it to
 		}
 		p.count(to, c)
 		out = append(out, move{lease: c.l, to: to.owner})
@@ -391,9 +398,12 @@ func (p *planner) move(maxMoves int) []move {
 	for len(out) < maxMoves {
 		var r, d *planned
 		for _, w := range p.workers {
-			if r == nil || lighter(w, r) < 0 {
+			if !w.rowless && (r == nil || lighter(w, r) < 0) {
 				r = w
 			}
+		}
+		if r == nil {
+			break
 		}
 		for _, w := range p.workers {
 			if w != r && !w.stuck && (d == nil || heavier(w, d) < 0) {

@@ -303,8 +303,13 @@ func (c *Consumer) assignInput(in planInput, p plan, snap lease.Snapshot) assign
 	c.mu.Lock()
 	loads[c.cfg.Owner] = c.lastLoad
 	c.mu.Unlock()
-	for owner := range p.asks.live {
-		a.workers = append(a.workers, workerLoadOf(owner, loads[owner]))
+	// The workers with a live row receive leases; an owner whose row is
+	// gone (a dead worker's, removed before its leases expired) only
+	// counts with the leases it holds (planAssignment).
+	for _, w := range snap.Workers {
+		if w.Owner != c.cfg.Owner && !in.dead[w.Owner] {
+			a.workers = append(a.workers, workerLoadOf(w.Owner, loads[w.Owner]))
+		}
 	}
 	a.workers = append(a.workers, workerLoadOf(c.cfg.Owner, loads[c.cfg.Owner]))
 	return a
