@@ -165,23 +165,7 @@ func (s *soak) logf(format string, args ...any) {
 }
 
 func runSoak(t *testing.T, seed uint64, duration time.Duration) {
-	out := *flagOut
-	keep := out != ""
-	if out == "" {
-		var err error
-		if out, err = os.MkdirTemp("", fmt.Sprintf("soak-%d-", seed)); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !keep && !t.Failed() {
-			os.RemoveAll(out)
-			return
-		}
-		t.Logf("logs, schedule and report kept in %s", out)
-	})
+	out := outDir(t, fmt.Sprintf("soak-%d-", seed))
 	s := &soak{t: t, seed: seed, out: out}
 	s.plan = NewPlan(seed, Shape{Duration: duration, Warmup: warmup, Workers: ecsWorkers, LeaseDuration: leaseDuration})
 	t.Log(s.plan.String())
@@ -264,6 +248,29 @@ func runSoak(t *testing.T, seed uint64, duration time.Duration) {
 	if rep.Failed() {
 		t.Errorf("the soak broke %d promises (seed %d, %v); see the report above and %s", len(rep.Violations()), seed, duration, out)
 	}
+}
+
+// outDir returns the run's directory: -soak.out, or a new temporary one
+// (named by pattern) that is removed when the test passes.
+func outDir(t *testing.T, pattern string) string {
+	out := *flagOut
+	keep := out != ""
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", pattern); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !keep && !t.Failed() {
+			os.RemoveAll(out)
+			return
+		}
+		t.Logf("logs, schedule and report kept in %s", out)
+	})
+	return out
 }
 
 // setup creates the run's streams, queues and lease table.
