@@ -51,7 +51,7 @@ type producer struct {
 	size     int
 	// holdRate owes records by the time gone by rather than by tick, so
 	// that writes slower than a tick (a loaded stand-in) are caught up in
-	// larger calls and the rate holds.
+	// larger calls and the rate holds, up to a second behind.
 	holdRate bool
 }
 
@@ -110,8 +110,10 @@ func (p *producer) run() {
 		case <-tick.C:
 		}
 		if p.holdRate {
+			// At most a second behind: a stand-in that cannot keep up
+			// lowers the rate instead of making the calls ever larger.
 			now := time.Now()
-			owed += p.rate * now.Sub(last).Seconds()
+			owed = min(owed+p.rate*now.Sub(last).Seconds(), max(p.rate, 1))
 			last = now
 		} else {
 			owed += p.rate / 10
@@ -123,6 +125,11 @@ func (p *producer) run() {
 			nextBurst = time.Now().Add(p.between(6*time.Second, 15*time.Second))
 		}
 		for n > 0 {
+			select {
+			case <-p.stopc:
+				return
+			default:
+			}
 			k := min(n, 500)
 			p.write(k)
 			n -= k

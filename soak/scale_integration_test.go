@@ -208,6 +208,9 @@ type scalePhase struct {
 	// utilization by name (only those the soak started itself).
 	busy     float64
 	standins map[string]float64
+	// produced and producedHot are the records per second written over the
+	// window, to every shard and to the hot ones.
+	produced, producedHot float64
 }
 
 // scaleWorker is one worker's figures over a phase's measured window.
@@ -272,6 +275,15 @@ func (sc *scaleRun) phase(name, change string, kind Kind, apply func() []*worker
 	}
 	ph.end = sc.owners()
 	wall := ph.to.Sub(ph.from).Seconds()
+	for _, r := range s.prodE.produced() {
+		if !r.Time.Before(ph.from) && r.Time.Before(ph.to) {
+			ph.produced++
+			if sc.hot[r.Shard] {
+				ph.producedHot++
+			}
+		}
+	}
+	ph.produced, ph.producedHot = ph.produced/wall, ph.producedHot/wall
 	ph.standins = map[string]float64{}
 	for name, pid := range standins {
 		if c, err := cpuSeconds(pid); err == nil {
@@ -602,7 +614,7 @@ func (sc *scaleRun) report(run *Run, rep *Report, began time.Time) string {
 	fmt.Fprintf(&b, "         then %v measured: CPU = (utime+stime from /proc/<pid>/stat) / wall time, 100%% = one core\n\n", *flagScaleMeasure)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tchange\tconverged after\tmoves (planned)\tworkers\tCPU total\tCPU max/mean\tCPU max/min\towner changes while measured\tmachine busy\tkinesis-local\tdynalite\t")
+	fmt.Fprintln(tw, "phase\tchange\tconverged after\tmoves (planned)\tworkers\tproduced/s (hot)\tCPU total\tCPU max/mean\tCPU max/min\towner changes while measured\tmachine busy\tkinesis-local\tdynalite\t")
 	for _, ph := range sc.phases {
 		conv := "NOT CONVERGED"
 		if !ph.converged.IsZero() {
@@ -623,8 +635,8 @@ func (sc *scaleRun) report(run *Run, rep *Report, began time.Time) string {
 			}
 			return fmt.Sprintf("%.0f%%", 100*c)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%d)\t%d\t%.0f%%\t%.2f\t%.2f\t%d\t%.0f%%\t%s\t%s\t\n", ph.name, ph.change, conv, all, planned, len(ph.workers),
-			100*total, mm, mn, changed, 100*ph.busy, standin("kinesis"), standin("dynamodb"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d (%d)\t%d\t%.0f (%.0f)\t%.0f%%\t%.2f\t%.2f\t%d\t%.0f%%\t%s\t%s\t\n", ph.name, ph.change, conv, all, planned, len(ph.workers),
+			ph.produced, ph.producedHot, 100*total, mm, mn, changed, 100*ph.busy, standin("kinesis"), standin("dynamodb"))
 	}
 	tw.Flush()
 	b.WriteString("(moves: shards whose owner differs from the last phase's; planned: from a worker still running;\n" +
