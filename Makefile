@@ -74,7 +74,7 @@ soak-regressions: tools standins
 # workers on 8 shards, 2 of them hot, scaled 3 -> 6 -> 2 (4 stopped with SIGTERM)
 # under a steady load with a CPU cost per byte; per phase, once the lease table
 # converged, each worker's CPU utilization and leases, then the checker (0 lost,
-# 0 handled twice). About 3-4 minutes. The report goes to SCALE_REPORT (commit it);
+# 0 handled twice). About 3 minutes (2m15s-3m on 2 CPUs). The report goes to SCALE_REPORT (commit it);
 # OUT=dir keeps the logs.
 SCALE_REPORT ?= benchmarks/scale-soak-$(shell date -u +%Y-%m-%d).txt
 soak-scale: standins

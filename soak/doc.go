@@ -4,7 +4,7 @@
 //
 //	make soak SEED=7 DURATION=10m      # the soak (10 minutes by default)
 //	make soak-regressions              # every seed that once found a bug
-//	make soak-scale                    # the scale soak (issue 30), 3-4 minutes
+//	make soak-scale                    # the scale soak (issue 30), about 3 minutes
 //	make test                          # includes the fixed-seed 45 s run
 //
 // It is a module of its own (github.com/shardsettle/lambdaadapter/soak), so
