@@ -4,6 +4,7 @@
 //
 //	make soak SEED=7 DURATION=10m      # the soak (10 minutes by default)
 //	make soak-regressions              # every seed that once found a bug
+//	make soak-scale                    # the scale soak (issue 30), about 3 minutes
 //	make test                          # includes the fixed-seed 45 s run
 //
 // It is a module of its own (github.com/shardsettle/lambdaadapter/soak), so
@@ -51,6 +52,30 @@
 // applied fault windows, the report and the run (run.json, which TestRecheck
 // checks again) are kept in -soak.out (a temporary directory, removed when
 // the run passes, unless given).
+//
+// # The scale soak
+//
+// TestScaleSoak (make soak-scale; -scale, not part of make test) runs no
+// faults. On an 8-shard stream whose shards 2 and 5 are hot (explicit hash
+// keys aim the producer's keys at shards; a hot shard gets -scale.hot = 8
+// times a cold one's -scale.rate = 10 records/s, of 1 KiB each), the
+// workers (the soak's settings, straight to the stand-ins, no dead-letter
+// or delay queue) pay a CPU cost per byte: LAMBDAADAPTER_DEMO_HASH_ROUNDS
+// (-scale.rounds) SHA-256 passes over each payload. It starts 3 workers,
+// then 3 more, then stops 4 of the 6 with SIGTERM at once. After each
+// change it waits until the lease table has converged (every shard's
+// leaseOwner a running worker, unchanged for 4 lease durations; it reads
+// the rows' leaseKey and leaseOwner only, so it measures any balancing),
+// then measures for -scale.measure: each worker's CPU utilization
+// ((utime+stime) of /proc/<pid>/stat over wall time), leases, hot leases
+// and records/s, the spread (highest CPU over the mean and over the
+// lowest), the lease moves of the change, and how busy the machine and the
+// stand-ins were. Then it drains, stops the rest and runs the checker: the
+// run fails on any broken promise, any record lost and any record handled
+// twice (nothing in it may re-deliver: moves and scale-in are graceful, no
+// worker is killed). The report (-scale.report; make soak-scale writes
+// benchmarks/scale-soak-DATE.txt) begins with the command, the commit and
+// the date.
 //
 // # The checker
 //

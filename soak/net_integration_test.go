@@ -155,3 +155,26 @@ func awsFault(svc service, name string) (faultnet.Fault, error) {
 	var none faultnet.Fault
 	return none, fmt.Errorf("no faultnet fault %q", name)
 }
+
+// directNet is the network of a run without network faults (the scale
+// soak): every process reaches the stand-ins straight, as the environment
+// points at them; cut and burst are not supported.
+type directNet struct{ env *standin.Env }
+
+func (n directNet) route(_ string, svc service) (string, error) {
+	switch svc {
+	case svcKinesis:
+		return n.env.KinesisEndpoint, nil
+	case svcDynamoDB:
+		return n.env.DynamoDBEndpoint, nil
+	}
+	return n.env.SQSEndpoint, nil
+}
+
+func (directNet) cut(string, service, bool) (func(), error) {
+	return nil, fmt.Errorf("soak: no network faults on the direct network")
+}
+
+func (directNet) burst(service, Event) (func(), error) {
+	return nil, fmt.Errorf("soak: no network faults on the direct network")
+}

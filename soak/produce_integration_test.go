@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,19 @@ type producer struct {
 	kseq     []int
 	failures []string
 	slowMax  time.Duration // handler sleep of the records produced now (slow handlers)
+
+	// Optional, set before the producer starts (the scale soak's skewed
+	// load): weights gives each key's share of the records (nil: every key
+	// alike), hashKeys each key's explicit hash key (nil: none, the
+	// partition key decides the shard), size pads each payload to about
+	// that many bytes (0: no padding).
+	weights  []float64
+	hashKeys []string
+	size     int
+	// holdRate owes records by the time gone by rather than by tick, so
+	// that writes slower than a tick (a loaded stand-in) are caught up in
+	// larger calls and the rate holds, up to a second behind.
+	holdRate bool
 }
 
 // startProducer starts a producer of rate records per second plus bursts,
@@ -46,11 +60,40 @@ type producer struct {
 // delay once (a RetryAfter longer than the in-process limit, through the
 // delay queue).
 func startProducer(s *soak, mode Mode, stream, prefix string, keys int, rate float64, burst [2]int, delays float64, seed uint64) *producer {
-	p := &producer{s: s, mode: mode, stream: stream, prefix: prefix, keys: keys, rate: rate, burst: burst, delays: delays,
-		rng: rand.New(rand.NewPCG(seed, 0x9e37)), stopc: make(chan struct{}), done: make(chan struct{}), kseq: make([]int, keys)}
-	go p.run()
-	s.t.Cleanup(p.stop)
+	p := newProducer(s, mode, stream, prefix, keys, rate, burst, delays, seed)
+	p.start()
 	return p
+}
+
+// newProducer returns a producer as startProducer does, not started yet:
+// set its optional fields, then call start.
+func newProducer(s *soak, mode Mode, stream, prefix string, keys int, rate float64, burst [2]int, delays float64, seed uint64) *producer {
+	return &producer{s: s, mode: mode, stream: stream, prefix: prefix, keys: keys, rate: rate, burst: burst, delays: delays,
+		rng: rand.New(rand.NewPCG(seed, 0x9e37)), stopc: make(chan struct{}), done: make(chan struct{}), kseq: make([]int, keys)}
+}
+
+func (p *producer) start() {
+	go p.run()
+	p.s.t.Cleanup(p.stop)
+}
+
+// key picks the next record's key: uniformly, or by p.weights.
+func (p *producer) key() int {
+	if p.weights == nil {
+		return p.rng.IntN(p.keys)
+	}
+	total := 0.0
+	for _, w := range p.weights {
+		total += w
+	}
+	x := p.rng.Float64() * total
+	for k, w := range p.weights {
+		if x < w {
+			return k
+		}
+		x -= w
+	}
+	return p.keys - 1
 }
 
 func (p *producer) run() {
@@ -58,6 +101,7 @@ func (p *producer) run() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	owed := 0.0
+	last := time.Now()
 	nextBurst := time.Now().Add(p.between(6*time.Second, 15*time.Second))
 	for {
 		select {
@@ -65,7 +109,15 @@ func (p *producer) run() {
 			return
 		case <-tick.C:
 		}
-		owed += p.rate / 10
+		if p.holdRate {
+			// At most a second behind: a stand-in that cannot keep up
+			// lowers the rate instead of making the calls ever larger.
+			now := time.Now()
+			owed = min(owed+p.rate*now.Sub(last).Seconds(), max(p.rate, 1))
+			last = now
+		} else {
+			owed += p.rate / 10
+		}
 		n := int(owed)
 		owed -= float64(n)
 		if time.Now().After(nextBurst) {
@@ -73,6 +125,11 @@ func (p *producer) run() {
 			nextBurst = time.Now().Add(p.between(6*time.Second, 15*time.Second))
 		}
 		for n > 0 {
+			select {
+			case <-p.stopc:
+				return
+			default:
+			}
 			k := min(n, 500)
 			p.write(k)
 			n -= k
@@ -92,7 +149,7 @@ func (p *producer) write(n int) {
 	entries := make([]kinesistypes.PutRecordsRequestEntry, n)
 	recs := make([]Produced, n)
 	for i := range entries {
-		k := p.rng.IntN(p.keys)
+		k := p.key()
 		p.kseq[k]++
 		key := fmt.Sprintf("%s%03d", p.prefix, k)
 		r := Produced{Mode: p.mode, Key: key, KeySeq: p.kseq[k], ID: fmt.Sprintf("%s-%06d", key, p.kseq[k])}
@@ -105,8 +162,14 @@ func (p *producer) write(n int) {
 			r.Delayed = true
 			cmd["outcome"], cmd["delay_ms"], cmd["until_attempt"] = "retry_after", delayedDelay.Milliseconds(), 2
 		}
+		if p.size > 0 {
+			cmd["pad"] = strings.Repeat("x", p.size)
+		}
 		data, _ := json.Marshal(cmd)
 		entries[i] = kinesistypes.PutRecordsRequestEntry{PartitionKey: aws.String(key), Data: data}
+		if p.hashKeys != nil {
+			entries[i].ExplicitHashKey = aws.String(p.hashKeys[k])
+		}
 		recs[i] = r
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

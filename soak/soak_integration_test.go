@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/integration/standin"
-	"github.com/shardsettle/lambdaadapter/lease"
 )
 
 // The soak's settings. make soak passes -soak.seed and -soak.duration
@@ -132,7 +132,8 @@ type soak struct {
 	lambdaStream, lambdaStreamARN          string
 	lambdaDL, lambdaDelays                 string
 	outageFile                             string
-	store                                  *lease.DynamoDB
+	// workerExtra is added to every worker's environment last.
+	workerExtra []string
 
 	fleet  *fleet
 	lambda *lambdaPhase
@@ -164,23 +165,7 @@ func (s *soak) logf(format string, args ...any) {
 }
 
 func runSoak(t *testing.T, seed uint64, duration time.Duration) {
-	out := *flagOut
-	keep := out != ""
-	if out == "" {
-		var err error
-		if out, err = os.MkdirTemp("", fmt.Sprintf("soak-%d-", seed)); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !keep && !t.Failed() {
-			os.RemoveAll(out)
-			return
-		}
-		t.Logf("logs, schedule and report kept in %s", out)
-	})
+	out := outDir(t, fmt.Sprintf("soak-%d-", seed))
 	s := &soak{t: t, seed: seed, out: out}
 	s.plan = NewPlan(seed, Shape{Duration: duration, Warmup: warmup, Workers: ecsWorkers, LeaseDuration: leaseDuration})
 	t.Log(s.plan.String())
@@ -265,23 +250,56 @@ func runSoak(t *testing.T, seed uint64, duration time.Duration) {
 	}
 }
 
+// outDir returns the run's directory: -soak.out, or a new temporary one
+// (named by pattern) that is removed when the test passes.
+func outDir(t *testing.T, pattern string) string {
+	out := *flagOut
+	keep := out != ""
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", pattern); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !keep && !t.Failed() {
+			os.RemoveAll(out)
+			return
+		}
+		t.Logf("logs, schedule and report kept in %s", out)
+	})
+	return out
+}
+
 // setup creates the run's streams, queues and lease table.
 func (s *soak) setup() {
 	t := s.t
 	s.ecsStream, _ = s.env.NewStream(t, ecsShards)
 	s.ecsDLQ = s.env.NewQueue(t, nil)
 	s.ecsDelays = s.env.NewQueue(t, nil)
-	s.ecsTable = "soak-leases-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	s.store = lease.NewDynamoDB(s.env.DynamoDB, s.ecsTable)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := s.store.CreateTable(ctx); err != nil {
-		t.Fatalf("create the lease table %s: %v", s.ecsTable, err)
-	}
-	t.Cleanup(func() { deleteTable(s.env, s.ecsTable) })
+	s.ecsTable = s.newLeaseTable()
 	s.lambdaStream, s.lambdaStreamARN = s.env.NewStream(t, lambdaShards)
 	s.lambdaDL, _ = s.env.NewStream(t, 1)
 	s.lambdaDelays = s.env.NewQueue(t, nil)
+}
+
+// newLeaseTable creates a lease table of a new name with bootstrap leases
+// init, as an operator would (so it has whatever that command creates),
+// and deletes it when the test ends.
+func (s *soak) newLeaseTable() string {
+	t := s.t
+	table := "soak-leases-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bootstrap, "leases", "init", "-table", table)
+	cmd.Env = append(baseEnviron(), s.env.Environ()...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("soak: bootstrap leases init -table %s: %v\n%s", table, err, b)
+	}
+	t.Cleanup(func() { deleteTable(s.env, table) })
+	return table
 }
 
 // progress logs every 30 s how many records were produced and are done.
@@ -294,19 +312,28 @@ func (s *soak) progress(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		pe, pl := s.prodE.produced(), s.prodL.produced()
+		pe := s.prodE.produced()
+		if s.prodL == nil {
+			s.logf("long-running: %d produced, %d not done", len(pe), len(s.missing(pe, s.fleet.lines())))
+			continue
+		}
+		pl := s.prodL.produced()
 		s.logf("long-running: %d produced, %d not done; Lambda: %d produced, %d not done",
 			len(pe), len(s.missing(pe, s.fleet.lines())), len(pl), len(s.missing(pl, s.lambda.lines())))
 	}
 }
 
 // drain waits until every produced record is done (acked, or handled at
-// the cap, which dead-letters it), bounded by drainTimeout.
+// the cap, which dead-letters it), bounded by drainTimeout. A run without
+// Lambda mode (s.prodL nil) waits for the long-running records only.
 func (s *soak) drain() {
 	deadline := time.Now().Add(drainTimeout)
 	for {
 		missE := s.missing(s.prodE.produced(), s.fleet.lines())
-		missL := s.missing(s.prodL.produced(), s.lambda.lines())
+		var missL []string
+		if s.prodL != nil {
+			missL = s.missing(s.prodL.produced(), s.lambda.lines())
+		}
 		if len(missE) == 0 && len(missL) == 0 {
 			s.logf("every record done")
 			return

@@ -49,7 +49,7 @@ type worker struct {
 }
 
 func newFleet(s *soak) *fleet {
-	f := &fleet{s: s, slots: make([]*worker, ecsWorkers)}
+	f := &fleet{s: s}
 	s.t.Cleanup(func() {
 		// Whatever still runs (a failed run): let it go on and kill it.
 		for _, w := range f.workers() {
@@ -65,36 +65,15 @@ func newFleet(s *soak) *fleet {
 	return f
 }
 
-// startSlot starts a new worker in slot i.
+// startSlot starts a new worker in slot i (the fleet grows to i+1 slots
+// when it has fewer).
 func (f *fleet) startSlot(i int) *worker {
 	s := f.s
 	f.mu.Lock()
 	f.n++
 	name := fmt.Sprintf("w%d", f.n)
 	f.mu.Unlock()
-	env := append(baseEnviron(),
-		"AWS_REGION="+standin.Region, "AWS_ACCESS_KEY_ID="+standin.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+standin.SecretAccessKey,
-		"LAMBDAADAPTER_STREAM="+s.ecsStream,
-		"LAMBDAADAPTER_LEASE_TABLE="+s.ecsTable,
-		"LAMBDAADAPTER_OWNER_ID="+name,
-		"LAMBDAADAPTER_START=trim_horizon",
-		"LAMBDAADAPTER_LEASE_DURATION="+leaseDuration.String(),
-		"LAMBDAADAPTER_CHECKPOINT_INTERVAL="+checkpointInterval.String(),
-		"LAMBDAADAPTER_LIST_INTERVAL="+listInterval.String(),
-		"LAMBDAADAPTER_SHUTDOWN_TIMEOUT="+shutdownTimeout.String(),
-		"LAMBDAADAPTER_LOG_LEVEL=debug",
-		fmt.Sprintf("LAMBDAADAPTER_MAX_ATTEMPTS=%d", maxAttempts),
-		"LAMBDAADAPTER_DEAD_LETTER_QUEUE="+s.ecsDLQ,
-		"LAMBDAADAPTER_DELAY_QUEUE="+s.ecsDelays,
-		"LAMBDAADAPTER_DEMO_OUTAGE_FILE="+s.outageFile,
-	)
-	for _, svc := range []service{svcKinesis, svcDynamoDB, svcSQS} {
-		url, err := s.net.route(name, svc)
-		if err != nil {
-			s.t.Fatalf("soak: route of %s to %s: %v", name, svc, err)
-		}
-		env = append(env, svc.endpointVar()+"="+url)
-	}
+	env := s.workerEnv(name)
 	log, err := os.Create(filepath.Join(s.out, name+".log"))
 	if err != nil {
 		s.t.Fatal(err)
@@ -120,11 +99,47 @@ func (f *fleet) startSlot(i int) *worker {
 		close(w.exited)
 	}()
 	f.mu.Lock()
+	for len(f.slots) <= i {
+		f.slots = append(f.slots, nil)
+	}
 	f.slots[i] = w
 	f.all = append(f.all, w)
 	f.mu.Unlock()
 	s.logf("started %s in slot %d (pid %d)", name, i, w.cmd.Process.Pid)
 	return w
+}
+
+// workerEnv is the environment of the worker named name: the soak's
+// settings, the run's stream, table and queues (those the run has), its
+// routes through the fault layer, and s.workerExtra last.
+func (s *soak) workerEnv(name string) []string {
+	env := append(baseEnviron(),
+		"AWS_REGION="+standin.Region, "AWS_ACCESS_KEY_ID="+standin.AccessKeyID, "AWS_SECRET_ACCESS_KEY="+standin.SecretAccessKey,
+		"LAMBDAADAPTER_STREAM="+s.ecsStream,
+		"LAMBDAADAPTER_LEASE_TABLE="+s.ecsTable,
+		"LAMBDAADAPTER_OWNER_ID="+name,
+		"LAMBDAADAPTER_START=trim_horizon",
+		"LAMBDAADAPTER_LEASE_DURATION="+leaseDuration.String(),
+		"LAMBDAADAPTER_CHECKPOINT_INTERVAL="+checkpointInterval.String(),
+		"LAMBDAADAPTER_LIST_INTERVAL="+listInterval.String(),
+		"LAMBDAADAPTER_SHUTDOWN_TIMEOUT="+shutdownTimeout.String(),
+		"LAMBDAADAPTER_LOG_LEVEL=debug",
+		fmt.Sprintf("LAMBDAADAPTER_MAX_ATTEMPTS=%d", maxAttempts),
+	)
+	for _, kv := range [][2]string{{"LAMBDAADAPTER_DEAD_LETTER_QUEUE", s.ecsDLQ}, {"LAMBDAADAPTER_DELAY_QUEUE", s.ecsDelays},
+		{"LAMBDAADAPTER_DEMO_OUTAGE_FILE", s.outageFile}} {
+		if kv[1] != "" {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	for _, svc := range []service{svcKinesis, svcDynamoDB, svcSQS} {
+		url, err := s.net.route(name, svc)
+		if err != nil {
+			s.t.Fatalf("soak: route of %s to %s: %v", name, svc, err)
+		}
+		env = append(env, svc.endpointVar()+"="+url)
+	}
+	return append(env, s.workerExtra...)
 }
 
 // Write collects the worker's stdout: every line to its log file, the

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter"
@@ -98,4 +101,41 @@ func demoOutcome(ctx context.Context, m *lambdaadapter.Message, cmd demoCommand,
 	default:
 		return "ack", lambdaadapter.Ack()
 	}
+}
+
+// maxHashRounds bounds LAMBDAADAPTER_DEMO_HASH_ROUNDS.
+const maxHashRounds = 1_000_000
+
+// parseHashRounds parses LAMBDAADAPTER_DEMO_HASH_ROUNDS ("" is 0).
+func parseHashRounds(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxHashRounds {
+		return 0, fmt.Errorf("%s=%q: want a whole number from 0 to %d", envDemoHashRounds, v, maxHashRounds)
+	}
+	return n, nil
+}
+
+// withHashRounds returns h, or with rounds above 0 a handler that first
+// hashes each record's payload rounds times with SHA-256, then runs h: a
+// CPU cost in proportion to the record's bytes, for load tests (the scale
+// soak in soak/). It stops hashing early when ctx is done.
+func withHashRounds(h lambdaadapter.Handler, rounds int) lambdaadapter.Handler {
+	if rounds <= 0 {
+		return h
+	}
+	return lambdaadapter.HandlerFunc(func(ctx context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		d := sha256.New()
+		for i := range rounds {
+			if i%256 == 0 && ctx.Err() != nil {
+				break
+			}
+			d.Write(m.Payload)
+		}
+		var sum [sha256.Size]byte
+		d.Sum(sum[:0])
+		return h.HandleRecord(ctx, m)
+	})
 }

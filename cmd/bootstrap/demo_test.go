@@ -87,3 +87,28 @@ func TestDemoOutageFile(t *testing.T) {
 		t.Errorf("until_attempt reached: %v, line %v; want ack", k, out)
 	}
 }
+
+// TestDemoHashRounds: the hashing wrapper runs the handler after it (the
+// outcome is the handler's), is the handler itself at 0 rounds, and the
+// setting takes whole numbers from 0 to maxHashRounds only.
+func TestDemoHashRounds(t *testing.T) {
+	h := demoHandler(slog.New(slog.NewTextHandler(io.Discard, nil)), "")
+	if withHashRounds(h, 0) == nil {
+		t.Fatal("withHashRounds(h, 0) = nil")
+	}
+	w := withHashRounds(h, 100)
+	m := &lambdaadapter.Message{Payload: []byte(`{"outcome":"drop"}`), Attempt: 1}
+	if got := w.HandleRecord(t.Context(), m).Kind(); got != lambdaadapter.KindDrop {
+		t.Errorf("outcome %v, want the handler's drop", got)
+	}
+	for v, want := range map[string]int{"": 0, "0": 0, "250": 250, "1000000": 1_000_000} {
+		if n, err := parseHashRounds(v); err != nil || n != want {
+			t.Errorf("parseHashRounds(%q) = %d, %v; want %d", v, n, err, want)
+		}
+	}
+	for _, v := range []string{"-1", "x", "1.5", "1000001"} {
+		if _, err := parseHashRounds(v); err == nil || !strings.Contains(err.Error(), envDemoHashRounds) {
+			t.Errorf("parseHashRounds(%q): err = %v, want one naming %s", v, err, envDemoHashRounds)
+		}
+	}
+}

@@ -30,6 +30,12 @@
 //	                                  record outcome line), whatever its command
 //	                                  asks (its sleep and reply still run first)
 //
+// A CPU cost, for load tests (the scale soak in soak/):
+//
+//	LAMBDAADAPTER_DEMO_HASH_ROUNDS    a whole number N (default 0); each record's payload
+//	                                  is hashed N times with SHA-256 before the handler
+//	                                  runs: CPU time in proportion to the record's bytes
+//
 // Configuration (environment variables, read by lambdaadapter.Handle as for
 // any program that calls it; docs/configuration.md lists them all):
 //
@@ -127,6 +133,10 @@ import (
 // command documentation).
 const envDemoOutageFile = "LAMBDAADAPTER_DEMO_OUTAGE_FILE"
 
+// envDemoHashRounds names the demonstration handler's CPU cost per record
+// (see the command documentation).
+const envDemoHashRounds = "LAMBDAADAPTER_DEMO_HASH_ROUNDS"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -211,7 +221,11 @@ func setup(m lambdaadapter.Mode, getenv func(string) string) (lambdaadapter.Hand
 	default:
 		return nil, nil, fmt.Errorf("LAMBDAADAPTER_METRICS=%q: want emf or off", v)
 	}
-	h, err := withIdempotency(demoHandler(logger, getenv(envDemoOutageFile)), getenv, logger)
+	rounds, err := parseHashRounds(getenv(envDemoHashRounds))
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := withIdempotency(withHashRounds(demoHandler(logger, getenv(envDemoOutageFile)), rounds), getenv, logger)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,13 +40,13 @@ func build(t *testing.T, m lambdaadapter.Mode, getenv func(string) string) error
 // the root package tests those) build in both modes, and a bad one is an
 // error naming it.
 func TestSetupFromEnvironment(t *testing.T) {
-	env := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "debug", "LAMBDAADAPTER_METRICS": "emf"}
+	env := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "debug", "LAMBDAADAPTER_METRICS": "emf", "LAMBDAADAPTER_DEMO_HASH_ROUNDS": "10"}
 	for _, m := range []lambdaadapter.Mode{lambdaadapter.ModeLambda, lambdaadapter.ModeECS} {
 		if err := build(t, m, func(k string) string { return env[k] }); err != nil {
 			t.Errorf("%v: %v", m, err)
 		}
 	}
-	bad := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_METRICS": "prometheus"}
+	bad := map[string]string{"LAMBDAADAPTER_LOG_LEVEL": "loud", "LAMBDAADAPTER_METRICS": "prometheus", "LAMBDAADAPTER_DEMO_HASH_ROUNDS": "-1"}
 	for k, v := range bad {
 		err := build(t, lambdaadapter.ModeLambda, func(x string) string {
 			if x == k {
