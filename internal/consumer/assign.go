@@ -121,7 +121,7 @@ func rate(x float64) float64 {
 //     shardWeight, so that many tiny records count and an idle shard,
 //     still polled, costs a little. The worker's CPU is attributed to its
 //     shards in full: the process's own baseline is spread over them.
-//   - A worker without metrics (cpu < 0 or no shards) counts as average:
+//   - A worker without metrics (cpu ≤ 0 or no shards) counts as average:
 //     each of its leases costs the average cost of the leases that have
 //     an estimate. So does a lease nobody reported (new, free, just moved
 //     to a worker that has not reported it yet). When no lease has an
@@ -292,8 +292,8 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	reported := map[string]map[string]float64{}
 	var reporters []string
 	for owner, w := range metrics {
-		if !(w.cpu >= 0) || math.IsInf(w.cpu, 1) || len(w.shards) == 0 {
-			continue // unknown (or NaN, or infinite: a faulty row)
+		if !(w.cpu > 0) || math.IsInf(w.cpu, 1) || len(w.shards) == 0 {
+			continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
 		}
 		ids := slices.Sorted(maps.Keys(w.shards))
 		sum := 0.0

@@ -152,8 +152,23 @@ func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
 			t.Errorf("leases %v after 20 s, want 2/2/2 (no flapping)", n)
 		}
 		stopOld()
+		var last string
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Log("last:", last)
+			}
+		})
 		waitFor(t, "3/3 led", func() bool {
-			return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+			l := leaderRow(t, mem)
+			snap, _ := mem.Snapshot(context.Background(), testStream)
+			last = fmt.Sprintf("counts %v leader %q %q; leases:", counts(cs), l.Owner, l.Checkpoint)
+			for _, x := range snap.Leases {
+				last += fmt.Sprintf(" %s=%s/%s", x.Key.ShardID[len(x.Key.ShardID)-1:], x.Owner, x.Handoff)
+			}
+			for _, w := range snap.Workers {
+				last += fmt.Sprintf(" W:%s load=%v", w.Owner, w.Load != nil)
+			}
+			return slices.Equal(counts(cs), []int{3, 3}) && l.Checkpoint == fleetLed
 		})
 		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
 		handledOnce(t, rec.times())
