@@ -306,7 +306,7 @@ func ecsNewLeaseTable(t *testing.T, env *standin.Env, viaCLI bool) (string, *lea
 		if err != nil {
 			t.Fatalf("bootstrap leases init -table %s: %v\n%s", name, err, out)
 		}
-		if want := "lease table " + name + " is ready"; !strings.Contains(out, want) {
+		if want := "lease table " + name + " created (PAY_PER_REQUEST, hash key leaseKey, owner index leaseOwner-index)"; !strings.Contains(out, want) {
 			t.Errorf("bootstrap leases init printed %q, want it to contain %q", out, want)
 		}
 	} else if err := store.CreateTable(sdkContext(t)); err != nil {
