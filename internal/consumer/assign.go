@@ -386,6 +386,13 @@ func (p *planner) take() []move {
 	return out
 }
 
+// minGap is the least difference of load, in fractions of one worker's
+// CPU, between the busiest and the least-loaded worker for which leases
+// move by load: a lightly loaded fleet's figures are mostly noise (a
+// process's own baseline, a collection), and moving a lease to win a few
+// per cent of a CPU costs more than it saves.
+const minGap = 0.05
+
 // move plans up to maxMoves hand-overs.
 func (p *planner) move(maxMoves int) []move {
 	total := 0.0
@@ -417,7 +424,7 @@ func (p *planner) move(maxMoves int) []move {
 			if d.load-r.load < 2 {
 				break
 			}
-		} else if d.load <= hi && r.load >= lo {
+		} else if (d.load <= hi && r.load >= lo) || d.load-r.load < minGap {
 			break
 		}
 		i := p.best(d, r)
