@@ -249,7 +249,8 @@
 //   - Convergence: moves are hand-overs, at most Config.MaxMoves (8) per
 //     round of D/2, each chosen from the busiest worker to the least
 //     loaded with a margin that makes a move back impossible while the
-//     load figures stay within half the tolerance (15 %) of the truth;
+//     load figures stay within half the tolerance (15 %) of the truth,
+//     and none while the two differ by less than 5 % of a CPU;
 //     takes are not bounded. Load figures trail the moves by about a
 //     heartbeat (D/3) and are smoothed, so a change of load settles in a
 //     few rounds (the scale simulation measures it: BENCHMARKS.md).
