@@ -390,7 +390,8 @@ func (p *planner) take() []move {
 // CPU, between the busiest and the least-loaded worker for which leases
 // move by load: a lightly loaded fleet's figures are mostly noise (a
 // process's own baseline, a collection), and moving a lease to win a few
-// per cent of a CPU costs more than it saves.
+// per cent of a CPU costs more than it saves. A worker without leases
+// gets some all the same (one that joined, or came back after a cut).
 const minGap = 0.05
 
 // move plans up to maxMoves hand-overs.
@@ -424,7 +425,7 @@ func (p *planner) move(maxMoves int) []move {
 			if d.load-r.load < 2 {
 				break
 			}
-		} else if (d.load <= hi && r.load >= lo) || d.load-r.load < minGap {
+		} else if (d.load <= hi && r.load >= lo) || (d.load-r.load < minGap && r.n > 0) {
 			break
 		}
 		i := p.best(d, r)
