@@ -46,8 +46,16 @@ type workerLoad struct {
 	// share); below 0 when unknown.
 	cpu float64
 	// shards is the throughput of each shard the worker held over the
-	// interval, by shard id, those it held for part of it included.
-	shards map[string]throughput
+	// interval, by key, those it held for part of it included.
+	shards map[lease.Key]throughput
+	// streams are the streams the worker reads (it has a live row in
+	// each), nil for any: it receives leases of those streams only.
+	streams map[string]bool
+}
+
+// reads reports whether w reads stream, so that it may receive its leases.
+func (w workerLoad) reads(stream string) bool {
+	return w.streams == nil || w.streams[stream]
 }
 
 // throughput is one shard's rate over the last interval as its worker
@@ -199,6 +207,13 @@ type planned struct {
 	// row is gone, as a dead worker's is before its leases expire): it
 	// counts with its leases but never receives one.
 	rowless bool
+	// streams are the streams it reads, nil for any (workerLoad.streams).
+	streams map[string]bool
+}
+
+// reads reports whether w may receive leases of stream.
+func (w *planned) reads(stream string) bool {
+	return !w.rowless && (w.streams == nil || w.streams[stream])
 }
 
 // costed is a lease and its cost.
@@ -208,11 +223,14 @@ type costed struct {
 }
 
 // byShard orders leases by shard id, then stream.
-func byShard(a, b lease.Lease) int {
-	if c := cmp.Compare(a.Key.ShardID, b.Key.ShardID); c != 0 {
+func byShard(a, b lease.Lease) int { return compareKeys(a.Key, b.Key) }
+
+// compareKeys orders keys by shard id, then stream.
+func compareKeys(a, b lease.Key) int {
+	if c := cmp.Compare(a.ShardID, b.ShardID); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Key.Stream, b.Key.Stream)
+	return cmp.Compare(a.Stream, b.Stream)
 }
 
 func newPlanner(in assignInput) *planner {
@@ -225,7 +243,7 @@ func newPlanner(in assignInput) *planner {
 		if _, dup := p.byOwner[w.owner]; w.owner == "" || dup {
 			continue
 		}
-		p.byOwner[w.owner] = &planned{owner: w.owner}
+		p.byOwner[w.owner] = &planned{owner: w.owner, streams: w.streams}
 		metrics[w.owner] = w
 	}
 	leases := slices.Clone(in.leases)
@@ -289,18 +307,18 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	}
 	// Each reporting worker's shares, summed in shard id order so that the
 	// sums are the same on every leader.
-	reported := map[string]map[string]float64{}
+	reported := map[string]map[lease.Key]float64{}
 	var reporters []string
 	for owner, w := range metrics {
 		if !(w.cpu > 0) || math.IsInf(w.cpu, 1) || len(w.shards) == 0 {
 			continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
 		}
-		ids := slices.Sorted(maps.Keys(w.shards))
+		ids := slices.SortedFunc(maps.Keys(w.shards), compareKeys)
 		sum := 0.0
 		for _, id := range ids {
 			sum += w.shards[id].weight()
 		}
-		shares := make(map[string]float64, len(ids))
+		shares := make(map[lease.Key]float64, len(ids))
 		for _, id := range ids {
 			shares[id] = w.cpu * w.shards[id].weight() / sum
 		}
@@ -310,7 +328,7 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	slices.Sort(reporters)
 	known, sum := 0, 0.0
 	for i, l := range leases {
-		id := l.Key.ShardID
+		id := l.Key
 		c, ok := reported[l.Owner][id]
 		for _, r := range reporters {
 			if ok {
@@ -370,8 +388,8 @@ func (p *planner) take() []move {
 	for _, c := range p.free {
 		var to *planned
 		for _, w := range p.workers {
-			if w.rowless || (w.owner == c.l.Owner && len(p.workers) > 1) {
-				continue // gone, or its owner let it expire
+			if !w.reads(c.l.Key.Stream) || (w.owner == c.l.Owner && len(p.workers) > 1) {
+				continue // gone, not reading its stream, or its owner let it expire
 			}
 			if to == nil || lighter(w, to) < 0 {
 				to = w
@@ -450,7 +468,7 @@ func (p *planner) best(d, r *planned) int {
 	best, dist := -1, math.Inf(1)
 	for i, c := range d.movable {
 		rest := d.load - c.cost
-		if c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
+		if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
 			continue
 		}
 		if e := math.Abs(c.cost - half); e < dist {

@@ -72,10 +72,10 @@ func (s *fleetState) input(r *rand.Rand, noise float64) assignInput {
 	for _, w := range s.workers {
 		wl := workerLoad{owner: w, cpu: -1}
 		if !s.fresh[w] {
-			wl.cpu, wl.shards = 0, map[string]throughput{}
+			wl.cpu, wl.shards = 0, map[lease.Key]throughput{}
 			for _, sh := range s.shards {
 				if sh.owner == w && !s.expired[sh.id] {
-					wl.shards[sh.id] = sh.t
+					wl.shards[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
 					wl.cpu += k * sh.t.weight()
 				}
 			}

@@ -72,6 +72,14 @@ type Consumer struct {
 	// leader is this worker's part in leading the stream's balancing
 	// (lead.go).
 	leader leadership
+	// grp is the group this consumer belongs to (group.go): itself alone,
+	// or the consumers of the other streams of its service.
+	grp *Group
+	// gifts are leases of this consumer's stream that the group's primary,
+	// leading, took in this worker's name; the next balancing round
+	// (kicked by balanceNow) starts them.
+	gifts      []lease.Lease
+	balanceNow chan struct{}
 	// ended is kicked when a shard ended or disappeared: Run then lists the
 	// shards and balances at once, so its children start without waiting
 	// for the next listing or balancing.
@@ -98,7 +106,7 @@ func New(cfg Config) (*Consumer, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = lease.NewOwnerID("", "")
 	}
-	return &Consumer{
+	c := &Consumer{
 		cfg:      cfg,
 		obs:      cfg.Engine.Config().Hooks,
 		log:      cfg.Logger.With(slog.String(attrOwner, cfg.Owner), slog.String("stream", cfg.Stream)),
@@ -112,8 +120,12 @@ func New(cfg Config) (*Consumer, error) {
 		ran:      make(chan struct{}),
 		meter:    newLoadMeter(cfg),
 
+		balanceNow: make(chan struct{}, 1),
+
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
-	}, nil
+	}
+	c.grp = soloGroup(c)
+	return c, nil
 }
 
 // Owner returns this worker's owner id.
@@ -272,6 +284,8 @@ func (c *Consumer) loop(ctx context.Context) {
 		case <-c.shutdown:
 			return
 		case <-take.C:
+			c.balance(ctx)
+		case <-c.balanceNow:
 			c.balance(ctx)
 		case <-c.ended:
 			if c.following() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -67,25 +69,31 @@ func (c *Consumer) leading() bool {
 	return c.leader.held && time.Since(c.leader.renewed) < c.cfg.LeaseDuration-fenceMargin(c.cfg.LeaseDuration)
 }
 
-// following reports whether the last balancing round followed the leader:
-// such a worker neither lists the shards nor reads the table.
+// following reports whether the last balancing round followed the leader
+// of another process: such a worker neither lists the shards nor reads the
+// table.
 func (c *Consumer) following() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leader.role == roleFollowing
+	r := c.leader.role
+	c.mu.Unlock()
+	// A member whose primary leads lists its stream for the leader.
+	return r == roleFollowing && (c.isPrimary() || c.grp.ledHere() == "")
 }
 
 // roleFor reads the leader row and decides this round's role: it takes
 // the row when it is free or expired (or still its own), becoming the
 // leader.
 func (c *Consumer) roleFor(ctx context.Context) role {
+	if !c.isPrimary() {
+		return c.memberRole(ctx)
+	}
 	c.mu.Lock()
 	if c.leading() {
 		c.mu.Unlock()
 		return roleLeading
 	}
 	c.mu.Unlock()
-	key := lease.LeaderKey(c.cfg.Stream)
+	key := c.leaderKey()
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
 	row, err := c.cfg.Store.Get(sctx, key)
@@ -121,7 +129,31 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 			return roleLeading
 		}
 	}
-	if row.Checkpoint == fleetLed {
+	if fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) {
+		return roleFollowing
+	}
+	return roleSelf
+}
+
+// memberRole is roleFor for a group's member that is not its primary: it
+// never competes for the leader row; it follows while the leader plans
+// its stream (the primary of this process, or another worker's, as the
+// row says) and balances for itself otherwise.
+func (c *Consumer) memberRole(ctx context.Context) role {
+	fleet := c.grp.ledHere()
+	if fleet == "" {
+		sctx, cancel := c.storeContext(ctx)
+		row, err := c.cfg.Store.Get(sctx, c.leaderKey())
+		cancel()
+		if err != nil {
+			if !errors.Is(err, lease.ErrNotFound) && ctx.Err() == nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the leader row failed; balancing for this worker alone", slog.String(attrError, err.Error()))
+			}
+			return roleSelf
+		}
+		fleet = row.Checkpoint
+	}
+	if fleetCovers(fleet, c.grp.name, c.cfg.Stream) {
 		return roleFollowing
 	}
 	return roleSelf
@@ -193,15 +225,16 @@ func (c *Consumer) setFleet(ctx context.Context, fleet string) {
 	}
 }
 
-// lead is the leader's balancing round on the stream's rows as just read:
-// it decides how the fleet balances, then either plans for itself alone
-// (self) or for every worker: its own shards as planBalance says (lost,
-// handed over, adopted; rows of trimmed shards and dead workers removed),
-// and the leases of all by planAssignment, carried out with takes on
-// behalf of the worker given a free or expired lease and hand-over
-// requests in its name.
+// lead is the leader's balancing round on the stream's rows as just read
+// (and, in a group of several, on every other member's stream's rows, read
+// now): it decides how the fleet balances, then either plans for itself
+// alone (self) or for every worker: its own shards as planBalance says
+// (lost, handed over, adopted; rows of trimmed shards and dead workers
+// removed, in every stream of the group), and the leases of all by
+// planAssignment, carried out with takes on behalf of the worker given a
+// free or expired lease and hand-over requests in its name.
 func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot) {
-	fleet := fleetLed
+	fleet := c.grp.fleetLed()
 	sctx, cancel := c.storeContext(ctx)
 	_, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
 	cancel()
@@ -218,55 +251,61 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot) {
 		c.leader.noIndex = false
 		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	ended := 0
-	for _, l := range snap.Leases {
-		if l.Checkpoint == lease.ShardEnd {
-			ended++
-		}
-	}
-	newlyEnded := ended > c.leader.ended && c.leader.ended >= 0
-	c.leader.ended = ended
-	c.mu.Unlock()
-	if newlyEnded {
-		// A shard ended since the last read: its children get rows now,
-		// not at the next listing.
-		if s, err := c.discover(ctx); err == nil {
-			snap = s
-		}
-	}
-	c.mu.Lock()
-	in, held, ok := c.planInput(snap)
-	c.mu.Unlock()
+	own, ok := c.leadPart(ctx, snap)
 	if !ok {
 		return
 	}
-	for _, w := range snap.Workers {
-		if w.Load == nil && !in.dead[w.Owner] && w.Owner != c.cfg.Owner {
-			fleet = fleetSelf // an older worker: it plans for itself
+	parts := []leadPart{own}
+	for _, m := range c.grp.members[1:] {
+		sctx, cancel := c.storeContext(ctx)
+		s, err := c.cfg.Store.Snapshot(sctx, m.cfg.Stream)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String("of_stream", m.cfg.Stream), slog.String(attrError, err.Error()))
+			}
+			continue
+		}
+		if pt, ok := m.leadPart(ctx, s); ok {
+			parts = append(parts, pt)
+		}
+	}
+	for _, pt := range parts {
+		for _, w := range pt.snap.Workers {
+			if w.Load == nil && !pt.in.dead[w.Owner] && w.Owner != c.cfg.Owner {
+				fleet = fleetSelf // an older worker: it plans for itself
+			}
 		}
 	}
 	c.setFleet(ctx, fleet)
-	p := planBalance(in)
 	if fleet == fleetSelf {
-		c.act(ctx, p, held, in.view)
+		// Every member reads the row and balances its stream for itself.
+		c.act(ctx, own.p, own.held, own.in.view)
 		return
 	}
-	a := planAssignment(c.assignInput(in, p, snap))
+	a := planAssignment(c.assignInput(parts))
+	p := own.p
 	p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
-	c.act(ctx, p, held, in.view)
+	c.act(ctx, p, own.held, own.in.view)
+	for _, pt := range parts[1:] {
+		pt.c.cleanUp(ctx, pt.p.cleanup, pt.p.dead)
+	}
 	_ = concurrently(a.takes, func(m move) error {
-		if m.to == c.cfg.Owner {
-			c.take(ctx, m.lease, in.view)
+		if m.to == c.cfg.Owner && m.lease.Key.Stream == c.cfg.Stream {
+			c.take(ctx, m.lease, own.in.view)
 			return nil
 		}
 		sctx, cancel := c.storeContext(ctx)
 		defer cancel()
-		if _, err := c.cfg.Store.Take(sctx, m.lease, m.to); err != nil {
+		got, err := c.cfg.Store.Take(sctx, m.lease, m.to)
+		if err != nil {
 			if !lost(err) && ctx.Err() == nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: giving a lease failed", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("to", m.to), slog.String(attrError, err.Error()))
 			}
 			return nil
+		}
+		if m.to == c.cfg.Owner {
+			c.grp.member(m.lease.Key.Stream).give(got) // another stream of this process
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease given", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("to", m.to))
 		return nil
@@ -285,33 +324,108 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot) {
 	})
 }
 
-// assignInput is what planAssignment plans from: the eligible leases as
-// planBalance found them, and every live worker with the load it
-// published (this worker's own as its last heartbeat measured it).
-func (c *Consumer) assignInput(in planInput, p plan, snap lease.Snapshot) assignInput {
+// leadPart is what the leader planned of one stream of its group: the
+// stream's rows as read, what planning needs of them and of the member's
+// shards, and the member's own plan (planBalance).
+type leadPart struct {
+	c    *Consumer // the group's member of the stream
+	snap lease.Snapshot
+	in   planInput
+	held map[string]*shard
+	p    plan
+}
+
+// leadPart plans the stream of c, a member of the leader's group, on its
+// rows as just read. A shard that ended since the last read makes c list
+// the stream, so that its children get rows: the leader itself at once
+// (and plans on what that read), another member on its own goroutine
+// (they are planned in the next round). ok is false when c stops or has
+// not listed its shards yet.
+func (c *Consumer) leadPart(ctx context.Context, snap lease.Snapshot) (leadPart, bool) {
+	ended := 0
+	for _, l := range snap.Leases {
+		if l.Checkpoint == lease.ShardEnd {
+			ended++
+		}
+	}
+	c.mu.Lock()
+	newlyEnded := ended > c.leader.ended && c.leader.ended >= 0
+	c.leader.ended = ended
+	c.mu.Unlock()
+	if newlyEnded {
+		if !c.isPrimary() {
+			c.kickEnded()
+		} else if s, err := c.discover(ctx); err == nil {
+			snap = s
+		}
+	}
+	c.mu.Lock()
+	in, held, ok := c.planInput(snap)
+	c.mu.Unlock()
+	if !ok {
+		return leadPart{}, false
+	}
+	return leadPart{c: c, snap: snap, in: in, held: held, p: planBalance(in)}, true
+}
+
+// assignInput is what planAssignment plans from: the eligible leases of
+// every stream planned, as planBalance found them, and every live worker
+// with the load it published (this worker's own as its last heartbeats
+// measured it). A worker's CPU is the most its rows give (they measure one
+// process), its shards those of every stream, and it receives leases of
+// the streams where its row is live.
+func (c *Consumer) assignInput(parts []leadPart) assignInput {
 	a := assignInput{
-		leases:    p.asks.eligible,
-		expired:   p.asks.expired,
 		byCount:   c.cfg.Assignment == AssignByCount,
 		maxMoves:  c.cfg.MaxMoves,
 		tolerance: assignTolerance,
 	}
-	loads := map[string]*lease.Load{}
-	for _, w := range snap.Workers {
-		loads[w.Owner] = w.Load
-	}
-	c.mu.Lock()
-	loads[c.cfg.Owner] = c.lastLoad
-	c.mu.Unlock()
-	// The workers with a live row receive leases; an owner whose row is
-	// gone (a dead worker's, removed before its leases expired) only
-	// counts with the leases it holds (planAssignment).
-	for _, w := range snap.Workers {
-		if w.Owner != c.cfg.Owner && !in.dead[w.Owner] {
-			a.workers = append(a.workers, workerLoadOf(w.Owner, loads[w.Owner]))
+	expired := map[string]func(lease.Lease) bool{}
+	workers := map[string]*workerLoad{}
+	add := func(owner, stream string, l *lease.Load) {
+		w := workers[owner]
+		if w == nil {
+			w = &workerLoad{owner: owner, cpu: -1, streams: map[string]bool{}}
+			workers[owner] = w
+		}
+		w.streams[stream] = true
+		if l == nil {
+			return
+		}
+		w.cpu = max(w.cpu, l.CPU)
+		if w.shards == nil {
+			w.shards = make(map[lease.Key]throughput, len(l.Shards))
+		}
+		for id, t := range l.Shards {
+			w.shards[lease.Key{Stream: stream, ShardID: id}] = throughput{records: t.Records, bytes: t.Bytes}
 		}
 	}
-	a.workers = append(a.workers, workerLoadOf(c.cfg.Owner, loads[c.cfg.Owner]))
+	for _, pt := range parts {
+		stream := pt.c.cfg.Stream
+		a.leases = append(a.leases, pt.p.asks.eligible...)
+		expired[stream] = pt.p.asks.expired
+		// The workers with a live row receive leases; an owner whose row
+		// is gone (a dead worker's, removed before its leases expired)
+		// only counts with the leases it holds (planAssignment).
+		for _, w := range pt.snap.Workers {
+			if w.Owner != c.cfg.Owner && !pt.in.dead[w.Owner] {
+				add(w.Owner, stream, w.Load)
+			}
+		}
+		pt.c.mu.Lock()
+		load := pt.c.lastLoad
+		pt.c.mu.Unlock()
+		add(c.cfg.Owner, stream, load)
+	}
+	a.expired = func(l lease.Lease) bool {
+		if f := expired[l.Key.Stream]; f != nil {
+			return f(l)
+		}
+		return l.Owner == ""
+	}
+	for _, owner := range slices.Sorted(maps.Keys(workers)) {
+		a.workers = append(a.workers, *workers[owner])
+	}
 	return a
 }
 
@@ -320,27 +434,20 @@ func (c *Consumer) assignInput(in planInput, p plan, snap lease.Snapshot) assign
 // more than this fraction.
 const assignTolerance = 0.15
 
-// workerLoadOf is the planner's view of the load a worker published (nil:
-// none yet).
-func workerLoadOf(owner string, l *lease.Load) workerLoad {
-	w := workerLoad{owner: owner, cpu: -1}
-	if l == nil {
-		return w
-	}
-	w.cpu = l.CPU
-	w.shards = make(map[string]throughput, len(l.Shards))
-	for id, t := range l.Shards {
-		w.shards[id] = throughput{records: t.Records, bytes: t.Bytes}
-	}
-	return w
-}
-
 // follow is a follower's balancing round: it finds the leases the leader
 // gave it (the owner index; eventually consistent, so each is read again
 // before it is adopted) and starts them. Losing a lease and being asked to
 // hand one over are seen by the renewals. A table without the index makes
 // the worker balance for itself (roleSelf) until it has one.
 func (c *Consumer) follow(ctx context.Context) {
+	for _, l := range c.takeGifts() {
+		c.mu.Lock()
+		_, held := c.shards[l.Key.ShardID]
+		c.mu.Unlock()
+		if !held {
+			c.adopt(ctx, l, c.parentsView(ctx, l))
+		}
+	}
 	sctx, cancel := c.storeContext(ctx)
 	keys, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
 	cancel()

@@ -1,0 +1,169 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// Group is the consumers of one process that read several streams from
+// one lease table (a service with several streams, as the KCL's
+// multi-stream mode): one Consumer per stream, each with its own readers,
+// engine and worker row, under one owner id. Balancing spans the streams:
+// the group's first consumer (its primary) alone competes for the leader
+// row of the group, named after the primary's stream, and while it leads
+// it plans the leases of every stream of the group for every worker at
+// once, from the load each worker publishes in each stream's row (the same
+// process CPU, and the throughput of the shards it holds in that stream).
+// A worker receives leases only of the streams it reads (it has a live row
+// in them), so workers whose lists differ for a while (a stream added in a
+// rolling deployment) share what they have in common.
+//
+// The leader row says which streams the leader plans for
+// (fleetCovers): a worker reading a stream the leader does not plan
+// balances that stream for itself, as a single-stream worker of an older
+// version would. So a stream can be added to or removed from the list with
+// no migration: its rows are keyed by its name, and the first stream, which
+// names the group, should stay first (another first stream makes another
+// leader row: while workers with both lists run, two leaders plan the
+// streams both name, whose takes and requests are fenced like any other).
+//
+// A consumer alone is a group of one, named after its stream.
+type Group struct {
+	name    string      // the leader row's name (lease.LeaderKey): the primary's stream
+	members []*Consumer // in the order given; members[0] is the primary
+}
+
+// NewGroup makes the consumers cs one group, cs[0] its primary. They must
+// read distinct streams, from one lease store, under one owner id, and
+// none may have been run yet or belong to another group of several.
+func NewGroup(cs ...*Consumer) (*Group, error) {
+	if len(cs) == 0 {
+		return nil, errors.New("consumer: a group needs at least one consumer")
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		switch {
+		case c.started.Load():
+			return nil, errors.New("consumer: a group's consumers must not have run yet")
+		case len(c.grp.members) > 1:
+			return nil, fmt.Errorf("consumer: the consumer of stream %s is in a group already", c.cfg.Stream)
+		case seen[c.cfg.Stream]:
+			return nil, fmt.Errorf("consumer: stream %s is twice in the group", c.cfg.Stream)
+		case c.cfg.Owner != cs[0].cfg.Owner:
+			return nil, fmt.Errorf("consumer: a group's consumers share one owner id (%s and %s)", cs[0].cfg.Owner, c.cfg.Owner)
+		case c.cfg.Store != cs[0].cfg.Store:
+			return nil, errors.New("consumer: a group's consumers share one lease store")
+		}
+		seen[c.cfg.Stream] = true
+	}
+	g := &Group{name: cs[0].cfg.Stream, members: cs}
+	for _, c := range cs {
+		c.grp = g
+	}
+	return g, nil
+}
+
+// soloGroup is the group of c alone.
+func soloGroup(c *Consumer) *Group {
+	return &Group{name: c.cfg.Stream, members: []*Consumer{c}}
+}
+
+// primary is the member that competes for the group's leader row.
+func (g *Group) primary() *Consumer { return g.members[0] }
+
+// streams are the members' streams, in the group's order.
+func (g *Group) streams() []string {
+	s := make([]string, len(g.members))
+	for i, c := range g.members {
+		s[i] = c.cfg.Stream
+	}
+	return s
+}
+
+// isPrimary reports whether c competes for its group's leader row.
+func (c *Consumer) isPrimary() bool { return c.grp.primary() == c }
+
+// ledHere returns the fleet mode the group's primary wrote in the leader
+// row while it leads, or "" when it does not lead. The caller must not
+// hold the primary's lock.
+func (g *Group) ledHere() string {
+	p := g.primary()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.leading() {
+		return ""
+	}
+	return p.leader.row.Checkpoint
+}
+
+// fleetLed is the mode the leader of g writes while it plans for every
+// worker: "plan:leader" for a group of one (as a single-stream leader
+// writes it), else "plan:leader:" and the streams it plans, comma-separated
+// (stream names have no comma).
+func (g *Group) fleetLed() string {
+	if len(g.members) == 1 {
+		return fleetLed
+	}
+	return fleetLed + ":" + strings.Join(g.streams(), ",")
+}
+
+// fleetCovers reports whether the fleet mode fleet, as read in the leader
+// row of the group named group, says the leader plans stream for every
+// worker: a single-stream leader plans its own stream, a group's leader
+// the streams it names.
+func fleetCovers(fleet, group, stream string) bool {
+	if fleet == fleetLed {
+		return stream == group
+	}
+	list, ok := strings.CutPrefix(fleet, fleetLed+":")
+	if !ok {
+		return false
+	}
+	for s := range strings.SplitSeq(list, ",") {
+		if s == stream {
+			return true
+		}
+	}
+	return false
+}
+
+// leaderKey is the key of the group's leader row.
+func (c *Consumer) leaderKey() lease.Key { return lease.LeaderKey(c.grp.name) }
+
+// member is the group's consumer of stream, or nil.
+func (g *Group) member(stream string) *Consumer {
+	for _, c := range g.members {
+		if c.cfg.Stream == stream {
+			return c
+		}
+	}
+	return nil
+}
+
+// give hands c the lease l, which the group's primary took in this
+// worker's name: c starts it in a balancing round it runs now, on its own
+// goroutine (follow), as it would once the owner index listed it.
+func (c *Consumer) give(l lease.Lease) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.gifts = append(c.gifts, l)
+	c.mu.Unlock()
+	select {
+	case c.balanceNow <- struct{}{}:
+	default: // a round is pending already
+	}
+}
+
+// takeGifts returns the leases given to c since the last call.
+func (c *Consumer) takeGifts() []lease.Lease {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.gifts
+	c.gifts = nil
+	return g
+}

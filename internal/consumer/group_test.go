@@ -1,0 +1,224 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// worker is one process of a service with several streams: a group of one
+// consumer per stream.
+type worker struct {
+	cs    []*Consumer
+	scans *scanCounter // the process's store, counting its full reads
+	stop  func()
+}
+
+// owned returns how many leases the worker holds, in all its streams.
+func (w worker) owned() int {
+	n := 0
+	for _, c := range w.cs {
+		n += len(c.Owned())
+	}
+	return n
+}
+
+// startGroup runs one worker of owner reading streams, each consumer with
+// its own recorder (recs, by stream), on the store.
+func startGroup(t *testing.T, k *stream, mem lease.Store, owner string, streams []string, recs map[string]*recorder, by Assignment) worker {
+	t.Helper()
+	store := &scanCounter{Store: mem}
+	var cs []*Consumer
+	for _, s := range streams {
+		cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: store, Owner: owner, LeaseDuration: 3 * time.Second, Assignment: by}, handler(recs[s])))
+	}
+	if _, err := NewGroup(cs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, len(cs))
+	for _, c := range cs {
+		go func() { done <- c.Run(ctx) }()
+	}
+	return worker{cs: cs, scans: store, stop: func() {
+		cancel()
+		for range cs {
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
+	}}
+}
+
+// TestGroupBalancesAcrossStreams: three workers read three streams of one
+// shard each. Balancing each stream alone could leave all three leases on
+// one worker (each stream's share is one lease per worker); the group's
+// leader plans the streams together, so each worker holds one. Every
+// record of every stream is handled once, by its stream's handler, and
+// only the leader reads the whole table. A worker that reads one of the
+// streams only never gets a lease of the others.
+func TestGroupBalancesAcrossStreams(t *testing.T) {
+	for name, by := range map[string]Assignment{"load": AssignByLoad, "count": AssignByCount} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fk := awsfake.NewKinesis()
+				k := &stream{Kinesis: fk}
+				streams := []string{"a", "b", "c"}
+				recs := map[string]*recorder{}
+				for _, s := range streams {
+					fk.CreateStream(s, 1)
+					recs[s] = newRecorder()
+				}
+				mem := lease.NewMemory()
+				var ws []worker
+				for i := range 3 {
+					ws = append(ws, startGroup(t, k, mem, fmt.Sprintf("w%d", i), streams, recs, by))
+				}
+				leaderOf := func() lease.Lease {
+					l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
+					return l
+				}
+				waitFor(t, "one lease each, planned by one leader", func() bool {
+					for _, w := range ws {
+						if w.owned() != 1 {
+							return false
+						}
+					}
+					return leaderOf().Checkpoint == "plan:leader:a,b,c"
+				})
+				for _, s := range streams {
+					for i := range 5 {
+						fk.PutTo(s, shardID(0), "k", fmt.Appendf(nil, "%s-%d", s, i))
+					}
+				}
+				waitFor(t, "every record handled", func() bool {
+					return recs["a"].count() >= 5 && recs["b"].count() >= 5 && recs["c"].count() >= 5
+				})
+				for _, s := range streams {
+					for p, n := range recs[s].times() {
+						if n != 1 || p[:1] != s {
+							t.Errorf("stream %s's handler handled %q %d times", s, p, n)
+						}
+					}
+				}
+
+				// A worker reading stream a only joins, and the worker
+				// holding b's lease stops: b's lease goes to a worker that
+				// reads b, though the new one holds nothing.
+				solo := startGroup(t, k, mem, "w9", []string{"a"}, recs, by)
+				for i, w := range ws {
+					if len(w.cs[1].Owned()) == 1 {
+						w.stop()
+						ws = slices.Delete(ws, i, i+1)
+						break
+					}
+				}
+				waitFor(t, "b's lease held again", func() bool {
+					for _, w := range ws {
+						if len(w.cs[1].Owned()) == 1 {
+							return true
+						}
+					}
+					return false
+				})
+				time.Sleep(30 * time.Second)
+				if len(solo.cs[0].Owned()) > 1 {
+					t.Errorf("the worker of stream a alone holds %v", solo.cs[0].Owned())
+				}
+				total := solo.owned()
+				for _, w := range ws {
+					total += w.owned()
+					if len(w.cs[1].Owned()) == 1 {
+						total-- // b's, checked below
+					}
+				}
+				b := 0
+				for _, w := range ws {
+					b += len(w.cs[1].Owned())
+				}
+				if b != 1 || total != 2 {
+					t.Errorf("b's lease held %d times, the others %d times in all, want 1 and 2", b, total)
+				}
+				solo.stop()
+
+				// Only the leader's process reads the whole table.
+				leader := leaderOf().Owner
+				before := make([]int64, len(ws))
+				for i, w := range ws {
+					before[i] = w.scans.scans.Load()
+				}
+				time.Sleep(30 * time.Second)
+				for i, w := range ws {
+					n := w.scans.scans.Load() - before[i]
+					switch owner := w.cs[0].Owner(); {
+					case owner == leader && n == 0:
+						t.Errorf("the leader %s read the table %d times in 30 s, want some", owner, n)
+					case owner != leader && n != 0:
+						t.Errorf("follower %s read the whole table %d times in 30 s, want none", owner, n)
+					}
+				}
+				for _, w := range ws {
+					w.stop()
+				}
+			})
+		})
+	}
+}
+
+// TestMemberFollowsOnlyWhatTheLeaderPlans: a member of a group follows the
+// leader only for the streams the leader row names; a single-stream leader
+// (plan:leader) plans its own stream alone.
+func TestMemberFollowsOnlyWhatTheLeaderPlans(t *testing.T) {
+	for _, c := range []struct {
+		fleet, stream string
+		want          bool
+	}{
+		{fleetLed, "a", true},
+		{fleetLed, "b", false},
+		{fleetSelf, "a", false},
+		{"plan:leader:a,b", "b", true},
+		{"plan:leader:a,b", "c", false},
+		{"plan:leader:a,bc", "b", false},
+		{"", "a", false},
+	} {
+		if got := fleetCovers(c.fleet, "a", c.stream); got != c.want {
+			t.Errorf("fleetCovers(%q, a, %s) = %v, want %v", c.fleet, c.stream, got, c.want)
+		}
+	}
+}
+
+// TestNewGroupValidates: a group's consumers share the owner and the store
+// and read distinct streams.
+func TestNewGroupValidates(t *testing.T) {
+	mem := lease.NewMemory()
+	k := newStream(1)
+	mk := func(stream, owner string, store lease.Store) *Consumer {
+		return newConsumer(t, Config{Stream: stream, Kinesis: k, Store: store, Owner: owner}, handler(newRecorder()))
+	}
+	for name, cs := range map[string][]*Consumer{
+		"none":   nil,
+		"twice":  {mk("a", "w", mem), mk("a", "w", mem)},
+		"owners": {mk("a", "w", mem), mk("b", "v", mem)},
+		"stores": {mk("a", "w", mem), mk("b", "w", lease.NewMemory())},
+	} {
+		if _, err := NewGroup(cs...); err == nil {
+			t.Errorf("%s: NewGroup succeeded", name)
+		}
+	}
+	a, b := mk("a", "w", mem), mk("b", "w", mem)
+	if _, err := NewGroup(a, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewGroup(a, mk("c", "w", mem)); err == nil {
+		t.Error("a consumer joined a second group")
+	}
+	if !slices.Equal(a.grp.streams(), []string{"a", "b"}) || !a.isPrimary() || b.isPrimary() {
+		t.Errorf("group %v", a.grp.streams())
+	}
+}
