@@ -36,6 +36,7 @@ import (
 //	LAMBDAADAPTER_MAX_RECORD_AGE        WithMaxRecordAge             both
 //	LAMBDAADAPTER_DEADLINE_MARGIN       WithDeadlineMargin           lambda
 //	LAMBDAADAPTER_STREAM                WithStream (required)        ecs
+//	                                    (several, comma-separated: WithStreams)
 //	LAMBDAADAPTER_STREAM_ARN            WithStreamARN                ecs
 //	LAMBDAADAPTER_LEASE_TABLE           WithLeaseTable               ecs
 //	LAMBDAADAPTER_OWNER_ID              WithOwnerID                  ecs
@@ -135,7 +136,18 @@ func environment(getenv func(string) string) ([]Option, error) {
 
 	dur("LAMBDAADAPTER_DEADLINE_MARGIN", &lambdaOnly, opt(WithDeadlineMargin))
 
-	str("LAMBDAADAPTER_STREAM", opt(WithStream), &ecsOnly)
+	if v := getenv("LAMBDAADAPTER_STREAM"); v != "" {
+		// One stream, or several separated by commas (WithStreams).
+		first, rest, _ := strings.Cut(v, ",")
+		ecsOnly = append(ecsOnly, WithStream(strings.TrimSpace(first)))
+		if rest != "" {
+			var more []string
+			for s := range strings.SplitSeq(rest, ",") {
+				more = append(more, strings.TrimSpace(s))
+			}
+			ecsOnly = append(ecsOnly, WithStreams(more...))
+		}
+	}
 	str("LAMBDAADAPTER_STREAM_ARN", opt(WithStreamARN), &ecsOnly)
 	str("LAMBDAADAPTER_LEASE_TABLE", opt(WithLeaseTable), &ecsOnly)
 	str("LAMBDAADAPTER_OWNER_ID", opt(WithOwnerID), &ecsOnly)

@@ -178,3 +178,21 @@ func TestHandleAppliesOptionsOfItsMode(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvironmentSeveralStreams: LAMBDAADAPTER_STREAM with several names,
+// comma-separated, reads each of them; a bad one is an error naming it.
+func TestEnvironmentSeveralStreams(t *testing.T) {
+	clients := []Option{WithKinesisClient(awsfake.NewKinesis()), WithLeaseStore(lease.NewMemory())}
+	env := map[string]string{"LAMBDAADAPTER_MODE": "ecs", "LAMBDAADAPTER_STREAM": "orders, payments,refunds"}
+	_, s, err := fromProcess(nopHandler, nil, envOf(env), clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.group.Streams(); strings.Join(got, ",") != "orders,payments,refunds" {
+		t.Errorf("streams %v, want orders, payments and refunds", got)
+	}
+	env["LAMBDAADAPTER_STREAM"] = "orders,,payments"
+	if _, _, err := fromProcess(nopHandler, nil, envOf(env), clients); err == nil || !strings.Contains(err.Error(), `""`) {
+		t.Errorf("an empty name in the list: %v, want an error", err)
+	}
+}

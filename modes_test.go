@@ -47,6 +47,8 @@ func optionDoors() map[string]struct {
 	return map[string]row{
 		"WithStream":             svc(lambdaadapter.WithStream("orders")),
 		"WithStreamARN":          svc(lambdaadapter.WithStreamARN("arn:aws:kinesis:us-east-1:123456789012:stream/orders")),
+		"WithStreams":            svc(lambdaadapter.WithStreams("payments")),
+		"WithStreamHandler":      svc(lambdaadapter.WithStreamHandler("payments", modesAck)),
 		"WithLeaseTable":         svc(lambdaadapter.WithLeaseTable("leases")),
 		"WithDynamoDBClient":     svc(lambdaadapter.WithDynamoDBClient(nopDynamo{})),
 		"WithLeaseStore":         svc(lambdaadapter.WithLeaseStore(lease.NewMemory())),

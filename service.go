@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -20,8 +22,10 @@ import (
 // other instances of the service through leases (WithLeaseTable). Run
 // blocks until its context ends and then stops gracefully.
 type Service struct {
-	consumer *consumer.Consumer
-	store    lease.Store
+	// group is one consumer per stream (WithStream, WithStreams), in the
+	// order given.
+	group *consumer.Group
+	store lease.Store
 }
 
 // NewService returns a Service for h, validating the options once. It
@@ -58,10 +62,11 @@ func NewBatchService(bh BatchHandler, opts ...ServiceOption) (*Service, error) {
 func newService(h Handler, bh BatchHandler, opts []Option) (*Service, error) {
 	c := config{mode: ModeECS}
 	c.apply(opts)
-	if c.ecs.stream == "" {
-		return nil, errors.New("lambdaadapter: a service needs the stream: WithStream, or LAMBDAADAPTER_STREAM in the environment of Handle")
-	}
 	e, _, err := c.buildEngine(h, bh)
+	if err != nil {
+		return nil, err
+	}
+	streams, err := c.ecs.streamList()
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +74,94 @@ func newService(h Handler, bh BatchHandler, opts []Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	cons, err := consumer.New(cc)
+	if len(streams) > 1 {
+		// One owner id and one store for the group's consumers.
+		if cc.Owner == "" {
+			cc.Owner = lease.NewOwnerID("", "")
+		}
+		if cc.Store == nil {
+			cc.Store = lease.NewMemory()
+		}
+	}
+	var cs []*consumer.Consumer
+	for i, st := range streams {
+		sc := cc
+		sc.Stream, sc.StreamARN = st.name, st.arn
+		if i > 0 {
+			sc.DelayReceiver = nil // the first stream's consumer forwards the delay queue
+		}
+		if st.h != nil {
+			ec := e.Config()
+			ec.Handler, ec.BatchHandler = st.h, nil
+			if sc.Engine, err = engine.New(ec); err != nil {
+				return nil, err
+			}
+		}
+		cons, err := consumer.New(sc)
+		if err != nil {
+			return nil, fmt.Errorf("lambdaadapter: %w", err)
+		}
+		cs = append(cs, cons)
+	}
+	g, err := consumer.NewGroup(cs...)
 	if err != nil {
 		return nil, fmt.Errorf("lambdaadapter: %w", err)
 	}
-	return &Service{consumer: cons, store: cc.Store}, nil
+	return &Service{group: g, store: cc.Store}, nil
+}
+
+// streamSpec is one stream a service reads: its name, its ARN if known,
+// and its own handler if it has one.
+type streamSpec struct {
+	name, arn string
+	h         Handler
+}
+
+// streamList returns the streams to read, WithStream's first, then
+// WithStreams' and WithStreamHandler's in order, each once.
+func (x *ecsConfig) streamList() ([]streamSpec, error) {
+	var list []streamSpec
+	if x.stream != "" {
+		list = append(list, streamSpec{name: x.stream, arn: x.streamARN})
+	} else if x.streamARN != "" && len(x.streams) == 0 {
+		return nil, errors.New("lambdaadapter: WithStreamARN needs WithStream, the stream's name")
+	}
+	for _, sp := range x.streams {
+		i := slices.IndexFunc(list, func(o streamSpec) bool { return o.name == sp.name })
+		switch {
+		case i < 0:
+			list = append(list, sp)
+		case sp.h != nil && list[i].h != nil:
+			return nil, fmt.Errorf("lambdaadapter: stream %s has two handlers (WithStreamHandler twice)", sp.name)
+		default:
+			if sp.h != nil {
+				list[i].h = sp.h
+			}
+			if list[i].arn == "" {
+				list[i].arn = sp.arn
+			}
+		}
+	}
+	if len(list) == 0 {
+		return nil, errors.New("lambdaadapter: a service needs the stream: WithStream (or WithStreams), or LAMBDAADAPTER_STREAM in the environment of Handle")
+	}
+	return list, nil
+}
+
+// parseStream parses a stream given as a name or as an ARN
+// (arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME).
+func parseStream(s string) (streamSpec, error) {
+	if strings.HasPrefix(s, "arn:") {
+		i := strings.LastIndex(s, ":stream/")
+		if i < 0 || !strings.Contains(s[:i], ":kinesis:") || s[i+len(":stream/"):] == "" {
+			return streamSpec{}, fmt.Errorf("stream %q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", s)
+		}
+		return streamSpec{name: s[i+len(":stream/"):], arn: s}, nil
+	}
+	if s == "" || strings.ContainsAny(s, ":,/ ") {
+		return streamSpec{}, fmt.Errorf("stream name %q is not valid (letters, digits, '_', '-' and '.')", s)
+	}
+	return streamSpec{name: s}, nil
 }
 
 // Position is where a Service starts reading a shard that has no
@@ -109,12 +197,56 @@ type ecsConfig struct {
 	batchSize          int
 	retryBackoff       time.Duration
 	maxRetryBackoff    time.Duration
-	fanOut             string // enhanced fan-out consumer name
+	fanOut             string       // enhanced fan-out consumer name
+	streams            []streamSpec // WithStreams, WithStreamHandler
 }
 
 // WithStream names the stream to read (required). Lease keys use the name.
 func WithStream(name string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.stream = name })
+}
+
+// WithStreams adds streams to read, each by its name or its ARN
+// (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME), with the service's handler
+// (unless WithStreamHandler gives one of them its own). One service then
+// reads several streams on one lease table, as the KCL's multi-stream mode
+// does: each stream has its own readers, checkpoints and lease rows, and
+// the leases of all of them are balanced together over the instances. The
+// first stream (WithStream's, else the first listed) names the group in
+// the lease table: keep it first when the list changes. Adding a stream
+// to the list, or removing one, needs no migration (docs/long-running.md,
+// "Several streams"). A Message's StreamARN says which stream it came
+// from.
+func WithStreams(streams ...string) ServiceOption {
+	return serviceOpt(func(c *config) {
+		for _, st := range streams {
+			sp, err := parseStream(st)
+			if err != nil {
+				c.errs = append(c.errs, err)
+				continue
+			}
+			c.ecs.streams = append(c.ecs.streams, sp)
+		}
+	})
+}
+
+// WithStreamHandler reads stream (a name or an ARN, as for WithStreams)
+// with h instead of the service's handler, adding it to the streams read
+// if it is not among them. In a batch service (NewBatchService) h handles
+// that stream's records one at a time.
+func WithStreamHandler(stream string, h Handler) ServiceOption {
+	return serviceOpt(func(c *config) {
+		sp, err := parseStream(stream)
+		switch {
+		case err != nil:
+			c.errs = append(c.errs, err)
+		case h == nil:
+			c.errs = append(c.errs, fmt.Errorf("nil handler for stream %s", sp.name))
+		default:
+			sp.h = h
+			c.ecs.streams = append(c.ecs.streams, sp)
+		}
+	})
 }
 
 // WithStreamARN sets the stream's ARN: API calls and copies then use it.
@@ -300,21 +432,26 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.consumer.Run(ctx)
+	return s.group.Run(ctx)
 }
 
 // Seek moves the running readers: every shard this instance holds to pos,
 // or, for AtSequence, that one shard. Records read before the seek are
 // dropped on their way to the handler; their late outcomes change nothing.
 // The checkpoint follows the new position as records settle.
-func (s *Service) Seek(ctx context.Context, pos Position) error { return s.consumer.Seek(ctx, pos) }
+//
+// With several streams it moves the readers of every stream; AtSequence
+// names the shard as "stream:shardId" (the shard id alone means that shard
+// of whichever stream holds it).
+func (s *Service) Seek(ctx context.Context, pos Position) error { return s.group.Seek(ctx, pos) }
 
-// Owned returns the ids of the shards this instance holds now, sorted.
-func (s *Service) Owned() []string { return s.consumer.Owned() }
+// Owned returns the ids of the shards this instance holds now, sorted; with
+// several streams, as "stream:shardId".
+func (s *Service) Owned() []string { return s.group.Owned() }
 
 // Owner returns this instance's lease owner id (WithOwnerID, or a random
 // one).
-func (s *Service) Owner() string { return s.consumer.Owner() }
+func (s *Service) Owner() string { return s.group.Owner() }
 
 var (
 	_ consumer.KinesisAPI = (*kinesis.Client)(nil)

@@ -549,7 +549,7 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 	c.mu.Lock()
 	var targets []*shard
 	for id, s := range c.shards {
-		if pos.kind != posSequence || id == pos.shard {
+		if pos.kind != posSequence || id == pos.shard || c.cfg.Stream+":"+id == pos.shard {
 			targets = append(targets, s)
 		}
 	}

@@ -1,9 +1,13 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -74,8 +78,8 @@ func soloGroup(c *Consumer) *Group {
 // primary is the member that competes for the group's leader row.
 func (g *Group) primary() *Consumer { return g.members[0] }
 
-// streams are the members' streams, in the group's order.
-func (g *Group) streams() []string {
+// Streams returns the members' streams, in the group's order.
+func (g *Group) Streams() []string {
 	s := make([]string, len(g.members))
 	for i, c := range g.members {
 		s[i] = c.cfg.Stream
@@ -107,7 +111,7 @@ func (g *Group) fleetLed() string {
 	if len(g.members) == 1 {
 		return fleetLed
 	}
-	return fleetLed + ":" + strings.Join(g.streams(), ",")
+	return fleetLed + ":" + strings.Join(g.Streams(), ",")
 }
 
 // fleetCovers reports whether the fleet mode fleet, as read in the leader
@@ -167,3 +171,55 @@ func (c *Consumer) takeGifts() []lease.Lease {
 	c.gifts = nil
 	return g
 }
+
+// Run runs every member (Consumer.Run) until ctx ends, then stops them
+// gracefully, together. A member that cannot start stops the others and
+// Run returns its error.
+func (g *Group) Run(ctx context.Context) error {
+	if len(g.members) == 1 {
+		return g.members[0].Run(ctx)
+	}
+	eg, ectx := errgroup.WithContext(ctx)
+	for _, c := range g.members {
+		eg.Go(func() error { return c.Run(ectx) })
+	}
+	return eg.Wait()
+}
+
+// Seek moves the readers of every member (Consumer.Seek). AtSequence names
+// its shard by id, or as "stream:shardId" (Key.String) in a group of
+// several: the id alone is that shard of whichever stream holds it.
+func (g *Group) Seek(ctx context.Context, pos Position) error {
+	if len(g.members) == 1 {
+		return g.members[0].Seek(ctx, pos)
+	}
+	var errs []error
+	for _, c := range g.members {
+		if err := c.Seek(ctx, pos); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if pos.kind == posSequence && len(errs) < len(g.members) {
+		return nil // the others do not hold the shard
+	}
+	return errors.Join(errs...)
+}
+
+// Owned returns the shards the members hold, sorted: their ids in a group
+// of one, else their keys ("stream:shardId").
+func (g *Group) Owned() []string {
+	if len(g.members) == 1 {
+		return g.members[0].Owned()
+	}
+	var ids []string
+	for _, c := range g.members {
+		for _, id := range c.Owned() {
+			ids = append(ids, lease.Key{Stream: c.cfg.Stream, ShardID: id}.String())
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Owner returns the members' owner id.
+func (g *Group) Owner() string { return g.primary().Owner() }

@@ -218,7 +218,64 @@ func TestNewGroupValidates(t *testing.T) {
 	if _, err := NewGroup(a, mk("c", "w", mem)); err == nil {
 		t.Error("a consumer joined a second group")
 	}
-	if !slices.Equal(a.grp.streams(), []string{"a", "b"}) || !a.isPrimary() || b.isPrimary() {
-		t.Errorf("group %v", a.grp.streams())
+	if !slices.Equal(a.grp.Streams(), []string{"a", "b"}) || !a.isPrimary() || b.isPrimary() {
+		t.Errorf("group %v", a.grp.Streams())
 	}
+}
+
+// TestStreamAddedWithoutMigration: a stream is added to the service's list
+// in a rolling deployment. While a worker of the old list (stream a alone)
+// leads, it plans a only and says so; the new worker balances b for itself
+// and follows the leader for a. Once the old worker is replaced, the
+// leader plans both streams, and the leases spread over both workers.
+// Every record is handled once throughout.
+func TestStreamAddedWithoutMigration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		recs := map[string]*recorder{"a": newRecorder(), "b": newRecorder()}
+		fk.CreateStream("a", 2)
+		fk.CreateStream("b", 2)
+		mem := lease.NewMemory()
+		row := func() lease.Lease {
+			l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
+			return l
+		}
+		put := func(n int) {
+			for _, s := range []string{"a", "b"} {
+				for sh := range 2 {
+					for i := range n {
+						fk.PutTo(s, shardID(sh), "k", fmt.Appendf(nil, "%s-%d-%d-%d", s, sh, i, time.Now().UnixNano()))
+					}
+				}
+			}
+		}
+		old := startGroup(t, k, mem, "w0", []string{"a"}, recs, AssignByCount)
+		waitFor(t, "the old worker leads stream a", func() bool {
+			return old.owned() == 2 && row().Owner == "w0" && row().Checkpoint == fleetLed
+		})
+		next := startGroup(t, k, mem, "w1", []string{"a", "b"}, recs, AssignByCount)
+		waitFor(t, "b read by the new worker, a shared", func() bool {
+			return len(next.cs[1].Owned()) == 2 && len(next.cs[0].Owned()) == 1 && old.owned() == 1
+		})
+		put(3)
+		waitFor(t, "the records handled", func() bool { return recs["a"].count() == 6 && recs["b"].count() == 6 })
+		old.stop()
+		renewed := startGroup(t, k, mem, "w2", []string{"a", "b"}, recs, AssignByCount)
+		waitFor(t, "one leader for both streams, two leases each", func() bool {
+			return row().Checkpoint == "plan:leader:a,b" && next.owned() == 2 && renewed.owned() == 2
+		})
+		put(3)
+		waitFor(t, "the records handled", func() bool { return recs["a"].count() == 12 && recs["b"].count() == 12 })
+		time.Sleep(10 * time.Second)
+		for s, r := range recs {
+			for p, n := range r.times() {
+				if n != 1 {
+					t.Errorf("stream %s: %q handled %d times", s, p, n)
+				}
+			}
+		}
+		next.stop()
+		renewed.stop()
+	})
 }

@@ -1,0 +1,175 @@
+package lambdaadapter_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shardsettle/lambdaadapter"
+	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
+	"github.com/shardsettle/lambdaadapter/lease"
+)
+
+// byStream collects what a handler got: payloads by the stream they came from.
+type byStream struct {
+	mu sync.Mutex
+	by map[string][]string // StreamARN -> payloads
+}
+
+func (s *byStream) handler(tag string) lambdaadapter.Handler {
+	return lambdaadapter.HandlerFunc(func(_ context.Context, m *lambdaadapter.Message) lambdaadapter.Outcome {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.by == nil {
+			s.by = map[string][]string{}
+		}
+		s.by[m.StreamARN] = append(s.by[m.StreamARN], tag+":"+string(m.Payload))
+		return lambdaadapter.Ack()
+	})
+}
+
+func (s *byStream) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, p := range s.by {
+		n += len(p)
+	}
+	return n
+}
+
+// TestServiceSeveralStreams: one service reads three streams, two with the
+// service's handler and one (given by ARN) with its own; two instances
+// share the three streams' leases (3 shards in all: 2 and 1, not 3 and 0)
+// and every record is handled once, by its stream's handler. Owned names
+// the leases by stream, and Seek reaches a shard of one stream.
+func TestServiceSeveralStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := awsfake.NewKinesis()
+		arnA := k.CreateStream("a", 1)
+		arnB := k.CreateStream("b", 1)
+		arnC := k.CreateStream("c", 1)
+		shard := "shardId-000000000000"
+		mem := lease.NewMemory()
+		var got byStream
+		start := func(owner string) (*lambdaadapter.Service, func()) {
+			s, err := lambdaadapter.NewService(got.handler("shared"),
+				lambdaadapter.WithStream("a"), lambdaadapter.WithStreams("b"),
+				lambdaadapter.WithStreamHandler(arnC, got.handler("own")),
+				lambdaadapter.WithKinesisClient(k), lambdaadapter.WithLeaseStore(mem), lambdaadapter.WithOwnerID(owner),
+				lambdaadapter.WithStartPosition(lambdaadapter.TrimHorizon()), lambdaadapter.WithLeaseDuration(3*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			return s, func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}
+		}
+		s1, stop1 := start("w1")
+		s2, stop2 := start("w2")
+		var first string // b's first record
+		for i := range 3 {
+			for _, st := range []string{"a", "b", "c"} {
+				seq := k.PutTo(st, shard, "k", fmt.Appendf(nil, "%s%d", st, i))
+				if st == "b" && i == 0 {
+					first = seq
+				}
+			}
+		}
+		for range 600 {
+			n1, n2 := len(s1.Owned()), len(s2.Owned())
+			if got.count() >= 9 && n1+n2 == 3 && n1 > 0 && n2 > 0 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		owned := append(s1.Owned(), s2.Owned()...)
+		slices.Sort(owned)
+		if want := []string{"a:" + shard, "b:" + shard, "c:" + shard}; !slices.Equal(owned, want) {
+			t.Errorf("owned %v, want %v, shared over both", owned, want)
+		}
+		if n1, n2 := len(s1.Owned()), len(s2.Owned()); n1 == 0 || n2 == 0 {
+			t.Errorf("one instance holds every lease: %d and %d", n1, n2)
+		}
+		got.mu.Lock()
+		for arn, want := range map[string][]string{
+			arnA: {"shared:a0", "shared:a1", "shared:a2"},
+			arnB: {"shared:b0", "shared:b1", "shared:b2"},
+			arnC: {"own:c0", "own:c1", "own:c2"},
+		} {
+			if !slices.Equal(got.by[arn], want) {
+				t.Errorf("stream %s handled %v, want %v", arn, got.by[arn], want)
+			}
+		}
+		got.mu.Unlock()
+
+		// Seek one stream's shard by its key: only that stream reads it again.
+		holder := s1
+		if !slices.Contains(s1.Owned(), "b:"+shard) {
+			holder = s2
+		}
+		if err := holder.Seek(t.Context(), lambdaadapter.AtSequence("b:"+shard, first)); err != nil {
+			t.Fatalf("Seek: %v", err)
+		}
+		if err := holder.Seek(t.Context(), lambdaadapter.AtSequence("z:"+shard, first)); err == nil {
+			t.Error("Seek of a shard of no stream succeeded")
+		}
+		for range 600 {
+			if got.count() >= 12 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		got.mu.Lock()
+		if n := len(got.by[arnB]); n != 6 {
+			t.Errorf("stream b handled %d records after the seek, want 3 + 3", n)
+		}
+		if n := len(got.by[arnA]) + len(got.by[arnC]); n != 6 {
+			t.Errorf("streams a and c handled %d records, want 6 (the seek was b's)", n)
+		}
+		got.mu.Unlock()
+		stop1()
+		stop2()
+	})
+}
+
+// TestServiceStreamsValidated: the stream list is checked when the
+// service is built.
+func TestServiceStreamsValidated(t *testing.T) {
+	k := awsfake.NewKinesis()
+	h := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Ack() })
+	for _, c := range []struct {
+		opts []lambdaadapter.ServiceOption
+		want string
+	}{
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b:c")}, "not valid"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:sqs:eu-west-1:1:stream/x")}, "not a Kinesis stream ARN"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", h), lambdaadapter.WithStreamHandler("a", h)}, "two handlers"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", nil)}, "nil handler"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a")}, "needs WithStream"},
+		{nil, "needs the stream"},
+	} {
+		_, err := lambdaadapter.NewService(h, append(c.opts, lambdaadapter.WithKinesisClient(k))...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewService(%d options): %v, want %q", len(c.opts), err, c.want)
+		}
+	}
+	s, err := lambdaadapter.NewService(h, lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "b", "a"), lambdaadapter.WithKinesisClient(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Owner() == "" {
+		t.Error("no owner id")
+	}
+}
