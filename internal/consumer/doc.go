@@ -259,4 +259,18 @@
 //     index, the leader writes "plan:self" in its row and every worker
 //     balances as before (planBalance). The leader writes "plan:leader"
 //     once the last one is gone.
+//   - Several streams (Group): the consumers of one process, one per
+//     stream, form a group under one owner id; only the first (the
+//     primary) competes for the leader row, named after its stream. While
+//     it leads it reads every stream's rows each round (a Scan per stream
+//     instead of one: the same rows in all) and plans them in one
+//     assignment, so balancing spans the streams; a worker's CPU is the
+//     same in each of its rows, and it receives leases only of the streams
+//     where it has a live row. The row says which streams the leader plans
+//     ("plan:leader:a,b"); a member of a stream the leader does not plan
+//     (the leader runs an older list) balances that stream for itself.
+//     The other members of the leader's process follow like any worker
+//     (the owner index, renewals), but list their streams; a lease the
+//     leader takes for its own process in another stream is handed to that
+//     stream's member at once.
 package consumer
