@@ -276,8 +276,10 @@
 //	Owned (Query, eventually consistent)  0.5 · ceil(100·(L + streams) / 4096) units: 0.5 while the owner's L leases are under ~40
 //
 // A Scan reads, and bills, every row of the table, whatever its filter:
-// rows of other streams too. A Query of the index reads only the owner's
-// entries. Writes that do not change leaseOwner (renewals, checkpoints,
+// rows of other streams too. So a worker that reads several streams of one
+// table reads them with one SnapshotStreams (one Scan, the cost of one
+// Snapshot) rather than a Snapshot each. A Query of the index reads only
+// the owner's entries. Writes that do not change leaseOwner (renewals, checkpoints,
 // heartbeats) leave the index alone; takes, transfers and releases write
 // its entry too.
 //

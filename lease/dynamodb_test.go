@@ -948,6 +948,76 @@ func TestDynamoDBSnapshot(t *testing.T) {
 	}
 }
 
+// TestDynamoDBSnapshotStreams: the rows of several streams come from ONE
+// Scan, filtered by the list of streams, and are sorted into each
+// stream's Snapshot; a stream not asked for is left out.
+func TestDynamoDBSnapshotStreams(t *testing.T) {
+	leaseRow := func(stream, shard string) map[string]types.AttributeValue {
+		r := row()
+		r["leaseKey"], r["stream"] = s(stream+":"+shard), s(stream)
+		return r
+	}
+	worker := func(stream, owner string) map[string]types.AttributeValue {
+		r := workerRow()
+		r["leaseKey"], r["workerStream"], r["leaseOwner"] = s(stream+":@worker:"+owner), s(stream), s(owner)
+		return r
+	}
+	leader := func(stream string) map[string]types.AttributeValue {
+		r := leaseRow(stream, "@leader")
+		r["kind"] = s("leader")
+		delete(r, "stream")
+		return r
+	}
+	var scans int
+	f := &fakeDynamoDB{t: t, scan: func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		scans++
+		if got, want := aws.ToString(in.FilterExpression), "#s IN (:s0, :s1) OR #ws IN (:s0, :s1)"; got != want {
+			t.Errorf("FilterExpression = %q, want %q", got, want)
+		}
+		if diff := cmp.Diff(map[string]string{":s0": "orders", ":s1": "payments"}, values(in.ExpressionAttributeValues)); diff != "" {
+			t.Errorf("values (-want +got):\n%s", diff)
+		}
+		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{
+			leaseRow("payments", "shardId-1"), leaseRow("orders", "shardId-2"), worker("payments", "w2"), leaseRow("orders", "shardId-0"),
+			worker("orders", "w1"), leaseRow("refunds", "shardId-0"), worker("refunds", "w1"), leader("orders"),
+		}}, nil
+	}}
+	snaps, err := lease.NewDynamoDB(f, "leases").SnapshotStreams(t.Context(), "orders", "payments")
+	if err != nil {
+		t.Fatalf("SnapshotStreams: %v", err)
+	}
+	got := map[string][]string{}
+	for stream, snap := range snaps {
+		for _, l := range snap.Leases {
+			got[stream] = append(got[stream], l.Key.ShardID)
+		}
+		for _, w := range snap.Workers {
+			got[stream] = append(got[stream], "worker "+w.Owner)
+		}
+		if snap.Leader != nil {
+			got[stream] = append(got[stream], "leader")
+		}
+	}
+	want := map[string][]string{
+		"orders":   {"shardId-0", "shardId-2", "worker w1", "leader"},
+		"payments": {"shardId-1", "worker w2"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("snapshots (-want +got):\n%s", diff)
+	}
+	if scans != 1 {
+		t.Errorf("%d scans, want 1", scans)
+	}
+	for _, bad := range [][]string{nil, {"orders", "a:b"}} {
+		if _, err := lease.NewDynamoDB(f, "leases").SnapshotStreams(t.Context(), bad...); err == nil {
+			t.Errorf("SnapshotStreams(%q) succeeded", bad)
+		}
+	}
+	if scans != 1 {
+		t.Errorf("bad arguments scanned the table")
+	}
+}
+
 func TestDynamoDBDecodeWorker(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -62,6 +63,36 @@ func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) 
 		return Snapshot{}, plainError(opSnapshot, stream, err)
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snapshot(stream), nil
+}
+
+// SnapshotStreams returns what Snapshot returns for each of streams, by
+// stream name, from one consistent read (as DynamoDB.SnapshotStreams).
+func (m *Memory) SnapshotStreams(ctx context.Context, streams ...string) (map[string]Snapshot, error) {
+	what := strings.Join(streams, ",")
+	if err := ctx.Err(); err != nil {
+		return nil, plainError(opSnapshot, what, err)
+	}
+	if len(streams) == 0 || len(streams) > 100 {
+		return nil, plainError(opSnapshot, what, fmt.Errorf("%d streams, want 1 to 100", len(streams)))
+	}
+	for _, stream := range streams {
+		if err := checkStream(stream); err != nil {
+			return nil, plainError(opSnapshot, stream, err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	snaps := make(map[string]Snapshot, len(streams))
+	for _, stream := range streams {
+		snaps[stream] = m.snapshot(stream)
+	}
+	return snaps, nil
+}
+
+// snapshot returns the rows of stream. m.mu must be held.
+func (m *Memory) snapshot(stream string) Snapshot {
 	snap := Snapshot{Leases: m.leases(stream), Workers: []Worker{}}
 	for id, w := range m.workers {
 		if id.stream == stream {
@@ -73,10 +104,9 @@ func (m *Memory) Snapshot(ctx context.Context, stream string) (Snapshot, error) 
 		l = cloneLease(l)
 		snap.Leader = &l
 	}
-	m.mu.Unlock()
 	sortLeases(snap.Leases)
 	sortWorkers(snap.Workers)
-	return snap, nil
+	return snap
 }
 
 // leases returns copies of the leases of stream, in no order, without its

@@ -167,3 +167,46 @@ func TestMemoryCanceledContext(t *testing.T) {
 		t.Fatalf("Snapshot after the canceled calls = %+v, want nothing changed", snap)
 	}
 }
+
+// TestMemorySnapshotStreams: the rows of several streams, each as Snapshot
+// returns them.
+func TestMemorySnapshotStreams(t *testing.T) {
+	ctx := t.Context()
+	m := lease.NewMemory()
+	for _, st := range []string{"a", "b", "c"} {
+		for i := range 2 {
+			if _, err := m.Ensure(ctx, lease.Key{Stream: st, ShardID: fmt.Sprintf("shardId-%d", i)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := m.Heartbeat(ctx, st, "w-"+st, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Ensure(ctx, lease.LeaderKey("a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := m.SnapshotStreams(ctx, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) != 2 {
+		t.Fatalf("%d snapshots, want a and b", len(snaps))
+	}
+	for _, st := range []string{"a", "b"} {
+		want, err := m.Snapshot(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := snaps[st]
+		if fmt.Sprint(got.Leases, got.Workers, got.Leader != nil) != fmt.Sprint(want.Leases, want.Workers, want.Leader != nil) {
+			t.Errorf("stream %s: %+v, want %+v", st, got, want)
+		}
+	}
+	if snaps["a"].Leader == nil || snaps["b"].Leader != nil {
+		t.Error("leader rows misplaced")
+	}
+	if _, err := m.SnapshotStreams(ctx); err == nil {
+		t.Error("SnapshotStreams of no stream succeeded")
+	}
+}

@@ -111,25 +111,71 @@ func (c *Consumer) balance(ctx context.Context) {
 	c.selfBalance(ctx)
 }
 
-// selfBalance reads the stream's rows and balances on them (balanceWith).
+// selfBalance reads the stream's rows and balances on them (balanceWith);
+// the leader of a group of several reads every stream's rows at once.
 func (c *Consumer) selfBalance(ctx context.Context) {
+	streams := []string{c.cfg.Stream}
+	c.mu.Lock()
+	if c.leader.role == roleLeading && c.leading() {
+		streams = c.grp.Streams()
+	}
+	c.mu.Unlock()
+	snaps := c.snapshots(ctx, streams)
+	snap, ok := snaps[c.cfg.Stream]
+	if !ok {
+		return
+	}
+	c.balanceWithAll(ctx, snap, snaps)
+}
+
+// snapshots reads the rows of streams: with one Scan when the store can
+// (lease.DynamoDB.SnapshotStreams), else one per stream. A stream whose
+// rows could not be read is missing from the result (logged).
+func (c *Consumer) snapshots(ctx context.Context, streams []string) map[string]lease.Snapshot {
 	sctx, cancel := c.storeContext(ctx)
-	snap, err := c.cfg.Store.Snapshot(sctx, c.cfg.Stream)
-	cancel()
-	if err != nil {
+	defer cancel()
+	fail := func(err error) {
 		if ctx.Err() == nil {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String(attrError, err.Error()))
 		}
-		return
 	}
-	c.balanceWith(ctx, snap)
+	if m, ok := c.cfg.Store.(streamsSnapshotter); ok && len(streams) > 1 {
+		snaps, err := m.SnapshotStreams(sctx, streams...)
+		if err != nil {
+			fail(err)
+		}
+		return snaps
+	}
+	snaps := make(map[string]lease.Snapshot, len(streams))
+	for _, s := range streams {
+		snap, err := c.cfg.Store.Snapshot(sctx, s)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		snaps[s] = snap
+	}
+	return snaps
 }
 
-// balanceWith balances on the stream's rows as just read, in the role of
-// the last round: the leader plans for all (lead); a worker in the self
-// role plans for itself (planBalance, a pure function of what it read) and
-// carries the plan out; a follower has nothing to do with them.
+// streamsSnapshotter is a store that reads the rows of several streams
+// at once (lease.DynamoDB, lease.Memory).
+type streamsSnapshotter interface {
+	SnapshotStreams(ctx context.Context, streams ...string) (map[string]lease.Snapshot, error)
+}
+
+// balanceWith balances on the stream's rows as just read (balanceWithAll).
 func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
+	c.balanceWithAll(ctx, snap, nil)
+}
+
+// balanceWithAll balances on the stream's rows as just read, in the role
+// of the last round: the leader plans for all (lead), on the rows of the
+// group's other streams in snaps when they were read with them; a worker
+// in the self role plans for itself (planBalance, a pure function of what
+// it read) and carries the plan out; a follower has nothing to do with
+// them.
+func (c *Consumer) balanceWithAll(ctx context.Context, snap lease.Snapshot, snaps map[string]lease.Snapshot) {
 	c.mu.Lock()
 	r := c.leader.role
 	if r == roleLeading && !c.leading() {
@@ -140,7 +186,7 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 	case roleFollowing:
 		return
 	case roleLeading:
-		c.lead(ctx, snap)
+		c.lead(ctx, snap, snaps)
 		return
 	}
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -277,5 +278,68 @@ func TestStreamAddedWithoutMigration(t *testing.T) {
 		}
 		next.stop()
 		renewed.stop()
+	})
+}
+
+// multiCounter is a worker's store that can read several streams at once,
+// counting its reads of one stream and of several.
+type multiCounter struct {
+	*lease.Memory
+	one, several atomic.Int64
+}
+
+func (m *multiCounter) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	m.one.Add(1)
+	return m.Memory.Snapshot(ctx, stream)
+}
+
+func (m *multiCounter) SnapshotStreams(ctx context.Context, streams ...string) (map[string]lease.Snapshot, error) {
+	m.several.Add(1)
+	return m.Memory.SnapshotStreams(ctx, streams...)
+}
+
+// TestGroupLeaderReadsOnce: with a store that reads several streams at
+// once (lease.DynamoDB), the leader of a group reads its three streams
+// with one read per round, not one per stream; only listing reads one
+// stream.
+func TestGroupLeaderReadsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		streams := []string{"a", "b", "c"}
+		mem := lease.NewMemory()
+		var cs []*Consumer
+		store := &multiCounter{Memory: mem}
+		for _, s := range streams {
+			fk.CreateStream(s, 2)
+			cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: store, Owner: "w0", LeaseDuration: 3 * time.Second, ListInterval: time.Hour}, handler(newRecorder())))
+		}
+		if _, err := NewGroup(cs...); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, len(cs))
+		for _, c := range cs {
+			go func() { done <- c.Run(ctx) }()
+		}
+		waitFor(t, "every lease held", func() bool {
+			n := 0
+			for _, c := range cs {
+				n += len(c.Owned())
+			}
+			return n == 6
+		})
+		one, several := store.one.Load(), store.several.Load()
+		time.Sleep(30 * time.Second) // 20 rounds of D/2
+		one, several = store.one.Load()-one, store.several.Load()-several
+		if several < 10 || one != 0 {
+			t.Errorf("in 30 s the leader read several streams at once %d times and one stream %d times, want about 20 and 0", several, one)
+		}
+		cancel()
+		for range cs {
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}
 	})
 }

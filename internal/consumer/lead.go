@@ -233,7 +233,7 @@ func (c *Consumer) setFleet(ctx context.Context, fleet string) {
 // removed, in every stream of the group), and the leases of all by
 // planAssignment, carried out with takes on behalf of the worker given a
 // free or expired lease and hand-over requests in its name.
-func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot) {
+func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[string]lease.Snapshot) {
 	fleet := c.grp.fleetLed()
 	sctx, cancel := c.storeContext(ctx)
 	_, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
@@ -256,18 +256,26 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot) {
 		return
 	}
 	parts := []leadPart{own}
+	var missing []string // the other streams, unless read with this one
 	for _, m := range c.grp.members[1:] {
-		sctx, cancel := c.storeContext(ctx)
-		s, err := c.cfg.Store.Snapshot(sctx, m.cfg.Stream)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String("of_stream", m.cfg.Stream), slog.String(attrError, err.Error()))
-			}
-			continue
+		if _, ok := snaps[m.cfg.Stream]; !ok {
+			missing = append(missing, m.cfg.Stream)
 		}
-		if pt, ok := m.leadPart(ctx, s); ok {
-			parts = append(parts, pt)
+	}
+	if len(missing) > 0 {
+		read := c.snapshots(ctx, missing)
+		snaps = maps.Clone(snaps)
+		if snaps == nil {
+			snaps = read
+		} else {
+			maps.Copy(snaps, read)
+		}
+	}
+	for _, m := range c.grp.members[1:] {
+		if s, ok := snaps[m.cfg.Stream]; ok {
+			if pt, ok := m.leadPart(ctx, s); ok {
+				parts = append(parts, pt)
+			}
 		}
 	}
 	for _, pt := range parts {
