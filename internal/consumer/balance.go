@@ -273,17 +273,28 @@ func (c *Consumer) act(ctx context.Context, p plan, held map[string]*shard, v vi
 // request asks the owner of l to hand it over to this worker; it reports
 // whether the request was written.
 func (c *Consumer) request(ctx context.Context, l lease.Lease) bool {
-	sctx, cancel := c.storeContext(ctx)
-	_, err := c.cfg.Store.RequestHandoff(sctx, l, c.cfg.Owner)
-	cancel()
+	_, err := c.write(ctx, l, "asking for a lease", func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+		return c.cfg.Store.RequestHandoff(ctx, l, c.cfg.Owner)
+	})
 	if err != nil {
-		if !lost(err) && ctx.Err() == nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: asking for a lease failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
-		}
 		return false
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: asked for a lease", slog.String(attrShardID, l.Key.ShardID), slog.String("from", l.Owner))
 	return true
+}
+
+// write makes one conditional store write of the lease l (w), bounded by
+// storeContext. A failure is logged as doing's, but for a lost race (the
+// row changed since it was read: another worker was first) or a stop.
+func (c *Consumer) write(ctx context.Context, l lease.Lease, doing string, w func(context.Context, lease.Lease) (lease.Lease, error), attrs ...slog.Attr) (lease.Lease, error) {
+	sctx, cancel := c.storeContext(ctx)
+	defer cancel()
+	got, err := w(sctx, l)
+	if err != nil && !lost(err) && ctx.Err() == nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: "+doing+" failed",
+			append([]slog.Attr{slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error())}, attrs...)...)
+	}
+	return got, err
 }
 
 // view is what balancing knows of the stream: the last complete listing
@@ -376,14 +387,9 @@ func (c *Consumer) take(ctx context.Context, l lease.Lease, v view) bool {
 // that lost the race is not worth a warning) is logged as doing.
 func (c *Consumer) claim(ctx context.Context, l lease.Lease, v view, doing string,
 	write func(context.Context, lease.Lease) (lease.Lease, error), from string) bool {
-	sctx, cancel := c.storeContext(ctx)
 	since := time.Now()
-	held, err := write(sctx, l)
-	cancel()
+	held, err := c.write(ctx, l, doing, write)
 	if err != nil {
-		if !lost(err) && ctx.Err() == nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: "+doing+" failed", slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
-		}
 		return false
 	}
 	return c.start(ctx, held, since, v, from)

@@ -303,13 +303,10 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 			c.take(ctx, m.lease, own.in.view)
 			return nil
 		}
-		sctx, cancel := c.storeContext(ctx)
-		defer cancel()
-		got, err := c.cfg.Store.Take(sctx, m.lease, m.to)
+		got, err := c.write(ctx, m.lease, "giving a lease", func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+			return c.cfg.Store.Take(ctx, l, m.to)
+		}, slog.String("to", m.to))
 		if err != nil {
-			if !lost(err) && ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: giving a lease failed", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("to", m.to), slog.String(attrError, err.Error()))
-			}
 			return nil
 		}
 		if m.to == c.cfg.Owner {
@@ -319,12 +316,9 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		return nil
 	})
 	_ = concurrently(a.moves, func(m move) error {
-		sctx, cancel := c.storeContext(ctx)
-		defer cancel()
-		if _, err := c.cfg.Store.RequestHandoff(sctx, m.lease, m.to); err != nil {
-			if !lost(err) && ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: asking for a hand-over failed", slog.String(attrShardID, m.lease.Key.ShardID), slog.String(attrError, err.Error()))
-			}
+		if _, err := c.write(ctx, m.lease, "asking for a hand-over", func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+			return c.cfg.Store.RequestHandoff(ctx, l, m.to)
+		}); err != nil {
 			return nil
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("from", m.lease.Owner), slog.String("to", m.to))
