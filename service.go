@@ -168,7 +168,10 @@ func parseStream(s string) (streamSpec, error) {
 // checkpoint yet (WithStartPosition), or where Seek moves its readers.
 type Position = consumer.Position
 
-// Latest starts at the tip: records written from now on (the default).
+// Latest starts at the tip: records written from now on (the default). The
+// start is written in the shard's lease (as the time of the first read, less
+// a few seconds), so that whoever holds the lease next, before a record
+// settled, reads from the same point: no record written since is skipped.
 func Latest() Position { return consumer.Latest() }
 
 // TrimHorizon starts at the oldest record each shard still retains.

@@ -173,8 +173,10 @@ type Lease struct {
 	Counter int64
 	// Checkpoint is the sequence number of the last settled record, ShardEnd,
 	// TrimHorizon or AtTimestamp (a child that started where its parents
-	// left off, before any record of its own settled), or "" when nothing
-	// settled yet.
+	// left off, before any record of its own settled), "LATEST@" and a time
+	// in Unix milliseconds (a shard the long-running mode started reading
+	// at the tip, from that time, before any record settled), or "" when
+	// nothing settled yet. The store keeps any non-empty string.
 	Checkpoint string
 	// SubSequence, when not 0, says the record at Checkpoint is a KPL
 	// aggregate that settled only in part: its user records with

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -392,7 +394,54 @@ func (c *Consumer) claim(ctx context.Context, l lease.Lease, v view, doing strin
 	if err != nil {
 		return false
 	}
+	if held.Checkpoint == "" && c.startFor(held, v).kind == posLatest {
+		// Nothing settled in this shard yet, and it starts at the tip: the
+		// tip as of now is written down before anything is read, so that
+		// whoever holds the lease next (after a hand-over, or this worker's
+		// death) reads from the same point on, not from the tip of its own
+		// time, which would skip what was written in between.
+		pin := latestPin(time.Now())
+		pinned, err := c.write(ctx, held, "writing where the shard starts", func(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+			return c.cfg.Store.Checkpoint(ctx, l, pin, 0)
+		})
+		if err != nil {
+			// Not started: the lease expires, and its next holder (this
+			// worker or another) tries again.
+			return false
+		}
+		held = pinned
+	}
 	return c.start(ctx, held, since, v, from)
+}
+
+// latestPrefix starts the checkpoint of a lease that started at the tip
+// (Latest) before any of its records settled: "LATEST@" and the time, in
+// Unix milliseconds, from which its readers read (AT_TIMESTAMP). The time
+// is latestSkew before the first reader's start, so that a record the tip
+// would have given it is not missed for a difference between this
+// worker's clock and Kinesis's arrival times; a record that arrived in
+// those seconds before the start may be handled.
+const (
+	latestPrefix = "LATEST@"
+	latestSkew   = 5 * time.Second
+)
+
+// latestPin is the checkpoint of a lease that starts at the tip at now.
+func latestPin(now time.Time) string {
+	return latestPrefix + strconv.FormatInt(now.Add(-latestSkew).UnixMilli(), 10)
+}
+
+// parseLatestPin returns the time of a checkpoint written by latestPin.
+func parseLatestPin(cp string) (time.Time, bool) {
+	ms, ok := strings.CutPrefix(cp, latestPrefix)
+	if !ok {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(n), true
 }
 
 // start starts the shard of the lease held, which this worker now owns
@@ -445,6 +494,9 @@ func (c *Consumer) startFor(l lease.Lease, v view) Position {
 		}
 		p.inherited = true
 		return p
+	}
+	if t, ok := parseLatestPin(l.Checkpoint); ok {
+		return AtTimestamp(t) // started at the tip then (claim)
 	}
 	switch l.Checkpoint {
 	case "":

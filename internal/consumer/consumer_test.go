@@ -607,6 +607,9 @@ func TestLatestOnAResharedStream(t *testing.T) {
 		a, b := f.Split(testStream, parent)
 		f.put(a, "k", "old-a")
 		f.put(b, "k", "old-b")
+		// Older than the few seconds before the start that a pinned tip
+		// reads (latestSkew).
+		time.Sleep(2 * latestSkew)
 		store := lease.NewMemory()
 		h := newRecorder()
 		c, stop := run(t, Config{Kinesis: f, Store: store, Owner: "w1"}, handler(h))
