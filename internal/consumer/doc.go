@@ -262,9 +262,9 @@
 //   - Several streams (Group): the consumers of one process, one per
 //     stream, form a group under one owner id; only the first (the
 //     primary) competes for the leader row, named after its stream. While
-//     it leads it reads every stream's rows each round (a Scan per stream
-//     instead of one: the same rows in all) and plans them in one
-//     assignment, so balancing spans the streams; a worker's CPU is the
+//     it leads it reads every stream's rows each round, with one Scan
+//     (lease.DynamoDB.SnapshotStreams: the cost of one stream's), and
+//     plans them in one assignment, so balancing spans the streams; a worker's CPU is the
 //     same in each of its rows, and it receives leases only of the streams
 //     where it has a live row. The row says which streams the leader plans
 //     ("plan:leader:a,b"); a member of a stream the leader does not plan
@@ -272,5 +272,8 @@
 //     The other members of the leader's process follow like any worker
 //     (the owner index, renewals), but list their streams; a lease the
 //     leader takes for its own process in another stream is handed to that
-//     stream's member at once.
+//     stream's member at once. Cost with N streams: the leader's part as
+//     above (its Scans read every row of the table either way), plus one
+//     listing Scan per stream every L; each follower N × the follower's
+//     part (each member reads the leader row and queries the index).
 package consumer
