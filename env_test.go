@@ -191,6 +191,13 @@ func TestEnvironmentSeveralStreams(t *testing.T) {
 	if got := s.group.Streams(); strings.Join(got, ",") != "orders,payments,refunds" {
 		t.Errorf("streams %v, want orders, payments and refunds", got)
 	}
+	env["LAMBDAADAPTER_STREAM"] = "arn:aws:kinesis:us-east-1:123456789012:stream/orders,payments"
+	if _, s, err = fromProcess(nopHandler, nil, envOf(env), clients); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.group.Streams(); strings.Join(got, ",") != "orders,payments" {
+		t.Errorf("streams %v from an ARN and a name, want orders and payments", got)
+	}
 	env["LAMBDAADAPTER_STREAM"] = "orders,,payments"
 	if _, _, err := fromProcess(nopHandler, nil, envOf(env), clients); err == nil || !strings.Contains(err.Error(), `""`) {
 		t.Errorf("an empty name in the list: %v, want an error", err)

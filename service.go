@@ -204,9 +204,25 @@ type ecsConfig struct {
 	streams            []streamSpec // WithStreams, WithStreamHandler
 }
 
-// WithStream names the stream to read (required). Lease keys use the name.
+// WithStream names the stream to read (required, unless WithStreams names
+// it): its name, or its ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME,
+// as WithStreamARN). Lease keys use the name.
 func WithStream(name string) ServiceOption {
-	return serviceOpt(func(c *config) { c.ecs.stream = name })
+	return serviceOpt(func(c *config) {
+		if name == "" {
+			c.ecs.stream = ""
+			return
+		}
+		sp, err := parseStream(name)
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.ecs.stream = sp.name
+		if sp.arn != "" {
+			c.ecs.streamARN = sp.arn
+		}
+	})
 }
 
 // WithStreams adds streams to read, each by its name or its ARN

@@ -154,6 +154,7 @@ func TestServiceStreamsValidated(t *testing.T) {
 		want string
 	}{
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b:c")}, "not valid"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a b")}, "not valid"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:sqs:eu-west-1:1:stream/x")}, "not a Kinesis stream ARN"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", h), lambdaadapter.WithStreamHandler("a", h)}, "two handlers"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", nil)}, "nil handler"},

@@ -19,6 +19,12 @@ import (
 // heartbeat bumps this worker's row in the lease table, so other workers
 // count it when they balance.
 func (c *Consumer) heartbeat(ctx context.Context) error {
+	c.mu.Lock()
+	stopped := c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return nil // leaving: its row is removed (stopShards)
+	}
 	load := c.meter.measure(time.Now(), c.heldShards())
 	sctx, cancel := c.storeContext(ctx)
 	defer cancel()
@@ -28,6 +34,9 @@ func (c *Consumer) heartbeat(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.self, c.lastLoad = w, load
+	if c.stopped {
+		c.unregistered = false // written after the stop removed the row: removed again at the end of Run
+	}
 	c.mu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: heartbeat failed; will retry", slog.String(attrError, err.Error()))
@@ -43,11 +52,17 @@ func (c *Consumer) unregister() {
 	ctx, cancel := c.storeContext(context.Background())
 	defer cancel()
 	c.mu.Lock()
-	w := c.self
+	w, gone := c.self, c.unregistered
 	c.mu.Unlock()
+	if gone {
+		return
+	}
 	if w.Owner != "" {
 		err := c.cfg.Store.RemoveWorker(ctx, w)
 		if err == nil || !errors.Is(err, lease.ErrLeaseLost) {
+			c.mu.Lock()
+			c.unregistered = err == nil && c.self == w
+			c.mu.Unlock()
 			return
 		}
 	}
@@ -55,11 +70,15 @@ func (c *Consumer) unregister() {
 	if err != nil {
 		return
 	}
-	for _, w := range snap.Workers {
-		if w.Owner == c.cfg.Owner {
-			_ = c.cfg.Store.RemoveWorker(ctx, w)
+	removed := true
+	for _, row := range snap.Workers {
+		if row.Owner == c.cfg.Owner {
+			removed = c.cfg.Store.RemoveWorker(ctx, row) == nil
 		}
 	}
+	c.mu.Lock()
+	c.unregistered = removed && c.self == w
+	c.mu.Unlock()
 }
 
 // renew heartbeats and renews every held lease, concurrently. A lease that
@@ -294,9 +313,19 @@ func (c *Consumer) write(ctx context.Context, l lease.Lease, doing string, w fun
 	got, err := w(sctx, l)
 	if err != nil && !lost(err) && ctx.Err() == nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: "+doing+" failed",
-			append([]slog.Attr{slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error())}, attrs...)...)
+			append([]slog.Attr{c.shardAttr(l.Key), slog.String(attrError, err.Error())}, attrs...)...)
 	}
 	return got, err
+}
+
+// shardAttr names the shard of k in a log line of this consumer, whose
+// lines carry its stream: by id, or, for a shard of another stream (the
+// group's leader plans every stream), as "stream:shardId".
+func (c *Consumer) shardAttr(k lease.Key) slog.Attr {
+	if k.Stream != c.cfg.Stream {
+		return slog.String(attrShardID, k.String())
+	}
+	return slog.String(attrShardID, k.ShardID)
 }
 
 // view is what balancing knows of the stream: the last complete listing

@@ -65,6 +65,9 @@ type Consumer struct {
 	// unregister need not read the table; zero (unknown) after a heartbeat
 	// failed, which may have been applied all the same.
 	self lease.Worker
+	// unregistered: the graceful stop removed this worker's row, and no
+	// heartbeat wrote it since.
+	unregistered bool
 	// meter measures the load each heartbeat publishes (used by one
 	// heartbeat at a time); lastLoad is the last it measured.
 	meter    *loadMeter
@@ -256,9 +259,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	close(c.ch)
 	<-dispatched
 	c.stopSession(stopDispatch)
-	// After the last heartbeat: a heartbeat in flight cannot bring the
-	// worker row back.
-	c.resign()
+	// After the last heartbeat: a heartbeat in flight at the start of the
+	// stop may have brought the worker row back.
 	c.unregister()
 	stopReporting()
 	c.group.Wait()
@@ -353,6 +355,11 @@ func (c *Consumer) stopShards() {
 	c.stopped = true
 	c.mu.Unlock()
 	close(c.leaving)
+	// Out of the fleet's plans first: a leader that still counted this
+	// worker would give it leases it never starts (they would wait for
+	// their expiry).
+	c.resign()
+	c.unregister()
 	req := stopRequest{reason: stopShutdown, ctx: c.stopContext()}
 	held := c.heldShards()
 	for _, s := range held {

@@ -312,7 +312,7 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		if m.to == c.cfg.Owner {
 			c.grp.member(m.lease.Key.Stream).give(got) // another stream of this process
 		}
-		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease given", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("to", m.to))
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease given", c.shardAttr(m.lease.Key), slog.String("to", m.to))
 		return nil
 	})
 	_ = concurrently(a.moves, func(m move) error {
@@ -321,7 +321,7 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		}); err != nil {
 			return nil
 		}
-		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", slog.String(attrShardID, m.lease.Key.ShardID), slog.String("from", m.lease.Owner), slog.String("to", m.to))
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", c.shardAttr(m.lease.Key), slog.String("from", m.lease.Owner), slog.String("to", m.to))
 		return nil
 	})
 }
