@@ -27,7 +27,7 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	}
 	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\n"+
 		"bootstrap leases -table T -stream S1,S2,...\n"+
-		"                                      the same for each stream, one after the other\n"+
+		"                                      the same for each stream in turn, under a heading naming it\n"+
 		"bootstrap leases init -table T        create the lease table (PAY_PER_REQUEST) with its owner index,\n"+
 		"                                      or add the index to an existing table", stderr)
 	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table (default: LAMBDAADAPTER_LEASE_TABLE)")
