@@ -366,7 +366,62 @@ func ecsStreams(t *testing.T, byCount bool) {
 	for _, w := range survivors {
 		w.terminate(t)
 	}
+	// Every lease of every stream is free now, at a checkpoint the graceful
+	// stops wrote after the last record: bootstrap leases with the three
+	// streams shows each under its heading, caught up.
+	streamsCheckLeasesCommand(t, env, table, streams, []int{3, 2, 1})
 	t.Logf("%s took %v", t.Name(), time.Since(began).Round(time.Second))
+}
+
+// streamsCheckLeasesCommand runs bootstrap leases -stream with the streams
+// comma-separated and checks that it prints each stream's leases under a
+// heading naming it, in order, the group's leader row on the first: shards[i]
+// lines for stream i, each free and caught up.
+func streamsCheckLeasesCommand(t *testing.T, env *standin.Env, table string, streams []string, shards []int) {
+	t.Helper()
+	list := strings.Join(streams, ",")
+	out, err := ecsBootstrapCommand(t, env, "leases", "-table", table, "-stream", list)
+	if err != nil {
+		t.Fatalf("bootstrap leases -table %s -stream %s: %v\n%s", table, list, err, out)
+	}
+	t.Logf("bootstrap leases -table %s -stream %s:\n%s", table, list, out)
+	section := -1
+	lines := make([][]string, len(streams)) // the shard lines of each stream
+	for _, line := range strings.Split(out, "\n") {
+		if h, ok := strings.CutPrefix(line, "stream "); ok {
+			section++
+			if section >= len(streams) {
+				t.Fatalf("bootstrap leases printed a heading too many, %q:\n%s", line, out)
+			}
+			name, _, _ := strings.Cut(h, ":")
+			if name != streams[section] {
+				t.Errorf("heading %d is %q, want one naming %s:\n%s", section+1, line, streams[section], out)
+			}
+			if section == 0 && !strings.Contains(line, "plan:leader:"+list) {
+				t.Errorf("the first stream's heading %q does not show the group's leader row (plan:leader:%s)", line, list)
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "shardId-") {
+			if section < 0 {
+				t.Fatalf("bootstrap leases printed a shard before any heading:\n%s", out)
+			}
+			lines[section] = append(lines[section], line)
+		}
+	}
+	if section != len(streams)-1 {
+		t.Fatalf("bootstrap leases printed %d headings, want %d:\n%s", section+1, len(streams), out)
+	}
+	for i, ls := range lines {
+		if len(ls) != shards[i] {
+			t.Errorf("bootstrap leases shows %d shards under stream %s, want %d:\n%s", len(ls), streams[i], shards[i], out)
+		}
+		for _, l := range ls {
+			if f := strings.Fields(l); len(f) < 2 || f[1] != "(free)" || !strings.Contains(l, "caught up") {
+				t.Errorf("bootstrap leases shows %q under stream %s, want the shard free and caught up", l, streams[i])
+			}
+		}
+	}
 }
 
 // TestECSStreamAdded is a stream added in a rolling deployment: one worker
@@ -485,5 +540,6 @@ func TestECSStreamAdded(t *testing.T) {
 	for _, w := range live {
 		w.terminate(t)
 	}
+	streamsCheckLeasesCommand(t, env, table, streams, []int{2, 2})
 	t.Logf("%s took %v", t.Name(), time.Since(began).Round(time.Second))
 }
