@@ -242,7 +242,9 @@ func streamsAwaitFed(t *testing.T, fs []*ecsFeeder, n int, ws ...*ecsWorker) {
 // twice. Then the worker holding leases of the most streams is stopped with
 // SIGTERM: it exits 0 with every lease of every stream released and its
 // worker rows gone, and the two others take its leases. Every record of
-// every stream is handled, none twice.
+// every stream is handled, none twice. Once every worker stopped,
+// bootstrap leases -stream s1,s2,s3 shows each stream's leases under its
+// heading, free and caught up.
 //
 // By count (LAMBDAADAPTER_BALANCE=count) the leases are balanced over the
 // workers across the streams: 3/3, then 2/2/2, then 3/3 again. By load (the
