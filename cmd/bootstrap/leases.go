@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,9 +25,13 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	if create {
 		args = args[1:]
 	}
-	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\nbootstrap leases init -table T        create the lease table (PAY_PER_REQUEST) with its owner index,\n                                      or add the index to an existing table", stderr)
+	fs := newFlagSet("bootstrap leases", "bootstrap leases -table T -stream S   print each shard's lease\n"+
+		"bootstrap leases -table T -stream S1,S2,...\n"+
+		"                                      the same for each stream in turn, under a heading naming it\n"+
+		"bootstrap leases init -table T        create the lease table (PAY_PER_REQUEST) with its owner index,\n"+
+		"                                      or add the index to an existing table", stderr)
 	table := fs.String("table", getenv("LAMBDAADAPTER_LEASE_TABLE"), "DynamoDB lease table (default: LAMBDAADAPTER_LEASE_TABLE)")
-	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "stream name, for listing (default: LAMBDAADAPTER_STREAM)")
+	stream := fs.String("stream", getenv("LAMBDAADAPTER_STREAM"), "for listing: a stream's name or ARN, or several, comma-separated (default: LAMBDAADAPTER_STREAM)")
 	leaseDuration := fs.Duration("lease-duration", 10*time.Second, "the workers' lease duration, to show when a lease or a worker would expire")
 	if code, done := parseFlags(fs, args); done {
 		return code
@@ -33,6 +39,18 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 	if *table == "" {
 		fmt.Fprintln(stderr, "bootstrap leases: -table (or LAMBDAADAPTER_LEASE_TABLE) is required")
 		return 2
+	}
+	var streams []streamArg
+	if !create {
+		if *stream == "" {
+			fmt.Fprintln(stderr, "bootstrap leases: -stream (or LAMBDAADAPTER_STREAM) is required")
+			return 2
+		}
+		var err error
+		if streams, err = parseStreams(*stream); err != nil {
+			fmt.Fprintf(stderr, "bootstrap leases: -stream %q: %v\n", *stream, err)
+			return 2
+		}
 	}
 	timeout := 2 * time.Minute
 	if create {
@@ -53,21 +71,117 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 		}
 		return 0
 	}
-	if *stream == "" {
-		fmt.Fprintln(stderr, "bootstrap leases: -stream (or LAMBDAADAPTER_STREAM) is required")
-		return 2
-	}
 	if err := store.Check(ctx); err != nil {
 		fmt.Fprintln(stderr, "bootstrap leases:", err)
 		return 1
 	}
-	snap, err := store.Snapshot(ctx, *stream)
-	if err != nil {
-		fmt.Fprintln(stderr, "bootstrap leases:", err)
-		return 1
+	return showLeases(ctx, stdout, stderr, store, kinesis.NewFromConfig(awsCfg), streams, *leaseDuration, time.Now())
+}
+
+// streamArg is one stream `bootstrap leases` shows: the name its rows are
+// keyed by in the lease table, and its ARN when it was given as one (the
+// Kinesis calls then name the stream by it).
+type streamArg struct{ name, arn string }
+
+// maxStreamName is the longest stream name Kinesis accepts.
+const maxStreamName = 128
+
+// parseStreams parses the value of -stream: a stream's name or ARN
+// (arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME), or several,
+// comma-separated (spaces around each are ignored, as in
+// LAMBDAADAPTER_STREAM), each kept once, in order. Its errors name the
+// part that is wrong.
+func parseStreams(v string) ([]streamArg, error) {
+	var out []streamArg
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		st := streamArg{name: part}
+		switch {
+		case part == "":
+			return nil, errors.New("an empty stream name: give names separated by single commas, as in a,b")
+		case strings.HasPrefix(part, "arn:"):
+			i := strings.LastIndex(part, ":stream/")
+			if i < 0 || !strings.Contains(part[:i], ":kinesis:") {
+				return nil, fmt.Errorf("%q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", part)
+			}
+			st = streamArg{name: part[i+len(":stream/"):], arn: part}
+			if !validStreamName(st.name) {
+				return nil, fmt.Errorf("the ARN %q does not end in a valid stream name (1 to %d letters, digits, '_', '-' and '.')", part, maxStreamName)
+			}
+		case !validStreamName(part):
+			return nil, fmt.Errorf("stream name %q is not valid: a name has 1 to %d letters, digits, '_', '-' and '.' (or give the stream's ARN)", part, maxStreamName)
+		}
+		if !slices.ContainsFunc(out, func(o streamArg) bool { return o.name == st.name }) {
+			out = append(out, st)
+		}
 	}
-	printLeases(ctx, stdout, kinesis.NewFromConfig(awsCfg), *stream, snap, *leaseDuration, time.Now())
-	return 0
+	return out, nil
+}
+
+// validStreamName reports whether s is a valid Kinesis stream name.
+func validStreamName(s string) bool {
+	if s == "" || len(s) > maxStreamName {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotter reads one stream's rows of the lease table.
+type snapshotter interface {
+	Snapshot(ctx context.Context, stream string) (lease.Snapshot, error)
+}
+
+// showLeases prints the lease table of each stream (printLeases), one
+// after the other. With several streams each comes under a heading naming
+// the stream (and its leader row, when it has one: the row of a service's
+// first stream names the streams its leader plans), with a blank line
+// between two. A stream whose rows cannot be read is reported on stderr
+// and skipped; the exit code is then 1.
+func showLeases(ctx context.Context, stdout, stderr io.Writer, store snapshotter, k lagReader, streams []streamArg, leaseDuration time.Duration, now time.Time) int {
+	code := 0
+	printed := false
+	for _, st := range streams {
+		snap, err := store.Snapshot(ctx, st.name)
+		if err != nil {
+			fmt.Fprintf(stderr, "bootstrap leases: stream %s: %v\n", st.name, err)
+			code = 1
+			continue
+		}
+		if len(streams) > 1 {
+			if printed {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintln(stdout, streamHeading(st, snap))
+		}
+		printLeases(ctx, stdout, k, st, snap, leaseDuration, now)
+		printed = true
+	}
+	return code
+}
+
+// streamHeading is the line above a stream's leases when several streams
+// are shown: "stream NAME", its ARN if it was given as one, and its leader
+// row's owner and plan ("plan:leader:a,b": the streams that leader plans).
+func streamHeading(st streamArg, snap lease.Snapshot) string {
+	h := "stream " + st.name
+	if st.arn != "" {
+		h += " (" + st.arn + ")"
+	}
+	if l := snap.Leader; l != nil {
+		owner := l.Owner
+		if owner == "" {
+			owner = "(none)"
+		}
+		h += fmt.Sprintf(": leader row: owner %s, %s", owner, l.Checkpoint)
+	}
+	return h
 }
 
 // initTimeout bounds bootstrap leases init: adding the owner index to an
@@ -110,11 +224,22 @@ type lagReader interface {
 // printLeases prints one line per shard: owner, the worker that asked for
 // the lease (handoff), checkpoint, lease counter, last renewal (by the
 // owner's clock) and when the lease would expire without renewal, and how
-// far behind the tip the checkpoint is. Below, it prints one line per
-// registered worker: counter, last heartbeat (by the worker's clock), when
+// far behind the tip the checkpoint is (or, when the stream has no lease
+// rows, a line that says so: a misspelt name shows). Below, it prints one
+// line per registered worker: counter, last heartbeat (by the worker's clock), when
 // the worker would expire without a heartbeat, and whether it looks expired
 // now, comparing that time with now (this machine's clock: skew shows).
-func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, snap lease.Snapshot, leaseDuration time.Duration, now time.Time) {
+func printLeases(ctx context.Context, w io.Writer, k lagReader, stream streamArg, snap lease.Snapshot, leaseDuration time.Duration, now time.Time) {
+	if len(snap.Leases) == 0 {
+		fmt.Fprintf(w, "no lease rows for stream %s in this table (no worker has read it from this table yet: is the name right?)\n", stream.name)
+	} else {
+		printShards(ctx, w, k, stream, snap, leaseDuration)
+	}
+	printWorkers(w, snap, leaseDuration, now)
+}
+
+// printShards prints the lease lines of printLeases.
+func printShards(ctx context.Context, w io.Writer, k lagReader, stream streamArg, snap lease.Snapshot, leaseDuration time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARD\tOWNER\tHANDOFF\tCHECKPOINT\tCOUNTER\tRENEWED\tEXPIRES (owner clock)\tBEHIND")
 	for _, l := range snap.Leases {
@@ -144,13 +269,16 @@ func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, s
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.Key.ShardID, owner, handoff, cp, l.Counter, renewed, expires, behind(ctx, k, stream, l))
 	}
 	tw.Flush()
+}
 
+// printWorkers prints the worker lines of printLeases.
+func printWorkers(w io.Writer, snap lease.Snapshot, leaseDuration time.Duration, now time.Time) {
 	fmt.Fprintln(w)
 	if len(snap.Workers) == 0 {
 		fmt.Fprintln(w, "no registered workers")
 		return
 	}
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tCOUNTER\tHEARTBEAT\tEXPIRES (worker clock)\tLOOKS EXPIRED")
 	for _, wk := range snap.Workers {
 		beat, expires, expired := "-", "-", "?"
@@ -169,12 +297,18 @@ func printLeases(ctx context.Context, w io.Writer, k lagReader, stream string, s
 }
 
 // behind returns how far behind the stream's tip the checkpoint of l is,
-// as Kinesis reports it (MillisBehindLatest of a read right after it).
-func behind(ctx context.Context, k lagReader, stream string, l lease.Lease) string {
+// as Kinesis reports it (MillisBehindLatest of a read right after it). It
+// names the stream by its ARN when it was given as one.
+func behind(ctx context.Context, k lagReader, stream streamArg, l lease.Lease) string {
 	if l.Checkpoint == lease.ShardEnd {
 		return "done"
 	}
-	in := &kinesis.GetShardIteratorInput{StreamName: aws.String(stream), ShardId: aws.String(l.Key.ShardID), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon}
+	in := &kinesis.GetShardIteratorInput{ShardId: aws.String(l.Key.ShardID), ShardIteratorType: kinesistypes.ShardIteratorTypeTrimHorizon}
+	if stream.arn != "" {
+		in.StreamARN = aws.String(stream.arn)
+	} else {
+		in.StreamName = aws.String(stream.name)
+	}
 	if l.Checkpoint != "" {
 		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAfterSequenceNumber
 		if l.SubSequence > 0 {

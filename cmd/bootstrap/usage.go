@@ -19,7 +19,10 @@ Usage:
                                            Lambda or the Runtime Interface Emulator);
                                            ecs reads the stream itself until SIGTERM
   bootstrap leases -table T -stream S      each shard's lease: owner, pending
-                                           hand-over, checkpoint, counter, renewal, lag
+                                           hand-over, checkpoint, counter, renewal,
+                                           lag. S is a stream's name or ARN,
+                                           or several, comma-separated (a,b,c):
+                                           each stream's leases under its name
   bootstrap leases init -table T           create the lease table (PAY_PER_REQUEST)
                                            with its owner index, or add the index
                                            to an existing table
