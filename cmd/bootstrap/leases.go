@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -309,7 +310,13 @@ func behind(ctx context.Context, k lagReader, stream streamArg, l lease.Lease) s
 	} else {
 		in.StreamName = aws.String(stream.name)
 	}
-	if l.Checkpoint != "" {
+	t, pinned := consumer.LatestStart(l.Checkpoint)
+	switch {
+	case pinned: // read from the tip at t, nothing settled yet
+		in.ShardIteratorType, in.Timestamp = kinesistypes.ShardIteratorTypeAtTimestamp, aws.Time(t)
+	case l.Checkpoint == lease.TrimHorizon || l.Checkpoint == lease.AtTimestamp:
+		// A child read from where its parents ended: from its start.
+	case l.Checkpoint != "":
 		in.ShardIteratorType = kinesistypes.ShardIteratorTypeAfterSequenceNumber
 		if l.SubSequence > 0 {
 			in.ShardIteratorType = kinesistypes.ShardIteratorTypeAtSequenceNumber // inside an aggregate

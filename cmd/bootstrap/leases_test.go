@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,38 @@ func TestLeasesCommandBadStream(t *testing.T) {
 		if out.Len() != 0 {
 			t.Errorf("%v: printed %q", c.args, out.String())
 		}
+	}
+}
+
+// iteratorKinds records the iterator type (and timestamp) of each
+// GetShardIterator call.
+type iteratorKinds struct {
+	fakeLag
+	got *[]string
+}
+
+func (f iteratorKinds) GetShardIterator(ctx context.Context, in *kinesis.GetShardIteratorInput, o ...func(*kinesis.Options)) (*kinesis.GetShardIteratorOutput, error) {
+	k := string(in.ShardIteratorType)
+	if in.Timestamp != nil {
+		k += " " + in.Timestamp.UTC().Format(time.RFC3339)
+	}
+	*f.got = append(*f.got, k)
+	return f.fakeLag.GetShardIterator(ctx, in, o...)
+}
+
+// TestBehindReadsFromTheCheckpoint: the lag of a lease is read from where
+// its next reader would start: after its sequence number, from the time a
+// shard first read at the tip started (LATEST@), from the start of a
+// child (its sentinels) or of a shard without a checkpoint.
+func TestBehindReadsFromTheCheckpoint(t *testing.T) {
+	start := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	var got []string
+	k := iteratorKinds{got: &got}
+	for _, cp := range []string{"", "100", lease.TrimHorizon, lease.AtTimestamp, "LATEST@" + strconv.FormatInt(start.UnixMilli(), 10)} {
+		behind(t.Context(), k, streamArg{name: "s"}, lease.Lease{Key: lease.Key{Stream: "s", ShardID: "shardId-0"}, Checkpoint: cp})
+	}
+	want := []string{"TRIM_HORIZON", "AFTER_SEQUENCE_NUMBER", "TRIM_HORIZON", "TRIM_HORIZON", "AT_TIMESTAMP 2026-12-06T04:00:00Z"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("iterators (-want +got):\n%s", diff)
 	}
 }

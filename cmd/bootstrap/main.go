@@ -75,7 +75,7 @@
 // Long-running mode (bootstrap -mode=ecs, or LAMBDAADAPTER_MODE=ecs) runs the
 // same handler as a service that reads the stream itself:
 //
-//	LAMBDAADAPTER_STREAM              stream name (required)
+//	LAMBDAADAPTER_STREAM              stream name or ARN, or several, comma-separated (required)
 //	LAMBDAADAPTER_STREAM_ARN          stream ARN (optional)
 //	LAMBDAADAPTER_LEASE_TABLE         DynamoDB lease table; unset: in-memory leases (one instance)
 //	LAMBDAADAPTER_OWNER_ID            lease owner id (default: ECS task or host + random)

@@ -460,6 +460,11 @@ func latestPin(now time.Time) string {
 	return latestPrefix + strconv.FormatInt(now.Add(-latestSkew).UnixMilli(), 10)
 }
 
+// LatestStart returns the time from which the lease with checkpoint cp is
+// read when it was started at the tip before anything settled in it (a
+// checkpoint "LATEST@" and the time), and whether cp is such a checkpoint.
+func LatestStart(cp string) (time.Time, bool) { return parseLatestPin(cp) }
+
 // parseLatestPin returns the time of a checkpoint written by latestPin.
 func parseLatestPin(cp string) (time.Time, bool) {
 	ms, ok := strings.CutPrefix(cp, latestPrefix)
