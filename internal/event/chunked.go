@@ -12,20 +12,6 @@ import (
 // filling then reads again from the cache instead of from memory.
 const chunkRecords = 128
 
-// Chunk is a run of records DecodeKinesisChunked filled.
-type Chunk struct {
-	// Lo is the index of Records[0] in the result.
-	Lo int
-	// Records are the records, complete: they are never written again.
-	Records []KinesisRecord
-	// Aggregates reports whether the data of one of them starts with the
-	// KPL magic.
-	Aggregates bool
-	// Expected is the number of records the decoder expects the event to
-	// have in all, a guess from the part of the payload parsed so far.
-	Expected int
-}
-
 // DecodeKinesisChunked is DecodeKinesisWith (the same records, the same
 // errors, buf used the same way), except for when it fills the records: it
 // decodes the data and copies the strings of every chunkRecords records as
@@ -33,24 +19,18 @@ type Chunk struct {
 // the processor's cache, where DecodeKinesisWith does it for all of them
 // after the parse. The Data of the records then share a few arenas instead
 // of one, and their strings a few allocations.
-//
-// emit, when not nil, is called on the caller's goroutine with each run of
-// records filled, in order. It may hand them to another goroutine: they are
-// never written again. They are those of the result only if
-// DecodeKinesisChunked returns no error: a payload found to be invalid
-// after some records were emitted is an error all the same.
-func DecodeKinesisChunked(payload []byte, buf *Buffers, emit func(Chunk)) (*Kinesis, error) {
-	return decodeKinesisChunked(payload, buf, emit, chunkRecords)
+func DecodeKinesisChunked(payload []byte, buf *Buffers) (*Kinesis, error) {
+	return decodeKinesisChunked(payload, buf, chunkRecords)
 }
 
 // decodeKinesisChunked is DecodeKinesisChunked filling every size records.
-func decodeKinesisChunked(payload []byte, buf *Buffers, emit func(Chunk), size int) (*Kinesis, error) {
+func decodeKinesisChunked(payload []byte, buf *Buffers, size int) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
 	d := decoder{buf: payload, out: buf, recs: getRecs(payload)}
 	c := &d.ck
-	c.size, c.emit = size, emit
+	c.size = size
 	if buf != nil {
 		c.out, c.arena = buf.recs[:0], buf.arena[:0]
 	}
@@ -81,7 +61,6 @@ type filler struct {
 	sb     strings.Builder // the string block (see decoder.str)
 	agg    bool            // the data of a filled record starts with the KPL magic
 	err    error           // the first undecodable data among the filled records
-	emit   func(Chunk)
 }
 
 // fillJob is what fills records: the parsed records (those from
@@ -139,9 +118,6 @@ func (c *filler) fill(j fillJob) {
 	c.arena = c.arena[:len(c.arena)+needData]
 	c.filled, c.data, c.str = hi, j.dataTotal, j.strTotal
 	c.agg = c.agg || agg
-	if c.emit != nil {
-		c.emit(Chunk{Lo: lo, Records: c.out[lo:hi:hi], Aggregates: agg, Expected: max(cap(c.out), hi)})
-	}
 }
 
 // finishChunked is finish for DecodeKinesisChunked, once every record is

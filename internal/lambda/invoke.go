@@ -3,7 +3,6 @@ package lambda
 import (
 	"context"
 	"errors"
-	"runtime"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -30,46 +29,7 @@ func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if buf == nil {
 		buf = new(event.Buffers)
 	}
-	var pre *prebuilt
-	var ev *event.Kinesis
-	var err error
-	if r.overlap(len(payload)) {
-		pre = new(prebuilt)
-		ev, err = r.decodeOverlapped(payload, buf, pre)
-	} else {
-		ev, err = event.DecodeKinesisChunked(payload, buf, nil)
-	}
-	return r.invokeDecoded(ctx, payload, buf, ev, err, pre)
-}
-
-// decodeOverlapped decodes payload into buf while a helper goroutine makes,
-// registers and builds into pre the deliveries of each chunk of records the
-// decoder filled, as the decoder parses the next ones. It returns once the
-// helper has added every chunk.
-func (r *Runner) decodeOverlapped(payload []byte, buf *event.Buffers, pre *prebuilt) (*event.Kinesis, error) {
-	chunks, built := make(chan event.Chunk, overlapQueue), make(chan struct{})
-	go func() {
-		defer close(built)
-		for c := range chunks {
-			pre.add(r, c)
-		}
-	}()
-	defer func() {
-		close(chunks)
-		<-built
-	}()
-	return event.DecodeKinesisChunked(payload, buf, func(c event.Chunk) { chunks <- c })
-}
-
-// overlapQueue is the number of chunks the decoder may fill ahead of the
-// helper that builds their deliveries before it waits: more than the
-// largest invocation has (event.DecodeKinesisChunked fills 128 records at
-// a time).
-const overlapQueue = 128
-
-// invokeDecoded is Invoke once the payload is decoded (ev, or err) into
-// buf; pre, when not nil, is the deliveries built while it was.
-func (r *Runner) invokeDecoded(ctx context.Context, payload []byte, buf *event.Buffers, ev *event.Kinesis, err error, pre *prebuilt) ([]byte, error) {
+	ev, err := event.DecodeKinesisChunked(payload, buf)
 	if err != nil {
 		r.buffers.Put(buf)
 		if errors.Is(err, event.ErrNotKinesis) && isSQSEvent(payload) {
@@ -78,12 +38,9 @@ func (r *Runner) invokeDecoded(ctx context.Context, payload []byte, buf *event.B
 		return nil, err
 	}
 	var b batch
-	switch {
-	case pre != nil && !pre.spoilt && pre.n == len(ev.Records):
-		b = batch{recs: ev.Records, pre: pre}
-	case ev.MaybeAggregates:
+	if ev.MaybeAggregates {
 		b = deliveries(ev.Records)
-	default:
+	} else {
 		b = batch{recs: ev.Records} // the decoder saw no KPL magic
 	}
 	b.buffers = buf
@@ -154,9 +111,6 @@ type batch struct {
 	groups  []int
 	recs    []event.KinesisRecord
 	streams streamCache // buildInto's
-	// pre, when not nil, holds the deliveries of recs, registered and
-	// built (see Runner.Invoke).
-	pre *prebuilt
 
 	// buffers, when not nil, holds the memory of the decoded records and
 	// their data (payloads alias it). Once every handler returned, the
@@ -308,62 +262,4 @@ func aggregated(recs []event.KinesisRecord) batch {
 		}
 	}
 	return b
-}
-
-// overlap reports whether Invoke builds the deliveries of the records of a
-// payload of n bytes on a second goroutine while the decoder parses: not
-// for a payload of a few chunks of records, which leaves little to overlap,
-// nor with one processor, where the two would only take turns, nor with a
-// tracer, whose invocation span needs every message before the first is
-// handled (see Runner.run).
-func (r *Runner) overlap(n int) bool {
-	if n < overlapMin || runtime.GOMAXPROCS(0) < 2 {
-		return false
-	}
-	h := r.e.Config().Hooks
-	return h.Tracer() == nil
-}
-
-// overlapMin is the smallest payload whose deliveries Invoke builds while
-// it decodes: two chunks of 128 records of 1 KB.
-const overlapMin = 256 << 10
-
-// prebuilt is the deliveries of an invocation's records, made, registered
-// with their shards' watermarks and built, a chunk at a time, by Invoke's
-// helper goroutine while the decoder parsed the records after them. None
-// is submitted until the whole invocation decoded without error.
-type prebuilt struct {
-	shards  shardSet
-	parts   [][]engine.Delivery
-	chunks  []*chunk
-	streams streamCache
-	n       int // records built
-	// spoilt says that the records built are of no use: one of them may
-	// be a KPL aggregate, or a watermark refused one. Invoke then runs
-	// the invocation as if nothing were built.
-	spoilt bool
-}
-
-// add makes, registers and builds the deliveries of the records of c,
-// which follow those added before.
-func (p *prebuilt) add(r *Runner, c event.Chunk) {
-	if p.spoilt || c.Lo != p.n || c.Aggregates {
-		p.spoilt = true
-		return
-	}
-	b := batch{streams: p.streams}
-	for lo := 0; lo < len(c.Records); lo += buildChunk {
-		b.recs = c.Records[lo:min(lo+buildChunk, len(c.Records))]
-		ch := r.getChunk(len(b.recs))
-		ds := b.openInto(ch.ds, 0)
-		if err := p.shards.registerEach(ds, c.Lo+lo, c.Expected); err != nil {
-			p.spoilt = true
-			return
-		}
-		ch.headers = b.buildInto(ds, 0, ch.headers)
-		p.chunks = append(p.chunks, ch)
-		p.parts = append(p.parts, ds)
-		p.n += len(ds)
-	}
-	p.streams = b.streams
 }

@@ -162,12 +162,8 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	// the watermarks will take every one (so that an unusable batch still
 	// handles nothing). Other batches, and one that fails the check (to
 	// report the error the watermark gives), are registered first.
-	prebuilt := b.pre != nil
-	pipelined := !prebuilt && b.recs != nil && tracer == nil && registrable(b.recs)
-	if prebuilt {
-		// Made, registered and built while the invocation was decoded.
-		shards = b.pre.shards
-	} else if !pipelined {
+	pipelined := b.recs != nil && tracer == nil && registrable(b.recs)
+	if !pipelined {
 		if b.recs != nil {
 			b.ds = b.open(0, n)
 		}
@@ -204,11 +200,6 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 		chunks []*chunk            // parts' storage, when reused
 	)
 	switch {
-	case prebuilt:
-		parts, chunks = b.pre.parts, b.pre.chunks
-		for _, ds := range parts {
-			_, _ = s.Submit(ctx, ds) // cannot fail before Close
-		}
 	case pipelined:
 		parts = make([][]engine.Delivery, 0, (n+buildChunk-1)/buildChunk)
 		chunks = make([]*chunk, 0, cap(parts))
