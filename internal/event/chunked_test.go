@@ -1,6 +1,7 @@
 package event
 
 import (
+	"strconv"
 	"testing"
 )
 
@@ -9,11 +10,11 @@ import (
 // size gives DecodeKinesis's result or error.
 func TestDecodeKinesisChunkedLarge(t *testing.T) {
 	inputs := map[string][]byte{
-		"1000 records":            genEvent(1000, 64, 7),
-		"300 records of 2 KB":     genEvent(300, 2048, 3),
-		"129 records":             genEvent(129, 100, 1),
-		"bad data in record 200":  []byte(string(genEvent(300, 30, 5)[:0]) + badDataEvent(300, 200)),
-		"not a number in rec 250": []byte(badSeqEvent(300, 250)),
+		"1000 records":               genEvent(1000, 64, 7),
+		"300 records of 2 KB":        genEvent(300, 2048, 3),
+		"129 records":                genEvent(129, 100, 1),
+		"bad data in record 200":     []byte(badDataEvent(300, 200)),
+		"bad sequence number in 250": []byte(badSeqEvent(300, 250)),
 	}
 	for name, in := range hostileInputs() {
 		inputs["hostile: "+name] = in
@@ -38,7 +39,7 @@ func badDataEvent(n, bad int) string {
 		if i == bad {
 			data = "QU!D"
 		}
-		s += `{"kinesis":{"sequenceNumber":"` + itoa(i+1) + `","data":"` + data + `"}}`
+		s += `{"kinesis":{"sequenceNumber":"` + strconv.Itoa(i+1) + `","data":"` + data + `"}}`
 	}
 	return s + `]}`
 }
@@ -51,7 +52,7 @@ func badSeqEvent(n, bad int) string {
 		if i > 0 {
 			s += ","
 		}
-		seq, data := itoa(i+1), "QUJD"
+		seq, data := strconv.Itoa(i+1), "QUJD"
 		if i == bad {
 			seq = "x"
 		}
@@ -61,15 +62,4 @@ func badSeqEvent(n, bad int) string {
 		s += `{"kinesis":{"sequenceNumber":"` + seq + `","data":"` + data + `"}}`
 	}
 	return s + `]}`
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
-	}
-	return string(b)
 }
