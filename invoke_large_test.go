@@ -273,3 +273,53 @@ func TestInvokeKeptMessageReply(t *testing.T) {
 		t.Errorf("reply after the invocation: %v, want ErrReplyAfterReturn", err)
 	}
 }
+
+// TestInvokeLargeLateSurprises: a large invocation whose deliveries are
+// built while it is decoded (see lambda.Runner.Invoke) behaves like a
+// small one when a late record spoils what was built: data that is not
+// base64 fails the invocation before any handler runs, and a KPL
+// aggregate is handed out as its user records.
+func TestInvokeLargeLateSurprises(t *testing.T) {
+	t.Run("bad data", func(t *testing.T) {
+		b, _ := largeBatch()
+		ev := b.Event()
+		payload, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The data of the last record, "x", is "eA==" in the payload.
+		i := strings.LastIndex(string(payload), `"eA=="`)
+		payload = []byte(string(payload[:i]) + `"e!=="` + string(payload[i+len(`"eA=="`):]))
+		a, err := lambdaadapter.NewFunction(lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome {
+			t.Error("handler called on an invocation with bad data")
+			return lambdaadapter.Ack()
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := a.Invoke(t.Context(), payload); err == nil || out != nil || !strings.Contains(err.Error(), "record 1999") {
+			t.Fatalf("Invoke = %q, %v; want an error naming record 1999", out, err)
+		}
+	})
+	t.Run("aggregate", func(t *testing.T) {
+		b, seqs := largeBatch()
+		b.OnShard("shardId-000000000001")
+		agg := b.AddAggregate(lambdaadaptertest.UserRecord{PartitionKey: "u1", Payload: []byte("one")}, lambdaadaptertest.UserRecord{PartitionKey: "u2", Payload: []byte("two")})
+		h, got := collect()
+		a, err := lambdaadapter.NewFunction(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := a.Invoke(t.Context(), b.JSON())
+		if err != nil || string(out) != `{"batchItemFailures":[]}` {
+			t.Fatalf("Invoke = %q, %v", out, err)
+		}
+		msgs := got()
+		if len(msgs) != len(seqs)+1 { // the user records share their sequence number
+			t.Errorf("%d distinct sequence numbers handled, want %d", len(msgs), len(seqs)+1)
+		}
+		if m, ok := msgs["shardId-000000000001/"+agg]; !ok || !m.Aggregated {
+			t.Errorf("aggregate %s handled as %+v (found %v), want a user record", agg, m, ok)
+		}
+	})
+}

@@ -100,6 +100,9 @@ type decoder struct {
 	// tried first, with exactKey, which is what exactRecordKey or
 	// exactKinesisKey would do for it.
 	nextRec, nextKin [nKeys + 1]uint8
+	// ck fills the records as the parse completes them when its size is
+	// not 0 (DecodeKinesisChunked).
+	ck filler
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -497,6 +500,9 @@ func (d *decoder) elements(i int) (int, error) {
 		}
 		if err != nil {
 			return i, err
+		}
+		if d.ck.size > 0 && d.done-d.ck.queued >= d.ck.size && d.semErr == nil {
+			d.fillChunk(i)
 		}
 		var more bool
 		if i, more, err = jsonscan.ArrayNext(b, i); !more {

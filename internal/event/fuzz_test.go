@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +70,7 @@ func FuzzDecodeKinesis(f *testing.F) {
 func checkOracle(t *testing.T, in []byte) {
 	t.Helper()
 	got, err := DecodeKinesis(in)
+	checkChunked(t, in, got, err)
 	var ref events.KinesisEvent
 	refErr := json.Unmarshal(in, &ref)
 
@@ -105,6 +107,48 @@ func checkOracle(t *testing.T, in []byte) {
 	if want := anyMagic(got.Records); got.MaybeAggregates != want {
 		t.Fatalf("DecodeKinesis(%q): MaybeAggregates %v, want %v", in, got.MaybeAggregates, want)
 	}
+}
+
+// checkChunked checks that DecodeKinesisChunked, filling every 1, 2 or
+// chunkRecords records, with and without Buffers, returns what
+// DecodeKinesis returned for in (want, wantErr).
+func checkChunked(t *testing.T, in []byte, want *Kinesis, wantErr error) {
+	t.Helper()
+	var buf Buffers
+	for _, size := range []int{1, 2, chunkRecords} {
+		for _, b := range []*Buffers{nil, &buf, &buf} {
+			got, err := decodeKinesisChunked(in, b, size)
+			if (err == nil) != (wantErr == nil) || err != nil && (err.Error() != wantErr.Error() || reflect.TypeOf(err) != reflect.TypeOf(wantErr) || errors.Is(err, ErrNotKinesis) != errors.Is(wantErr, ErrNotKinesis)) {
+				t.Fatalf("chunks of %d of %q: error %v, DecodeKinesis %v", size, in, err, wantErr)
+			}
+			if err != nil {
+				continue
+			}
+			if (got.Records == nil) != (want.Records == nil) || !sameRecords(want.Records, got.Records) || got.MaybeAggregates != want.MaybeAggregates {
+				t.Fatalf("chunks of %d of %q differ from DecodeKinesis (-want +got):\n%s", size, in, cmp.Diff(want, got))
+			}
+		}
+	}
+}
+
+// sameRecords reports whether a and b hold equal records, Data nil in
+// both or in neither (cmp.Diff, which says the same, is slow on large
+// events).
+func sameRecords(a, b []KinesisRecord) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if (x.Data == nil) != (y.Data == nil) || !bytes.Equal(x.Data, y.Data) || !x.ArrivalTime.Equal(y.ArrivalTime) || x.ArrivalTime.Location() != y.ArrivalTime.Location() {
+			return false
+		}
+		if x.PartitionKey != y.PartitionKey || x.SequenceNumber != y.SequenceNumber || x.EventID != y.EventID || x.ShardID != y.ShardID ||
+			x.EventSourceARN != y.EventSourceARN || x.AWSRegion != y.AWSRegion || x.EventSource != y.EventSource {
+			return false
+		}
+	}
+	return true
 }
 
 // anyMagic reports whether the data of a record starts with the KPL magic.

@@ -267,7 +267,7 @@ func (d *decoder) finish() (*Kinesis, error) {
 	if d.semErr != nil {
 		// Records completed before the error precede it in the payload;
 		// report a bad base64 value among them first.
-		if err := d.checkData(d.recs[:d.done]); err != nil {
+		if err := d.checkData(d.recs[:d.done], 0); err != nil {
 			return nil, err
 		}
 		return nil, d.semErr
@@ -307,20 +307,20 @@ func (d *decoder) finish() (*Kinesis, error) {
 	}
 	var sb strings.Builder
 	sb.Grow(d.strTotal)
-	agg, err := d.fill(out, recs, arena, &sb)
+	agg, err := d.fill(out, recs, 0, arena, &sb)
 	if err != nil {
 		return nil, err
 	}
 	return &Kinesis{Records: out, MaybeAggregates: agg}, nil
 }
 
-// fill sets every field of out[i] from recs[i]: their data into arena,
-// which holds at least their dataBound, their strings into sb, grown to
-// hold them. It reports whether the data of one of them starts with the
-// KPL magic.
-func (d *decoder) fill(out []KinesisRecord, recs []wrec, arena []byte, sb *strings.Builder) (agg bool, err error) {
+// fill sets every field of out[i] from recs[i], for i from lo on: their
+// data into arena, which holds at least their dataBound, their strings into
+// sb, grown to hold them. It reports whether the data of one of them starts
+// with the KPL magic.
+func (d *decoder) fill(out []KinesisRecord, recs []wrec, lo int, arena []byte, sb *strings.Builder) (agg bool, err error) {
 	off := 0
-	for i := range recs {
+	for i := lo; i < len(recs); i++ {
 		r, o := &recs[i], &out[i]
 		switch r.dkind {
 		case dataB64:
@@ -398,11 +398,11 @@ func (d *decoder) str(sb *strings.Builder, r *wrec, f int) string {
 	return sb.String()[start:]
 }
 
-// checkData reports the first record among recs whose base64 data does not
-// decode. It runs only on the error path.
-func (d *decoder) checkData(recs []wrec) error {
+// checkData reports the first record among recs[lo:] whose base64 data
+// does not decode. It runs only on the error path.
+func (d *decoder) checkData(recs []wrec, lo int) error {
 	var scratch []byte
-	for i := range recs {
+	for i := lo; i < len(recs); i++ {
 		r := &recs[i]
 		if r.dkind != dataB64 {
 			continue

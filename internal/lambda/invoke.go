@@ -29,7 +29,7 @@ func (r *Runner) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
 	if buf == nil {
 		buf = new(event.Buffers)
 	}
-	ev, err := event.DecodeKinesisWith(payload, buf)
+	ev, err := event.DecodeKinesisChunked(payload, buf)
 	if err != nil {
 		r.buffers.Put(buf)
 		if errors.Is(err, event.ErrNotKinesis) && isSQSEvent(payload) {
