@@ -202,11 +202,12 @@
 //     afresh, records read before the seek are dropped on their way out of
 //     the channel, and their late settlements change nothing.
 //   - Shutdown: when Run's context is cancelled or Shutdown is called, Run
-//     stops reading, lets deliveries in flight settle (at most
-//     Config.ShutdownTimeout, or until Shutdown's context ends; records
-//     waiting for an in-process retry are left to the next owner), releases
-//     the leases, each with its last
-//     checkpoint in the same conditional write, and removes its worker row. Every goroutine and timer it started has
+//     gives up the leader row and removes its worker row (no leader gives
+//     a leaving worker a lease), stops reading, lets deliveries in flight
+//     settle (at most Config.ShutdownTimeout, or until Shutdown's context
+//     ends; records waiting for an in-process retry are left to the next
+//     owner), and releases the leases, each with its last checkpoint in
+//     the same conditional write. Every goroutine and timer it started has
 //     ended when it returns — no delayed copy is written afterwards —
 //     except a handler that ignores its cancelled context (logged).
 //
