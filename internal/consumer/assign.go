@@ -25,15 +25,16 @@ type assignInput struct {
 	// byCount plans by counts, every lease costing the same, as planBalance
 	// does: no worker above ceil(leases / workers).
 	byCount bool
-	// maxMoves bounds the hand-overs (moves) of one plan; takes are not
-	// bounded. Below 1, a plan moves nothing.
+	// maxMoves bounds the hand-overs (moves) of one plan, but for a fleet
+	// far from even (see movesBound); takes are not bounded. Below 1, a
+	// plan moves nothing.
 	maxMoves int
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
-	// (1+tolerance) or the least-loaded worker's below mean × (1−tolerance),
-	// and only by moves that leave the donor a margin of tolerance/2 above
-	// the receiver (see planAssignment). E.g. 0.1; at least twice the
-	// relative noise of the CPU readings.
+	// (1+tolerance) or a worker carries less than half the mean (one that
+	// joined), and only by moves that leave the donor a margin of
+	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
+	// least twice the relative noise of the figures.
 	tolerance float64
 }
 
@@ -80,8 +81,9 @@ type assignment struct {
 	load map[string]float64
 }
 
-// The weights of the load model (see planAssignment), in bytes per second:
-// the work of one record beside its bytes (a handler call, a settlement, a
+// The fixed weights of the load model (see planAssignment), in bytes per
+// second, used when too few workers have figures to fit a model to: the
+// work of one record beside its bytes (a handler call, a settlement, a
 // checkpoint's share: about 1.5 µs in BENCHMARKS.md, as much as decoding
 // and copying a kilobyte), and the work of a shard that carries nothing (a
 // GetRecords call each second, renewals: a few tens of µs, as much as
@@ -90,12 +92,6 @@ const (
 	recordWeight = 1024
 	shardWeight  = 8 * recordWeight
 )
-
-// weight is the share of its worker's CPU that t earns, before it is
-// scaled by the worker's total.
-func (t throughput) weight() float64 {
-	return rate(t.bytes) + recordWeight*rate(t.records) + shardWeight
-}
 
 // rate is x as a rate: 0 when it is negative, NaN or infinite (a row
 // written by a faulty worker).
@@ -114,26 +110,37 @@ func rate(x float64) float64 {
 //
 // # Cost model
 //
-// Every lease has a cost, in fractions of one worker's capacity; a
-// worker's load is the sum of the costs of the leases it holds (a lease
-// in motion, its Handoff set, counted at its target, or at its owner when
-// the target is not a live worker). The workers are assumed equal in
-// capacity (one ECS service, one task size), so loads of different
-// workers compare.
+// Every lease has a cost, in fractions of one worker's CPU; a worker's
+// load is the sum of the costs of the leases it holds (a lease in motion,
+// its Handoff set, counted at its target, or at its owner when the target
+// is not a live worker). The workers are assumed equal in capacity (one
+// ECS service, one task size), so loads of different workers compare.
 //
-//   - A shard's cost is estimated from the worker that reported it (its
-//     owner, else the first other worker by owner id that held it over
-//     the interval, such as the owner before a move): the worker's CPU ×
-//     the shard's share of the worker's weighted throughput, where a
-//     shard weighs its bytes/s + recordWeight × its records/s +
-//     shardWeight, so that many tiny records count and an idle shard,
-//     still polled, costs a little. The worker's CPU is attributed to its
-//     shards in full: the process's own baseline is spread over them.
-//   - A worker without metrics (cpu ≤ 0 or no shards) counts as average:
-//     each of its leases costs the average cost of the leases that have
-//     an estimate. So does a lease nobody reported (new, free, just moved
-//     to a worker that has not reported it yet). When no lease has an
-//     estimate, every lease costs 1.
+//   - A shard's cost is perRecord × its records/s, plus perByte × its
+//     bytes/s, plus perShard (the polling, renewals and checkpoints of a shard, busy or
+//     not), with the throughput its owner reported, else the first other
+//     worker by owner id that did (such as the owner before a move). The
+//     three coefficients are fitted every plan to the fleet's own figures
+//     (fitCosts): the non-negative least-squares fit of each worker's CPU
+//     on the sums of its shards' records/s and bytes/s and their number,
+//     over the workers whose figures are settled (a CPU, and a report of
+//     exactly the leases they hold: none taken, given or in motion since
+//     they measured). So the cost of a record against an idle shard is
+//     the handler's and the platform's, not a guess: a fixed guess
+//     under-prices hot shards when records are costly, and the plan then
+//     stops short or moves the wrong leases. The process's own baseline
+//     falls into perShard. A worker's load is then the sum of its shards'
+//     costs, not its CPU reading: the reading trails a move (it is
+//     smoothed over heartbeats, the throughputs are not), so a worker that
+//     just gave a hot shard away would still look busy and give more.
+//   - With fewer than minFitWorkers settled workers, or no fit (no subset
+//     of positive coefficients), the fixed weights (recordWeight,
+//     shardWeight) spread each reporting worker's CPU over its shards,
+//     a shard's share proportional to its weight.
+//   - A lease nobody reported (new, free, just moved to a worker that has
+//     not measured it yet), and every lease of a worker without metrics
+//     when the fixed weights serve, costs the average of the leases that
+//     have a cost. When none has, every lease costs 1.
 //   - byCount: every lease costs 1.
 //
 // # Plan
@@ -143,37 +150,47 @@ func rate(x float64) float64 {
 // then by owner id), not to the owner of an expired lease when another
 // worker is live.
 //
-// Then the moves, at most maxMoves: the receiver is the least-loaded
-// worker, the donor the busiest one that can give (a donor that cannot is
-// passed over for the rest of the plan). Load-aware, they go on while the
-// donor's load is above mean × (1+tolerance) or the receiver's below mean ×
-// (1−tolerance): the lower bound is what gives a joining worker its share
-// in a fleet of more than 1/tolerance workers, where its joining leaves
-// nobody above the upper one. By count, they go on while the donor holds
-// at least two more leases than the receiver. The lease moved is the
-// donor's (not in motion, not taken in this plan) whose cost x is closest
-// to half the two loads' gap, so that the larger of the two loads after
-// the move is the least it can be, among those that leave the donor a
-// margin above the receiver's load before the move: L_d − x − L_r ≥
-// tolerance/2 × (L_d − x + L_r) (by count: one lease). The plan stops when
-// no donor has such a lease; with leases small enough, that leaves the
-// busiest within (1+tolerance/2)/(1−tolerance/2) of the least loaded
-// (1.105 for 0.1).
+// Then the moves, at most maxMoves, or as many as there are live workers
+// while the busiest worker is more than 1.5 times the mean (movesBound: a
+// fleet whose workers took leases before a leader planned, or that many
+// workers joined, evens out in a few rounds, each worker giving or
+// receiving about one lease a round, rather than maxMoves a round): the
+// receiver is the least-loaded worker, the donor the busiest one that can
+// give (a donor that cannot is passed over for the rest of the plan).
+// Neither is a worker that holds a lease of unknown cost while others'
+// are known (unsettled: just given a lease it has not measured yet): its
+// load is a guess until its next figures, and planning on the guess moves
+// leases that the figures then move back. Load-aware, moves go on while
+// the donor's load is above mean × (1+tolerance) or the receiver carries
+// less than half the mean (lowShare) or nothing: a worker that joins a
+// fleet where nobody is above the tolerance gets a share, half the mean,
+// not the mean, since each further move costs a hand-over and lowers
+// nobody's peak; the fleet's next moves (the busiest above the tolerance)
+// go to it first. By count, they go on while the donor holds at least two
+// more leases than the receiver. The lease moved is the donor's (not in
+// motion, not taken in this plan) whose cost x is closest to half the two
+// loads' gap, so that the larger of the two loads after the move is the
+// least it can be, among those that leave the donor a margin above the
+// receiver's load before the move: L_d − x − L_r ≥ tolerance/2 × (L_d − x
+// + L_r) (by count: one lease). The plan stops when no donor has such a
+// lease; with leases small enough, that leaves the busiest within
+// (1+tolerance/2)/(1−tolerance/2) of the least loaded (1.105 for 0.1), or
+// within 1+tolerance of the mean.
 //
 // # Stability
 //
 // Each move lowers the sum of the squared loads (by 2x(L_d − L_r − x) > 0),
 // so repeated plans on costs that do not change converge and never cycle,
 // and a plan made again on the state its moves produced moves nothing
-// unless maxMoves cut it short (then it goes on toward the same end). For
+// unless the bound cut it short (then it goes on toward the same end). For
 // the lease to move straight back, the receiver's load without it would
 // have to be the margin above the donor's, which the move left the margin
 // below it. The margin is relative, so it holds under noise: with every
-// worker's CPU reading off by a factor within 1 ± tolerance/2, the two
-// conditions still exclude each other. Set tolerance to at least twice the
-// relative noise of the CPU readings (0.1 for ±5%). A plan made on costs
-// that changed (a worker's first metrics, leases of unknown cost becoming
-// known) may move a lease back once, correcting the estimate.
+// cost off by a factor within 1 ± tolerance/2, the two conditions still
+// exclude each other. Set tolerance to at least twice the relative noise
+// of the figures (0.1 for ±5%). A plan made on costs that changed (a
+// worker's first metrics, leases of unknown cost becoming known, a new
+// fit) may move a lease back once, correcting the estimate.
 func planAssignment(in assignInput) assignment {
 	p := newPlanner(in)
 	out := assignment{load: map[string]float64{}}
@@ -209,6 +226,10 @@ type planned struct {
 	rowless bool
 	// streams are the streams it reads, nil for any (workerLoad.streams).
 	streams map[string]bool
+	// unsettled: it holds a lease whose cost nobody reported (just taken
+	// or handed over, not measured yet) while others' are known: its load
+	// is a guess, so it neither gives nor receives a lease by a move.
+	unsettled bool
 }
 
 // reads reports whether w may receive leases of stream.
@@ -260,20 +281,25 @@ func newPlanner(in assignInput) *planner {
 	}
 	slices.SortFunc(p.workers, func(a, b *planned) int { return cmp.Compare(a.owner, b.owner) })
 
-	costs := p.estimate(leases, metrics)
+	costs, known := p.estimate(leases, metrics)
 	for i, l := range leases {
 		c := costed{l: l, cost: costs[i]}
+		var w *planned
 		switch {
 		case in.expired(l):
 			p.free = append(p.free, c)
+			continue
 		case l.Handoff != "" && p.byOwner[l.Handoff] != nil:
-			p.count(p.byOwner[l.Handoff], c)
+			w = p.byOwner[l.Handoff]
 		case l.Handoff != "":
-			p.count(p.byOwner[l.Owner], c) // handed to a worker that is gone: stays until it expires
+			w = p.byOwner[l.Owner] // handed to a worker that is gone: stays until it expires
 		default:
-			w := p.byOwner[l.Owner]
-			p.count(w, c)
+			w = p.byOwner[l.Owner]
 			w.movable = append(w.movable, c)
+		}
+		p.count(w, c)
+		if known != nil && !known[i] {
+			w.unsettled = true
 		}
 	}
 	return p
@@ -296,37 +322,51 @@ func (p *planner) count(w *planned, c costed) {
 }
 
 // estimate returns the cost of each of leases (in order), as
-// planAssignment describes.
-func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) []float64 {
-	costs := make([]float64, len(leases))
+// planAssignment describes, and which of them are known (reported by a
+// worker); known is nil when no lease is.
+func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) (costs []float64, known []bool) {
+	costs = make([]float64, len(leases))
 	if p.in.byCount {
 		for i := range costs {
 			costs[i] = 1
 		}
-		return costs
+		return costs, nil
 	}
-	// Each reporting worker's shares, summed in shard id order so that the
-	// sums are the same on every leader.
+	owners := slices.Sorted(maps.Keys(metrics))
+	model, fitted := fitCosts(fitSamples(leases, metrics, owners, p.in.expired))
+	// Each reporting worker's figures: with a fitted model every worker
+	// that reported a shard's throughput, its CPU aside; without, the
+	// worker's CPU spread over its shards by the fixed weights.
 	reported := map[string]map[lease.Key]float64{}
 	var reporters []string
-	for owner, w := range metrics {
-		if !(w.cpu > 0) || math.IsInf(w.cpu, 1) || len(w.shards) == 0 {
-			continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
+	for _, owner := range owners {
+		w := metrics[owner]
+		if len(w.shards) == 0 {
+			continue
 		}
 		ids := slices.SortedFunc(maps.Keys(w.shards), compareKeys)
-		sum := 0.0
-		for _, id := range ids {
-			sum += w.shards[id].weight()
+		costs := make(map[lease.Key]float64, len(ids))
+		if fitted {
+			for _, id := range ids {
+				costs[id] = model.cost(w.shards[id])
+			}
+		} else {
+			if !validCPU(w.cpu) {
+				continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
+			}
+			sum := 0.0
+			for _, id := range ids {
+				sum += fixedWeights.cost(w.shards[id])
+			}
+			for _, id := range ids {
+				costs[id] = w.cpu * fixedWeights.cost(w.shards[id]) / sum
+			}
 		}
-		shares := make(map[lease.Key]float64, len(ids))
-		for _, id := range ids {
-			shares[id] = w.cpu * w.shards[id].weight() / sum
-		}
-		reported[owner] = shares
+		reported[owner] = costs
 		reporters = append(reporters, owner)
 	}
-	slices.Sort(reporters)
-	known, sum := 0, 0.0
+	known = make([]bool, len(leases))
+	n, sum := 0, 0.0
 	for i, l := range leases {
 		id := l.Key
 		c, ok := reported[l.Owner][id]
@@ -337,23 +377,236 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 			c, ok = reported[r][id]
 		}
 		if !ok {
-			costs[i] = math.NaN()
 			continue
 		}
-		costs[i] = c
-		known++
+		costs[i], known[i] = c, true
+		n++
 		sum += c
 	}
-	avg := 1.0
-	if known > 0 {
-		avg = sum / float64(known)
+	if n == 0 {
+		for i := range costs {
+			costs[i] = 1
+		}
+		return costs, nil
 	}
-	for i, c := range costs {
-		if math.IsNaN(c) {
+	avg := sum / float64(n)
+	for i := range costs {
+		if !known[i] {
 			costs[i] = avg
 		}
 	}
-	return costs
+	return costs, known
+}
+
+// validCPU reports whether cpu is a utilization measured over an interval:
+// positive and finite.
+func validCPU(cpu float64) bool { return cpu > 0 && !math.IsInf(cpu, 1) }
+
+// costModel prices a shard by its throughput: perRecord × its records/s +
+// perByte × its bytes/s + perShard. Fitted (fitCosts), its unit is one
+// worker's CPU; the fixed weights have no unit (only their ratios matter).
+type costModel struct{ perRecord, perByte, perShard float64 }
+
+// fixedWeights is the model when none can be fitted: recordWeight and
+// shardWeight, in bytes/s.
+var fixedWeights = costModel{perRecord: recordWeight, perByte: 1, perShard: shardWeight}
+
+// cost is the cost of a shard of throughput t.
+func (m costModel) cost(t throughput) float64 {
+	return m.perRecord*rate(t.records) + m.perByte*rate(t.bytes) + m.perShard
+}
+
+// minFitWorkers is the fewest workers with settled figures a cost model
+// is fitted on: below that the fit's three coefficients are as much noise
+// as signal, and the fixed weights serve.
+const minFitWorkers = 8
+
+// fitSample is one worker's figures: the sums over the shards it reported
+// (records/s, bytes/s, and their number) and its CPU.
+type fitSample struct{ records, bytes, shards, cpu float64 }
+
+// fitSamples returns the figures of every worker (in owners' order) whose
+// figures are settled: a valid CPU, and a report of exactly the leases it
+// holds (none taken, given or in motion since it measured, so that its
+// CPU and its shards cover the same work, but for the smoothing of its
+// CPU). A shard reported but not among leases (not listed, finished)
+// is left out of the comparison.
+func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool) []fitSample {
+	held := map[string]map[lease.Key]bool{}
+	listed := make(map[lease.Key]bool, len(leases))
+	unsettled := map[string]bool{}
+	for _, l := range leases {
+		listed[l.Key] = true
+		if l.Owner == "" || expired(l) {
+			continue
+		}
+		if l.Handoff != "" {
+			unsettled[l.Owner], unsettled[l.Handoff] = true, true
+		}
+		if held[l.Owner] == nil {
+			held[l.Owner] = map[lease.Key]bool{}
+		}
+		held[l.Owner][l.Key] = true
+	}
+	var out []fitSample
+	for _, owner := range owners {
+		w := metrics[owner]
+		if !validCPU(w.cpu) || len(w.shards) == 0 || unsettled[owner] {
+			continue
+		}
+		h := held[owner]
+		n, settled := 0, true
+		var s fitSample
+		for _, id := range slices.SortedFunc(maps.Keys(w.shards), compareKeys) {
+			if !listed[id] {
+				continue
+			}
+			if !h[id] {
+				settled = false // given away since it measured
+				break
+			}
+			n++
+			t := w.shards[id]
+			s.records += rate(t.records)
+			s.bytes += rate(t.bytes)
+		}
+		if !settled || n != len(h) || n == 0 {
+			continue // taken since it measured (or holds none it reports)
+		}
+		s.shards, s.cpu = float64(n), w.cpu
+		out = append(out, s)
+	}
+	return out
+}
+
+// fitCosts fits a cost model to the workers' figures: the non-negative
+// perRecord, perByte and perShard that make the sums of their costs over
+// each worker's shards closest to its CPU, in least squares. It tries
+// every subset of the three coefficients (the others 0), keeps the
+// solutions whose coefficients are all positive, and returns the one of
+// least residual (the first of equal ones, in a fixed order): the
+// non-negative least-squares fit, computed so that it is the same on
+// every leader. A subset whose columns are (nearly) collinear is skipped:
+// when every record has the same size, records/s and bytes/s tell the
+// same and only one of them is fitted. ok is false with fewer than
+// minFitWorkers samples or when no subset fits.
+func fitCosts(samples []fitSample) (m costModel, ok bool) {
+	if len(samples) < minFitWorkers {
+		return costModel{}, false
+	}
+	col := func(s fitSample, j int) float64 {
+		switch j {
+		case 0:
+			return s.records
+		case 1:
+			return s.bytes
+		}
+		return s.shards
+	}
+	var norm [3]float64
+	for _, s := range samples {
+		for j := range norm {
+			norm[j] += col(s, j) * col(s, j)
+		}
+	}
+	for j := range norm {
+		norm[j] = math.Sqrt(norm[j])
+	}
+	best := math.Inf(1)
+	for mask := 1; mask < 8; mask++ {
+		var cols []int
+		for j := range 3 {
+			if mask&(1<<j) != 0 {
+				cols = append(cols, j)
+			}
+		}
+		k := len(cols)
+		a := make([][]float64, k)
+		b := make([]float64, k)
+		usable := true
+		for i, j := range cols {
+			if norm[j] == 0 {
+				usable = false
+			}
+			a[i] = make([]float64, k)
+		}
+		if !usable {
+			continue
+		}
+		// The normal equations on columns scaled to unit length, so that
+		// a pivot measures how far a column is from the span of the
+		// others.
+		for _, s := range samples {
+			for i, ji := range cols {
+				x := col(s, ji) / norm[ji]
+				b[i] += x * s.cpu
+				for c, jc := range cols {
+					a[i][c] += x * col(s, jc) / norm[jc]
+				}
+			}
+		}
+		coef, solved := solveSymmetric(a, b)
+		if !solved {
+			continue
+		}
+		var cand [3]float64
+		positive := true
+		for i, j := range cols {
+			if !(coef[i] > 0) {
+				positive = false
+			}
+			cand[j] = coef[i] / norm[j]
+		}
+		if !positive {
+			continue
+		}
+		rss := 0.0
+		for _, s := range samples {
+			e := s.cpu
+			for j := range 3 {
+				e -= cand[j] * col(s, j)
+			}
+			rss += e * e
+		}
+		if rss < best {
+			best = rss
+			m, ok = costModel{perRecord: cand[0], perByte: cand[1], perShard: cand[2]}, true
+		}
+	}
+	return m, ok
+}
+
+// minPivot is the least pivot (of a matrix of unit diagonal) for which
+// solveSymmetric solves: below it the columns are as good as collinear.
+const minPivot = 1e-6
+
+// solveSymmetric solves a x = b for a small symmetric positive
+// semi-definite a of unit diagonal by Gaussian elimination without
+// pivoting (the pivots of such a matrix are its Schur complements); ok is
+// false when a pivot falls below minPivot. It modifies a and b.
+func solveSymmetric(a [][]float64, b []float64) (x []float64, ok bool) {
+	k := len(b)
+	for i := range k {
+		if !(a[i][i] >= minPivot) {
+			return nil, false
+		}
+		for r := i + 1; r < k; r++ {
+			f := a[r][i] / a[i][i]
+			for c := i; c < k; c++ {
+				a[r][c] -= f * a[i][c]
+			}
+			b[r] -= f * b[i]
+		}
+	}
+	x = make([]float64, k)
+	for i := k - 1; i >= 0; i-- {
+		v := b[i]
+		for c := i + 1; c < k; c++ {
+			v -= a[i][c] * x[c]
+		}
+		x[i] = v / a[i][i]
+	}
+	return x, true
 }
 
 // lighter orders workers from the least loaded: by load, then by number of
@@ -412,19 +665,53 @@ func (p *planner) take() []move {
 // gets some all the same (one that joined, or came back after a cut).
 const minGap = 0.05
 
-// move plans up to maxMoves hand-overs.
+// lowShare is the fraction of the mean load below which a worker
+// receives leases by load though nobody is above the upper bound (see
+// planAssignment: a worker that joined gets a share, not the mean).
+const lowShare = 0.5
+
+// farFromEven is how far above the mean the busiest worker's load must be
+// for a plan to move more than maxMoves leases (see movesBound).
+const farFromEven = 0.5
+
+// movesBound is how many leases a plan may move: maxMoves, or, while the
+// busiest worker's load is more than farFromEven above the mean (the
+// start of a fleet whose workers took leases before a leader planned, a
+// count-based fleet after many workers joined), as many as there are
+// workers, so that a fleet far from even evens out in a few rounds
+// whatever its size, each worker giving or receiving about one lease a
+// round. Below 1, nothing.
+func (p *planner) movesBound(maxMoves int, mean float64) int {
+	if maxMoves < 1 {
+		return 0
+	}
+	busiest, live := 0.0, 0
+	for _, w := range p.workers {
+		busiest = max(busiest, w.load)
+		if !w.rowless {
+			live++
+		}
+	}
+	if busiest > (1+farFromEven)*mean {
+		return max(maxMoves, live)
+	}
+	return maxMoves
+}
+
+// move plans up to movesBound hand-overs.
 func (p *planner) move(maxMoves int) []move {
 	total := 0.0
 	for _, w := range p.workers {
 		total += w.load
 	}
 	mean := total / float64(len(p.workers))
-	hi, lo := mean*(1+p.in.tolerance), mean*(1-p.in.tolerance)
+	hi, lo := mean*(1+p.in.tolerance), mean*lowShare
+	bound := p.movesBound(maxMoves, mean)
 	var out []move
-	for len(out) < maxMoves {
+	for len(out) < bound {
 		var r, d *planned
 		for _, w := range p.workers {
-			if !w.rowless && (r == nil || lighter(w, r) < 0) {
+			if !w.rowless && !w.unsettled && (r == nil || lighter(w, r) < 0) {
 				r = w
 			}
 		}
@@ -432,7 +719,7 @@ func (p *planner) move(maxMoves int) []move {
 			break
 		}
 		for _, w := range p.workers {
-			if w != r && !w.stuck && (d == nil || heavier(w, d) < 0) {
+			if w != r && !w.stuck && !w.unsettled && (d == nil || heavier(w, d) < 0) {
 				d = w
 			}
 		}
@@ -443,7 +730,7 @@ func (p *planner) move(maxMoves int) []move {
 			if d.load-r.load < 2 {
 				break
 			}
-		} else if (d.load <= hi && r.load >= lo) || (d.load-r.load < minGap && r.n > 0) {
+		} else if (d.load <= hi && r.load >= lo && r.n > 0) || (d.load-r.load < minGap && r.n > 0) {
 			break
 		}
 		i := p.best(d, r)

@@ -22,6 +22,20 @@ type fleetState struct {
 	workers []string
 	fresh   map[string]bool // workers that have published no metrics yet
 	expired map[string]bool // shard ids whose lease expired
+	// truth is how the workers' CPU depends on their shards' throughput,
+	// up to scale; zero: the fixed weights.
+	truth costModel
+	// unreported are shards whose throughput no worker reports (just
+	// handed over, not measured yet).
+	unreported map[string]bool
+}
+
+// cost is a shard's true cost, up to scale.
+func (s *fleetState) cost(t throughput) float64 {
+	if s.truth == (costModel{}) {
+		return t.weight()
+	}
+	return s.truth.cost(t)
 }
 
 type simShard struct {
@@ -35,7 +49,7 @@ type simShard struct {
 func (s *fleetState) scale() float64 {
 	total := 0.0
 	for _, sh := range s.shards {
-		total += sh.t.weight()
+		total += s.cost(sh.t)
 	}
 	return 0.5 * float64(len(s.workers)) / total
 }
@@ -50,7 +64,7 @@ func (s *fleetState) loads() map[string]float64 {
 	}
 	for _, sh := range s.shards {
 		if sh.owner != "" && !s.expired[sh.id] {
-			out[sh.owner] += k * sh.t.weight()
+			out[sh.owner] += k * s.cost(sh.t)
 		}
 	}
 	return out
@@ -75,8 +89,10 @@ func (s *fleetState) input(r *rand.Rand, noise float64) assignInput {
 			wl.cpu, wl.shards = 0, map[lease.Key]throughput{}
 			for _, sh := range s.shards {
 				if sh.owner == w && !s.expired[sh.id] {
-					wl.shards[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
-					wl.cpu += k * sh.t.weight()
+					if !s.unreported[sh.id] {
+						wl.shards[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
+					}
+					wl.cpu += k * s.cost(sh.t)
 				}
 			}
 			if noise > 0 {
@@ -108,7 +124,7 @@ func (s *fleetState) apply(a assignment) {
 			delete(s.expired, sh.id)
 		}
 	}
-	s.fresh = nil
+	s.fresh, s.unreported = nil, nil
 }
 
 // ratio returns the busiest worker's true load over the mean.
@@ -186,8 +202,10 @@ func TestAssignByCount(t *testing.T) {
 			moves: []string{"0000>a"}},
 		{name: "dead worker: its expired leases spread", owners: []string{"dead", "dead", "dead", "b", "b", "c"}, expired: []int{0, 1, 2}, workers: []string{"a", "b", "c"},
 			takes: []string{"0000>a", "0001>a", "0002>c"}},
-		{name: "busiest first, damped", owners: []string{"b", "b", "b", "b", "b", "b", "c", "c", "c", "c", "c"}, workers: []string{"a", "b", "c", "d"}, maxMoves: 3,
-			moves: []string{"0000>a", "0001>d", "0006>a"}},
+		{name: "busiest first, far from even: as many moves as workers", owners: []string{"b", "b", "b", "b", "b", "b", "c", "c", "c", "c", "c"}, workers: []string{"a", "b", "c", "d"}, maxMoves: 3,
+			moves: []string{"0000>a", "0001>d", "0006>a", "0002>d"}},
+		{name: "near even: damped", owners: []string{"b", "b", "b", "b", "b", "c", "c", "c", "c", "c", "d", "d", "d", "d", "e", "e", "e", "e"}, workers: []string{"a", "b", "c", "d", "e"}, maxMoves: 1,
+			moves: []string{"0000>a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,25 +440,58 @@ func TestAssignDeadWorker(t *testing.T) {
 	}
 }
 
-// TestAssignMaxMoves: moves stop at maxMoves; takes do not.
+// TestAssignMaxMoves: moves stop at maxMoves, or, while the busiest
+// worker is more than 1.5 times the mean, at max(maxMoves, live workers);
+// takes do not stop; below 1, nothing moves. By load and by count.
 func TestAssignMaxMoves(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, maxMoves := range []int{0, 1, 3, 10} {
-		s := skewed(r, 10, 200, 0.1)
-		for i := range s.shards[:100] {
-			s.shards[i].owner = "w00"
-		}
-		for i := range s.shards[100:120] {
-			s.shards[100+i].owner = ""
-		}
-		in := s.input(nil, 0)
-		in.maxMoves = maxMoves
-		a := planAssignment(in)
-		if len(a.moves) != maxMoves {
-			t.Errorf("maxMoves %d: %d moves, want %d", maxMoves, len(a.moves), maxMoves)
-		}
-		if len(a.takes) < 20 {
-			t.Errorf("maxMoves %d: %d takes, want every free lease taken", maxMoves, len(a.takes))
+	for _, byCount := range []bool{false, true} {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, maxMoves := range []int{0, 1, 3, 10, 14} {
+			s := skewed(r, 10, 200, 0.1)
+			s.fresh = nil
+			for i := range s.shards {
+				s.shards[i].owner = s.workers[i%10]
+			}
+			for i := range s.shards[:100] {
+				s.shards[i].owner = "w00" // far from even
+			}
+			for i := range s.shards[100:120] {
+				s.shards[100+i].owner = ""
+			}
+			in := s.input(nil, 0)
+			in.maxMoves, in.byCount = maxMoves, byCount
+			a := planAssignment(in)
+			want := max(maxMoves, 10)
+			if maxMoves == 0 {
+				want = 0
+			}
+			if len(a.moves) != want {
+				t.Errorf("by count %v, maxMoves %d, far from even: %d moves, want %d", byCount, maxMoves, len(a.moves), want)
+			}
+			if len(a.takes) < 20 {
+				t.Errorf("by count %v, maxMoves %d: %d takes, want every free lease taken", byCount, maxMoves, len(a.takes))
+			}
+			// Near even (w00 at 1.4 times the mean by count, by load
+			// somewhat more or less): maxMoves.
+			for i := range s.shards {
+				s.shards[i].owner = s.workers[i%10]
+			}
+			for i := range 8 {
+				s.shards[10*i+1].owner = "w00"
+			}
+			in = s.input(nil, 0)
+			in.maxMoves, in.byCount, in.tolerance = maxMoves, byCount, 0.01
+			p := newPlanner(in)
+			mean := 0.0
+			for _, w := range p.workers {
+				mean += w.load / float64(len(p.workers))
+			}
+			if p.byOwner["w00"].load > 1.5*mean {
+				t.Fatalf("by count %v: w00 at %.2f of the mean, want near even", byCount, p.byOwner["w00"].load/mean)
+			}
+			if got := len(planAssignment(in).moves); got > maxMoves || (maxMoves == 1 && got != 1) {
+				t.Errorf("by count %v, maxMoves %d, near even: %d moves, want at most maxMoves", byCount, maxMoves, got)
+			}
 		}
 	}
 }
@@ -643,7 +694,7 @@ func fewestMoves(s *fleetState, ratio float64) int {
 	limit := ratio * total / float64(len(loads))
 	costs := map[string][]float64{}
 	for _, sh := range s.shards {
-		costs[sh.owner] = append(costs[sh.owner], k*sh.t.weight())
+		costs[sh.owner] = append(costs[sh.owner], k*s.cost(sh.t))
 	}
 	n := 0
 	for w, l := range loads {
@@ -683,6 +734,206 @@ func TestAssignDeterministic(t *testing.T) {
 			if diff := cmp.Diff(want.load, got.load); diff != "" {
 				t.Fatalf("loads differ (-first +shuffled):\n%s", diff)
 			}
+		}
+	}
+}
+
+// weight is a shard's cost by the fixed weights: the tests' fleets load
+// their workers in proportion to it.
+func (t throughput) weight() float64 { return fixedWeights.cost(t) }
+
+// TestFitCosts: the least-squares fit recovers the cost of a record, a
+// byte and a shard from the workers' sums and CPU; with every record of
+// one size (records/s and bytes/s collinear) it fits one of them and
+// prices shards alike; it never returns a negative coefficient, and it
+// declines with fewer than minFitWorkers workers.
+func TestFitCosts(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	want := costModel{perRecord: 0.01, perByte: 2e-6, perShard: 0.003}
+	samples := func(n int, size func() float64, m costModel) []fitSample {
+		var out []fitSample
+		for range n {
+			var s fitSample
+			for range 1 + r.IntN(40) {
+				th := throughput{records: math.Exp(2 * r.NormFloat64())}
+				th.bytes = th.records * size()
+				s.records += th.records
+				s.bytes += th.bytes
+				s.shards++
+				s.cpu += m.cost(th)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	got, ok := fitCosts(samples(20, func() float64 { return float64(100 + r.IntN(4000)) }, want))
+	if !ok {
+		t.Fatal("no fit on 20 workers")
+	}
+	for _, c := range [][2]float64{{got.perRecord, want.perRecord}, {got.perByte, want.perByte}, {got.perShard, want.perShard}} {
+		if math.Abs(c[0]-c[1]) > 1e-6*c[1] {
+			t.Errorf("fitted %+v, want %+v", got, want)
+			break
+		}
+	}
+	// One record size: only the sum matters.
+	got, ok = fitCosts(samples(20, func() float64 { return 500 }, want))
+	th := throughput{records: 7, bytes: 3500}
+	if !ok || math.Abs(got.cost(th)-want.cost(th)) > 1e-6*want.cost(th) || got.cost(throughput{}) != got.perShard || math.Abs(got.perShard-want.perShard) > 1e-6*want.perShard {
+		t.Errorf("one record size: fitted %+v (ok %v), a shard of %+v costs %v, want %v", got, ok, th, got.cost(th), want.cost(th))
+	}
+	// CPU falling with records: no negative coefficient.
+	neg := samples(20, func() float64 { return 100 }, costModel{perShard: 0.02})
+	for i := range neg {
+		neg[i].cpu -= 1e-4 * neg[i].records
+		neg[i].cpu = max(neg[i].cpu, 1e-3)
+	}
+	if got, ok := fitCosts(neg); ok && (got.perRecord < 0 || got.perByte < 0 || got.perShard < 0) {
+		t.Errorf("fitted %+v, want no negative coefficient", got)
+	}
+	if _, ok := fitCosts(samples(minFitWorkers-1, func() float64 { return 100 }, want)); ok {
+		t.Errorf("fitted on %d workers, want none below %d", minFitWorkers-1, minFitWorkers)
+	}
+}
+
+// calibrated returns a fleet of nw workers whose CPU is what the scale
+// simulation models (10 ms a record, a polled shard 3 ms a second: the
+// fixed weights price an idle shard 25 times higher), its n shards of
+// Zipf-Mandelbrot throughput (the hottest at half a worker's mean load
+// with 400 shards on 20 workers) dealt round robin, the hottest 3 on
+// worker w00.
+func calibrated(nw, n int) *fleetState {
+	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01, perByte: 1e-6, perShard: 0.003}}
+	for i := range nw {
+		s.workers = append(s.workers, fmt.Sprintf("w%02d", i))
+	}
+	for i := range n {
+		rec := 40 / float64(i+5)
+		o := s.workers[i%nw]
+		if i < 3 {
+			o = "w00"
+		}
+		s.shards = append(s.shards, simShard{id: shardID(i), t: throughput{records: rec, bytes: 6 * rec}, owner: o})
+	}
+	return s
+}
+
+// TestAssignCalibrated: with enough workers, the planner prices each shard
+// from a cost model fitted to the workers' figures, not from the fixed
+// weights: its loads are the true ones, and one plan brings a fleet whose
+// hot shards are on one worker within the tolerance. Below minFitWorkers
+// workers the fixed weights serve (the loads then differ).
+func TestAssignCalibrated(t *testing.T) {
+	s := calibrated(20, 400)
+	in := s.input(nil, 0)
+	in.tolerance = 0.1
+	a := planAssignment(in)
+	k := s.scale()
+	for w, l := range s.loads() {
+		if math.Abs(a.load[w]-l) > 1e-6 && len(a.moves) == 0 {
+			t.Errorf("%s: planned load %v, true %v", w, a.load[w], l)
+		}
+	}
+	before := ratio(s.loads())
+	s.apply(a)
+	loads := s.loads()
+	for w, l := range loads {
+		if math.Abs(a.load[w]-l) > 1e-6*max(l, k) {
+			t.Errorf("%s: planned load %.6f after the plan, true %.6f", w, a.load[w], l)
+		}
+	}
+	if got := ratio(loads); got > 1.1+0.01 {
+		t.Errorf("busiest/mean %.3f after one plan (%.3f before), want within the tolerance 0.1", got, before)
+	}
+	// With the fixed weights the plan's loads are off.
+	few := calibrated(minFitWorkers-1, 140)
+	in = few.input(nil, 0)
+	a = planAssignment(in)
+	off := 0.0
+	for w, l := range few.loads() {
+		off = max(off, math.Abs(a.load[w]-l)/l)
+	}
+	if off < 0.05 && len(a.moves) > 0 {
+		t.Errorf("%d workers: planned loads within %.3f of the true ones; want the fixed weights (no fit)", minFitWorkers-1, off)
+	}
+}
+
+// TestAssignUnsettled: a worker holding a lease nobody reported yet (just
+// handed over to it) neither receives nor gives a lease by a move, though
+// it is the least or the most loaded; a worker without leases receives.
+func TestAssignUnsettled(t *testing.T) {
+	var owners []string
+	for i := range 100 {
+		owners = append(owners, fmt.Sprintf("w%d", i%10))
+	}
+	s := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9")
+	// w0 holds 2 (least), w1 holds 18 (most), each with an unreported one.
+	for i := range s.shards {
+		if s.shards[i].owner == "w0" && i >= 20 {
+			s.shards[i].owner = "w1"
+		}
+	}
+	s.unreported = map[string]bool{shardID(0): true, shardID(1): true}
+	in := s.input(nil, 0)
+	in.tolerance = 0.1
+	for _, m := range planAssignment(in).moves {
+		if m.to == "w0" || m.lease.Owner == "w1" {
+			t.Errorf("moved %s from %s to %s: both unsettled", m.lease.Key.ShardID, m.lease.Owner, m.to)
+		}
+	}
+	// Reported, they move.
+	s.unreported = nil
+	a := planAssignment(s.input(nil, 0))
+	to0, from1 := 0, 0
+	for _, m := range a.moves {
+		if m.to == "w0" {
+			to0++
+		}
+		if m.lease.Owner == "w1" {
+			from1++
+		}
+	}
+	if to0 == 0 || from1 == 0 {
+		t.Errorf("moves %v, want some to w0 and some from w1 once their figures are in", moved(a.moves))
+	}
+	// A worker without leases receives, unsettled workers aside.
+	s = uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "x")
+	s.unreported = map[string]bool{shardID(0): true}
+	got := 0
+	for _, m := range planAssignment(s.input(nil, 0)).moves {
+		if m.to == "x" {
+			got++
+		}
+		if m.lease.Owner == "w0" {
+			t.Errorf("moved %s from the unsettled w0", m.lease.Key.ShardID)
+		}
+	}
+	if got == 0 {
+		t.Error("the worker without leases received none")
+	}
+}
+
+// TestAssignJoinerShare: in a fleet where nobody is above the tolerance,
+// a worker that joins receives leases until it carries half the mean, and
+// no more: every further move would cost a hand-over and lower nobody's
+// peak.
+func TestAssignJoinerShare(t *testing.T) {
+	var owners []string
+	for i := range 100 {
+		owners = append(owners, fmt.Sprintf("w%d", i%10))
+	}
+	s := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "x")
+	s.fresh = map[string]bool{"x": true}
+	in := s.input(nil, 0)
+	in.tolerance = 0.15 // 10 leases each: 1.1 × the mean of 100/11
+	a := planAssignment(in)
+	// Half the mean is 4.55 leases.
+	if len(a.moves) != 5 {
+		t.Errorf("moves %v, want 5, all to x", moved(a.moves))
+	}
+	for _, m := range a.moves {
+		if m.to != "x" {
+			t.Errorf("moved %s to %s, want x", m.lease.Key.ShardID, m.to)
 		}
 	}
 }
