@@ -286,12 +286,12 @@ type Phase struct {
 	// floor(shards / workers) per joining worker; at the start, every
 	// shard).
 	Moves, Ideal int64
-	// Fewest is a lower bound on the moves for every worker's load to be
-	// at most 1.2 × the mean, from the shards' modelled costs and who held
-	// them at the change (FewestMoves; a leaving or dying worker's leases
-	// all count). It is loose: a joining worker starts empty and is below
-	// the limit, so for a join it is about 0 although filling the new
-	// worker needs moves; JoinHeld is the reference for joins.
+	// Fewest is a lower bound on the moves to converge by load: every
+	// worker's load at most 1.2 × the mean and every worker holding a
+	// lease, from the shards' modelled costs and who held them at the
+	// change (FewestMoves: a leaving or dying worker's leases all count,
+	// the costliest leases off each worker above the limit count, and a
+	// joining worker, empty, needs at least one).
 	Fewest int64
 	// JoinHeld is the number of leases the joining workers held when the
 	// phase converged (0 for other events).
@@ -483,7 +483,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // script runs the start, the steady window and the events.
 func (s *sim) script(ctx context.Context, rep *Report) error {
 	cfg := s.cfg
-	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), func() {
+	// Every shard is taken once at the start.
+	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, func() {
 		for range cfg.Workers {
 			s.startWorker(ctx)
 		}
@@ -534,8 +536,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				}
 			}
 		}
-		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, change)
-		p.Fewest = fewest
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, change)
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -744,8 +745,9 @@ func (s *sim) observe() observation {
 }
 
 // phase applies change and watches the fleet until it converged and Settle
-// passed, or ConvergeTimeout.
-func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal int64, change func()) (Phase, error) {
+// passed, or ConvergeTimeout. ideal and fewest are the phase's Ideal and
+// Fewest.
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, change func()) (Phase, error) {
 	cfg := s.cfg
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
@@ -753,7 +755,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	joined := len(s.all)
 	change()
 	joiners := s.all[joined:]
-	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal}
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest}
 	var (
 		o        observation
 		was      bool
