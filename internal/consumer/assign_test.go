@@ -937,3 +937,86 @@ func TestAssignJoinerShare(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignStreams: leases of two streams with the same shard ids are
+// priced apart (by lease.Key), and a worker that reads one stream only
+// receives leases of that stream only, by take or by move, though it is
+// the least loaded.
+func TestAssignStreams(t *testing.T) {
+	truth := costModel{perRecord: 0.01, perByte: 1e-6, perShard: 0.003}
+	type sh struct {
+		key   lease.Key
+		t     throughput
+		owner string
+	}
+	var shards []sh
+	var both []string
+	for i := range 12 {
+		both = append(both, fmt.Sprintf("w%02d", i))
+	}
+	for i := range 60 {
+		rec := 40 / float64(i+5)
+		shards = append(shards, sh{key: lease.Key{Stream: "a", ShardID: shardID(i)}, t: throughput{records: rec, bytes: 6 * rec}, owner: both[i%12]})
+		owner := both[(i+5)%12]
+		if i < 12 {
+			owner = "" // free
+		}
+		shards = append(shards, sh{key: lease.Key{Stream: "b", ShardID: shardID(i)}, t: throughput{records: 1, bytes: 6}, owner: owner})
+	}
+	shards[0].owner, shards[2].owner = "w00", "w00" // a's hottest two on w00
+	in := assignInput{maxMoves: 100, tolerance: 0.1}
+	loads := map[string]*workerLoad{}
+	for _, w := range both {
+		loads[w] = &workerLoad{owner: w, shards: map[lease.Key]throughput{}}
+	}
+	loads["solo"] = &workerLoad{owner: "solo", cpu: -1, streams: map[string]bool{"a": true}}
+	for _, s := range shards {
+		in.leases = append(in.leases, lease.Lease{Key: s.key, Owner: s.owner})
+		if w := loads[s.owner]; w != nil {
+			w.shards[s.key] = s.t
+			w.cpu += truth.cost(s.t)
+		}
+	}
+	for _, w := range append(both, "solo") {
+		in.workers = append(in.workers, *loads[w])
+	}
+	a := planAssignment(in)
+	got := map[string]string{}
+	for _, m := range append(slices.Clone(a.takes), a.moves...) {
+		if m.to == "solo" && m.lease.Key.Stream != "a" {
+			t.Errorf("gave %v to solo, which reads stream a only", m.lease.Key)
+		}
+		got[m.lease.Key.Stream+"/"+m.lease.Key.ShardID] = m.to
+	}
+	// The free leases nobody reported cost the average of the others.
+	avg, n := 0.0, 0
+	for _, s := range shards {
+		if s.owner != "" {
+			avg += truth.cost(s.t)
+			n++
+		}
+	}
+	avg /= float64(n)
+	want := map[string]float64{}
+	for _, s := range shards {
+		o, c := s.owner, truth.cost(s.t)
+		if o == "" {
+			c = avg
+		}
+		if to, ok := got[s.key.Stream+"/"+s.key.ShardID]; ok {
+			o = to
+		}
+		want[o] += c
+	}
+	if want["solo"] == 0 {
+		t.Error("solo received nothing")
+	}
+	for w, l := range want {
+		if math.Abs(a.load[w]-l) > 1e-9 {
+			t.Errorf("%s: planned load %.6f, want %.6f (a shard of one stream priced as the other's?)", w, a.load[w], l)
+		}
+	}
+	if r := ratio(want); r > 1.1+0.01 {
+		t.Errorf("busiest/mean %.3f after the plan, want within 0.1: %v", r, want)
+	}
+}
