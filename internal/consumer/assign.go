@@ -129,10 +129,13 @@ func rate(x float64) float64 {
 //     the handler's and the platform's, not a guess: a fixed guess
 //     under-prices hot shards when records are costly, and the plan then
 //     stops short or moves the wrong leases. The process's own baseline
-//     falls into perShard. A worker's load is then the sum of its shards'
-//     costs, not its CPU reading: the reading trails a move (it is
-//     smoothed over heartbeats, the throughputs are not), so a worker that
-//     just gave a hot shard away would still look busy and give more.
+//     falls into perShard. A settled worker's costs are then scaled to its
+//     CPU reading, within 1 ± tolerance/2 (smoothing): the reading is
+//     smoothed over heartbeats and the throughputs are not (planning on a
+//     hot shard's rate over one interval moves leases on noise), but the
+//     reading also trails a move, and a worker that just gave a hot shard
+//     away must not look busy by more than the noise the tolerance allows
+//     for. Other workers' costs are their fitted costs.
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
 //     of positive coefficients), the fixed weights (recordWeight,
 //     shardWeight) spread each reporting worker's CPU over its shards,
@@ -156,7 +159,11 @@ func rate(x float64) float64 {
 // workers joined, evens out in a few rounds, each worker giving or
 // receiving about one lease a round, rather than maxMoves a round): the
 // receiver is the least-loaded worker, the donor the busiest one that can
-// give (a donor that cannot is passed over for the rest of the plan).
+// give (a donor that cannot is passed over for the rest of the plan); but
+// when nobody is above the tolerance and the receiver moves only because
+// it carries too little, the move is the one that lowers the squared loads
+// most, from whichever donor (bestFor): the busiest may hold only small
+// leases.
 // Neither is a worker that holds a lease of unknown cost while others'
 // are known (unsettled: just given a lease it has not measured yet): its
 // load is a guess until its next figures, and planning on the guess moves
@@ -333,7 +340,8 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		return costs, nil
 	}
 	owners := slices.Sorted(maps.Keys(metrics))
-	model, fitted := fitCosts(fitSamples(leases, metrics, owners, p.in.expired))
+	samples, settled := fitSamples(leases, metrics, owners, p.in.expired)
+	model, fitted := fitCosts(samples)
 	// Each reporting worker's figures: with a fitted model every worker
 	// that reported a shard's throughput, its CPU aside; without, the
 	// worker's CPU spread over its shards by the fixed weights.
@@ -347,8 +355,12 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		ids := slices.SortedFunc(maps.Keys(w.shards), compareKeys)
 		costs := make(map[lease.Key]float64, len(ids))
 		if fitted {
+			scale := 1.0
+			if i, ok := settled[owner]; ok {
+				scale = p.smoothing(samples[i], model)
+			}
 			for _, id := range ids {
-				costs[id] = model.cost(w.shards[id])
+				costs[id] = scale * model.cost(w.shards[id])
 			}
 		} else {
 			if !validCPU(w.cpu) {
@@ -425,13 +437,31 @@ const minFitWorkers = 8
 // (records/s, bytes/s, and their number) and its CPU.
 type fitSample struct{ records, bytes, shards, cpu float64 }
 
+// smoothing returns the factor by which the costs of a settled worker's
+// shards are scaled so that they sum to its CPU reading, within 1 ±
+// tolerance/2. The throughputs are rates over the worker's last interval
+// (a hot shard's few hundred records vary by several per cent from one
+// interval to the next); its CPU reading is smoothed over several, so
+// where the two agree up to that noise the reading is the better figure,
+// and planning on the rates alone would move leases on noise. Bounded, the
+// reading's lag after a move (or a model that fits this worker badly)
+// cannot shift its load by more than the noise the tolerance allows for.
+func (p *planner) smoothing(s fitSample, m costModel) float64 {
+	sum := m.perRecord*s.records + m.perByte*s.bytes + m.perShard*s.shards
+	if !(sum > 0) {
+		return 1
+	}
+	d := max(p.in.tolerance, 0) / 2
+	return min(max(s.cpu/sum, 1-d), 1+d)
+}
+
 // fitSamples returns the figures of every worker (in owners' order) whose
-// figures are settled: a valid CPU, and a report of exactly the leases it
+// figures are settled, and the index of each such worker's among them: a valid CPU, and a report of exactly the leases it
 // holds (none taken, given or in motion since it measured, so that its
 // CPU and its shards cover the same work, but for the smoothing of its
 // CPU). A shard reported but not among leases (not listed, finished)
 // is left out of the comparison.
-func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool) []fitSample {
+func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool) (out []fitSample, index map[string]int) {
 	held := map[string]map[lease.Key]bool{}
 	listed := make(map[lease.Key]bool, len(leases))
 	unsettled := map[string]bool{}
@@ -448,7 +478,7 @@ func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []st
 		}
 		held[l.Owner][l.Key] = true
 	}
-	var out []fitSample
+	index = map[string]int{}
 	for _, owner := range owners {
 		w := metrics[owner]
 		if !validCPU(w.cpu) || len(w.shards) == 0 || unsettled[owner] {
@@ -474,9 +504,10 @@ func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []st
 			continue // taken since it measured (or holds none it reports)
 		}
 		s.shards, s.cpu = float64(n), w.cpu
+		index[owner] = len(out)
 		out = append(out, s)
 	}
-	return out
+	return out, index
 }
 
 // fitCosts fits a cost model to the workers' figures: the non-negative
@@ -733,8 +764,17 @@ func (p *planner) move(maxMoves int) []move {
 		} else if (d.load <= hi && r.load >= lo && r.n > 0) || (d.load-r.load < minGap && r.n > 0) {
 			break
 		}
-		i := p.best(d, r)
-		if i < 0 {
+		var i int
+		if !p.in.byCount && d.load <= hi {
+			// Nobody is above the tolerance: the receiver carries too
+			// little. It gets the lease that lowers the squared loads
+			// most, from whichever donor holds it (the busiest may hold
+			// only small leases, and filling the receiver from it would
+			// take many moves).
+			if d, i = p.bestFor(r); d == nil {
+				break
+			}
+		} else if i = p.best(d, r); i < 0 {
 			d.stuck = true
 			continue
 		}
@@ -763,4 +803,28 @@ func (p *planner) best(d, r *planned) int {
 		}
 	}
 	return best
+}
+
+// bestFor returns the donor and the index of its lease whose move to r
+// lowers the sum of the squared loads most (by 2x(L_d − L_r − x), for a
+// lease of cost x), among the moves that keep the margin; nil if none
+// does.
+func (p *planner) bestFor(r *planned) (*planned, int) {
+	var best *planned
+	at, gain := -1, 0.0
+	for _, d := range p.workers {
+		if d == r || d.stuck || d.unsettled || d.load <= r.load {
+			continue
+		}
+		for i, c := range d.movable {
+			rest := d.load - c.cost
+			if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
+				continue
+			}
+			if g := c.cost * (d.load - r.load - c.cost); g > gain {
+				best, at, gain = d, i, g
+			}
+		}
+	}
+	return best, at
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -1018,5 +1019,92 @@ func TestAssignStreams(t *testing.T) {
 	}
 	if r := ratio(want); r > 1.1+0.01 {
 		t.Errorf("busiest/mean %.3f after the plan, want within 0.1: %v", r, want)
+	}
+}
+
+// TestAssignSmoothing: a settled worker's load is its CPU reading where
+// that agrees with its shards' fitted costs within tolerance/2 (the
+// reading is smoothed, the rates are not), and the fitted costs moved by
+// tolerance/2 toward the reading where it does not (a reading that trails
+// a move).
+func TestAssignSmoothing(t *testing.T) {
+	s := calibrated(20, 400)
+	in := s.input(nil, 0)
+	in.tolerance, in.maxMoves = 0.1, 0
+	for i := range in.workers {
+		switch in.workers[i].owner {
+		case "w01":
+			in.workers[i].cpu *= 1.02
+		case "w10":
+			in.workers[i].cpu *= 1.3
+		case "w11":
+			in.workers[i].cpu *= 0.7
+		}
+	}
+	a := planAssignment(in)
+	// The fit the plan made (over the 20 workers, pulled a little by the
+	// three readings), and each worker's sum of its costs by it.
+	p := newPlanner(in)
+	leases := slices.Clone(in.leases)
+	slices.SortFunc(leases, byShard)
+	metrics := map[string]workerLoad{}
+	for _, w := range in.workers {
+		metrics[w.owner] = w
+	}
+	samples, _ := fitSamples(leases, metrics, slices.Sorted(maps.Keys(metrics)), p.in.expired)
+	m, ok := fitCosts(samples)
+	if !ok {
+		t.Fatal("no fit")
+	}
+	for _, w := range []string{"w01", "w10", "w11"} {
+		sum := 0.0
+		for _, t := range metrics[w].shards {
+			sum += m.cost(t)
+		}
+		reading := metrics[w].cpu / sum
+		want := reading // within 1 ± 0.05: the reading
+		switch {
+		case w == "w01" && math.Abs(reading-1) > 0.04:
+			t.Fatalf("w01's reading %.3f of its fitted costs, want within 0.04 of 1", reading)
+		case w == "w10" && reading > 1.05:
+			want = 1.05
+		case w == "w11" && reading < 0.95:
+			want = 0.95
+		case w != "w01":
+			t.Fatalf("%s's reading %.3f of its fitted costs, want beyond 1 ± 0.05", w, reading)
+		}
+		if got := a.load[w] / sum; math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: load %.4f of its fitted costs (reading %.4f), want %.4f", w, got, reading, want)
+		}
+	}
+}
+
+// TestAssignFillsFromBestDonor: when nobody is above the tolerance but a
+// worker carries less than half the mean, it gets the lease that lowers
+// the squared loads most, from whichever worker holds it, not many small
+// leases from the busiest.
+func TestAssignFillsFromBestDonor(t *testing.T) {
+	s := &fleetState{workers: []string{"a", "b", "c", "d", "x"}, expired: map[string]bool{}}
+	add := func(owner string, rec float64) {
+		s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 1000 * rec}, owner: owner})
+	}
+	for range 17 {
+		add("a", 10) // the busiest, small leases only
+	}
+	for _, o := range []string{"b", "c", "d"} {
+		add(o, 120)
+		for range 8 {
+			add(o, 10)
+		}
+	}
+	add("x", 10)
+	in := s.input(nil, 0)
+	in.tolerance = 0.3
+	if l := s.loads(); ratio(l) > 1.3 || l["x"] > 0.5*l["a"] {
+		t.Fatalf("loads %v: want nobody above the tolerance, x below half the mean", l)
+	}
+	a := planAssignment(in)
+	if len(a.moves) != 1 || a.moves[0].lease.Owner == "a" {
+		t.Errorf("moves %v, want one hot lease from b, c or d", moved(a.moves))
 	}
 }
