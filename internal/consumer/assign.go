@@ -153,6 +153,10 @@ func rate(x float64) float64 {
 // then by owner id), not to the owner of an expired lease when another
 // worker is live.
 //
+// A worker is above the tolerance only when its fitted costs say so as
+// well as its CPU reading (busier, inflation): noise in one figure moves
+// no lease.
+//
 // Then the moves, at most maxMoves, or as many as there are live workers
 // while the busiest worker is more than 1.5 times the mean (movesBound: a
 // fleet whose workers took leases before a leader planned, or that many
@@ -162,8 +166,9 @@ func rate(x float64) float64 {
 // give (a donor that cannot is passed over for the rest of the plan); but
 // when nobody is above the tolerance and the receiver moves only because
 // it carries too little, the move is the one that lowers the squared loads
-// most, from whichever donor (bestFor): the busiest may hold only small
-// leases.
+// most, from whichever donor (bestFor), among those that leave the donor
+// at least half the mean: the busiest may hold only small leases, and a
+// donor left with too little would be filled again next round.
 // Neither is a worker that holds a lease of unknown cost while others'
 // are known (unsettled: just given a lease it has not measured yet): its
 // load is a guess until its next figures, and planning on the guess moves
@@ -218,6 +223,8 @@ type planner struct {
 	workers []*planned // by owner id
 	byOwner map[string]*planned
 	free    []costed // free and expired leases
+	// scales are the settled workers' smoothing factors (estimate).
+	scales map[string]float64
 }
 
 // planned is one worker's state during planning.
@@ -233,6 +240,10 @@ type planned struct {
 	rowless bool
 	// streams are the streams it reads, nil for any (workerLoad.streams).
 	streams map[string]bool
+	// inflation is how much its CPU reading adds to its shards' fitted
+	// costs (smoothing above 1), 0 when it adds nothing: a worker is
+	// above the tolerance only when its fitted costs say so too.
+	inflation float64
 	// unsettled: it holds a lease whose cost nobody reported (just taken
 	// or handed over, not measured yet) while others' are known: its load
 	// is a guess, so it neither gives nor receives a lease by a move.
@@ -265,7 +276,7 @@ func newPlanner(in assignInput) *planner {
 	if in.expired == nil {
 		in.expired = func(l lease.Lease) bool { return l.Owner == "" }
 	}
-	p := &planner{in: in, byOwner: map[string]*planned{}}
+	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]float64{}}
 	metrics := map[string]workerLoad{}
 	for _, w := range in.workers {
 		if _, dup := p.byOwner[w.owner]; w.owner == "" || dup {
@@ -307,6 +318,11 @@ func newPlanner(in assignInput) *planner {
 		p.count(w, c)
 		if known != nil && !known[i] {
 			w.unsettled = true
+		}
+	}
+	for owner, scale := range p.scales {
+		if w := p.byOwner[owner]; w != nil && scale > 1 {
+			w.inflation = w.load * (1 - 1/scale)
 		}
 	}
 	return p
@@ -358,6 +374,7 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 			scale := 1.0
 			if i, ok := settled[owner]; ok {
 				scale = p.smoothing(samples[i], model)
+				p.scales[owner] = scale
 			}
 			for _, id := range ids {
 				costs[id] = scale * model.cost(w.shards[id])
@@ -664,6 +681,15 @@ func heavier(a, b *planned) int {
 	return cmp.Compare(a.owner, b.owner)
 }
 
+// busier orders workers as heavier does, by their load less its
+// inflation: the donor is the busiest by both figures.
+func busier(a, b *planned) int {
+	if c := cmp.Compare(b.load-b.inflation, a.load-a.inflation); c != 0 {
+		return c
+	}
+	return heavier(a, b)
+}
+
 // take gives the free and expired leases out, costliest first, each to the
 // least-loaded worker.
 func (p *planner) take() []move {
@@ -750,28 +776,32 @@ func (p *planner) move(maxMoves int) []move {
 			break
 		}
 		for _, w := range p.workers {
-			if w != r && !w.stuck && !w.unsettled && (d == nil || heavier(w, d) < 0) {
+			if w != r && !w.stuck && !w.unsettled && (d == nil || busier(w, d) < 0) {
 				d = w
 			}
 		}
 		if d == nil {
 			break
 		}
+		// The donor is above the tolerance when its reading and its
+		// shards' fitted costs both say so: one interval's noise in either
+		// does not move a lease.
+		high := d.load-d.inflation > hi
 		if p.in.byCount {
 			if d.load-r.load < 2 {
 				break
 			}
-		} else if (d.load <= hi && r.load >= lo && r.n > 0) || (d.load-r.load < minGap && r.n > 0) {
+		} else if (!high && r.load >= lo && r.n > 0) || (d.load-r.load < minGap && r.n > 0) {
 			break
 		}
 		var i int
-		if !p.in.byCount && d.load <= hi {
+		if !p.in.byCount && !high {
 			// Nobody is above the tolerance: the receiver carries too
 			// little. It gets the lease that lowers the squared loads
 			// most, from whichever donor holds it (the busiest may hold
 			// only small leases, and filling the receiver from it would
 			// take many moves).
-			if d, i = p.bestFor(r); d == nil {
+			if d, i = p.bestFor(r, lo); d == nil {
 				break
 			}
 		} else if i = p.best(d, r); i < 0 {
@@ -807,9 +837,10 @@ func (p *planner) best(d, r *planned) int {
 
 // bestFor returns the donor and the index of its lease whose move to r
 // lowers the sum of the squared loads most (by 2x(L_d − L_r − x), for a
-// lease of cost x), among the moves that keep the margin; nil if none
-// does.
-func (p *planner) bestFor(r *planned) (*planned, int) {
+// lease of cost x), among the moves that keep the margin and leave the
+// donor at least lo (filling one worker must not empty another, which the
+// next round would fill again); nil if none does.
+func (p *planner) bestFor(r *planned, lo float64) (*planned, int) {
 	var best *planned
 	at, gain := -1, 0.0
 	for _, d := range p.workers {
@@ -818,7 +849,7 @@ func (p *planner) bestFor(r *planned) (*planned, int) {
 		}
 		for i, c := range d.movable {
 			rest := d.load - c.cost
-			if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
+			if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest < lo || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
 				continue
 			}
 			if g := c.cost * (d.load - r.load - c.cost); g > gain {

@@ -1108,3 +1108,91 @@ func TestAssignFillsFromBestDonor(t *testing.T) {
 		t.Errorf("moves %v, want one hot lease from b, c or d", moved(a.moves))
 	}
 }
+
+// TestAssignConfirmedHigh: a worker whose CPU reading puts it above the
+// tolerance while its shards' fitted costs do not (a reading up by noise)
+// gives no lease; one whose fitted costs put it above too does.
+func TestAssignConfirmedHigh(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		extra   int     // leases of w00 beyond the others' 20
+		reading float64 // w00's reading ÷ its fitted costs
+		moves   bool
+	}{
+		{"even, reading 7% up", 2, 1.07, false}, // fitted 1.11 of the mean, reading 1.18
+		{"even by the reading", 2, 1, false},
+		{"above by both", 4, 1.07, true}, // fitted 1.21
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var owners []string
+			for i := range 400 {
+				owners = append(owners, fmt.Sprintf("w%02d", i%20))
+			}
+			for range tt.extra {
+				owners = append(owners, "w00")
+			}
+			for k := range 4 {
+				owners[19+20*k] = fmt.Sprintf("w%02d", 2+k) // w19 light (16): a receiver the margin allows
+			}
+			ws := slices.Sorted(maps.Keys(func() map[string]bool {
+				m := map[string]bool{}
+				for _, o := range owners {
+					m[o] = true
+				}
+				return m
+			}()))
+			s := uniform(owners, ws...)
+			in := s.input(nil, 0)
+			in.tolerance = 0.15
+			for i := range in.workers {
+				if in.workers[i].owner == "w00" {
+					in.workers[i].cpu *= tt.reading
+				}
+			}
+			a := planAssignment(in)
+			if got := len(a.moves) > 0; got != tt.moves {
+				t.Errorf("moves %v, want moves %v", moved(a.moves), tt.moves)
+			}
+		})
+	}
+}
+
+// TestAssignFillsWithoutEmptying: filling a worker below half the mean
+// does not take a lease whose move would leave its donor below half the
+// mean (the next round would fill that one again): b's hot lease stays,
+// though moving it would lower the squared loads most.
+func TestAssignFillsWithoutEmptying(t *testing.T) {
+	s := &fleetState{workers: []string{"a", "b", "c", "d", "x"}, expired: map[string]bool{}}
+	add := func(owner string, rec float64) {
+		s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 1000 * rec}, owner: owner})
+	}
+	add("b", 120) // shard 0
+	for range 5 {
+		add("b", 10)
+	}
+	for range 17 {
+		add("a", 10)
+	}
+	for _, o := range []string{"c", "d"} {
+		for range 16 {
+			add(o, 10)
+		}
+	}
+	add("x", 10)
+	in := s.input(nil, 0)
+	in.tolerance = 0.4
+	l := s.loads()
+	mean := (l["a"] + l["b"] + l["c"] + l["d"] + l["x"]) / 5
+	if ratio(l) > 1.4 || l["x"] > 0.5*mean || l["b"]-s.scale()*s.cost(s.shards[0].t) > 0.5*mean {
+		t.Fatalf("loads %v: want nobody above the tolerance, x below half the mean, and b below it without its hot lease", l)
+	}
+	a := planAssignment(in)
+	if len(a.moves) == 0 {
+		t.Fatal("no move to x")
+	}
+	for _, m := range a.moves {
+		if m.lease.Key.ShardID == shardID(0) {
+			t.Errorf("moves %v: b's hot lease moved, leaving b below half the mean", moved(a.moves))
+		}
+	}
+}
