@@ -216,8 +216,9 @@ func TestSkewedFleet(t *testing.T) {
 	}
 	for i, p := range load.Phases {
 		if p.MaxMeanEnd > balanceRatio {
-			// Not held today: the planner stops at its own estimates
-			// (tolerance 0.15, fixed weights), which drift from the model's.
+			// Not always held: the planner stops at its own estimates
+			// (tolerance 0.15), made of one heartbeat's rates and a
+			// smoothed CPU reading, a few per cent off the model's.
 			t.Logf("by load, %s: max/mean CPU %.2f at the phase's end (above %.1f)", p.Name, p.MaxMeanEnd, balanceRatio)
 		}
 		if c := count.Phases[i]; c.MaxMeanEnd <= p.MaxMeanEnd {
