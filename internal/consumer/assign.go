@@ -170,7 +170,9 @@ func rate(x float64) float64 {
 // at least half the mean: the busiest may hold only small leases, and a
 // donor left with too little would be filled again next round.
 // Neither is a worker that holds a lease of unknown cost while others'
-// are known (unsettled: just given a lease it has not measured yet): its
+// are known (unsettled: just given a lease it has not measured yet; but
+// not one whose row lists fullLoad shards, which may never list the
+// rest): its
 // load is a guess until its next figures, and planning on the guess moves
 // leases that the figures then move back. Load-aware, moves go on while
 // the donor's load is above mean × (1+tolerance) or the receiver carries
@@ -316,7 +318,7 @@ func newPlanner(in assignInput) *planner {
 			w.movable = append(w.movable, c)
 		}
 		p.count(w, c)
-		if known != nil && !known[i] {
+		if known != nil && !known[i] && len(metrics[w.owner].shards) < fullLoad {
 			w.unsettled = true
 		}
 	}
@@ -426,6 +428,11 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	}
 	return costs, known
 }
+
+// fullLoad is how many shards a stored lease.Load keeps at most (the
+// quietest beyond it are left out): a worker that reported that many may
+// hold leases it will never report, and is not unsettled for them.
+const fullLoad = 1000
 
 // validCPU reports whether cpu is a utilization measured over an interval:
 // positive and finite.

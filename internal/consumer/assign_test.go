@@ -1196,3 +1196,26 @@ func TestAssignFillsWithoutEmptying(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignFullLoadNotUnsettled: a worker whose row lists as many shards
+// as a stored load keeps (fullLoad) is not unsettled by the leases it
+// holds beyond them, which it will never report: it still gives leases.
+func TestAssignFullLoadNotUnsettled(t *testing.T) {
+	var owners []string
+	for range fullLoad + 200 {
+		owners = append(owners, "a")
+	}
+	for range 10 {
+		owners = append(owners, "b", "c")
+	}
+	s := uniform(owners, "a", "b", "c")
+	s.unreported = map[string]bool{}
+	for i := fullLoad; i < fullLoad+200; i++ {
+		s.unreported[shardID(i)] = true
+	}
+	in := s.input(nil, 0)
+	in.maxMoves = 5
+	if got := len(planAssignment(in).moves); got != 5 {
+		t.Errorf("%d moves from a, which holds %d leases and reports %d, want 5", got, fullLoad+200, fullLoad)
+	}
+}
