@@ -117,15 +117,15 @@ func rate(x float64) float64 {
 // ECS service, one task size), so loads of different workers compare.
 //
 //   - A shard's cost is perRecord × its records/s, plus perByte × its
-//     bytes/s, plus perShard (the polling, renewals and checkpoints of a shard, busy or
-//     not), with the throughput its owner reported, else the first other
-//     worker by owner id that did (such as the owner before a move). The
-//     three coefficients are fitted every plan to the fleet's own figures
-//     (fitCosts): the non-negative least-squares fit of each worker's CPU
-//     on the sums of its shards' records/s and bytes/s and their number,
-//     over the workers whose figures are settled (a CPU, and a report of
-//     exactly the leases they hold: none taken, given or in motion since
-//     they measured). So the cost of a record against an idle shard is
+//     bytes/s, plus perShard (the polling, renewals and checkpoints of a
+//     shard, busy or not), with the throughput its owner reported, else
+//     the first other worker by owner id that did (such as the owner
+//     before a move). The three coefficients are fitted every plan to the
+//     fleet's own figures (fitCosts): the non-negative least-squares fit
+//     of each worker's CPU on the sums of its shards' records/s and
+//     bytes/s and their number, over the workers whose figures are
+//     settled (a CPU, and a report of exactly the leases they hold: none
+//     taken, given or in motion since they measured). So the cost of a record against an idle shard is
 //     the handler's and the platform's, not a guess: a fixed guess
 //     under-prices hot shards when records are costly, and the plan then
 //     stops short or moves the wrong leases. The process's own baseline
@@ -153,41 +153,41 @@ func rate(x float64) float64 {
 // then by owner id), not to the owner of an expired lease when another
 // worker is live.
 //
-// A worker is above the tolerance only when its fitted costs say so as
-// well as its CPU reading (busier, inflation): noise in one figure moves
-// no lease.
-//
 // Then the moves, at most maxMoves, or as many as there are live workers
 // while the busiest worker is more than 1.5 times the mean (movesBound: a
 // fleet whose workers took leases before a leader planned, or that many
 // workers joined, evens out in a few rounds, each worker giving or
-// receiving about one lease a round, rather than maxMoves a round): the
-// receiver is the least-loaded worker, the donor the busiest one that can
-// give (a donor that cannot is passed over for the rest of the plan); but
-// when nobody is above the tolerance and the receiver moves only because
-// it carries too little, the move is the one that lowers the squared loads
-// most, from whichever donor (bestFor), among those that leave the donor
-// at least half the mean: the busiest may hold only small leases, and a
-// donor left with too little would be filled again next round.
-// Neither is a worker that holds a lease of unknown cost while others'
-// are known (unsettled: just given a lease it has not measured yet; but
-// not one whose row lists fullLoad shards, which may never list the
-// rest): its
-// load is a guess until its next figures, and planning on the guess moves
-// leases that the figures then move back. Load-aware, moves go on while
-// the donor's load is above mean × (1+tolerance) or the receiver carries
-// less than half the mean (lowShare) or nothing: a worker that joins a
-// fleet where nobody is above the tolerance gets a share, half the mean,
-// not the mean, since each further move costs a hand-over and lowers
-// nobody's peak; the fleet's next moves (the busiest above the tolerance)
-// go to it first. By count, they go on while the donor holds at least two
-// more leases than the receiver. The lease moved is the donor's (not in
-// motion, not taken in this plan) whose cost x is closest to half the two
-// loads' gap, so that the larger of the two loads after the move is the
-// least it can be, among those that leave the donor a margin above the
-// receiver's load before the move: L_d − x − L_r ≥ tolerance/2 × (L_d − x
-// + L_r) (by count: one lease). The plan stops when no donor has such a
-// lease; with leases small enough, that leaves the busiest within
+// receiving about one lease a round, rather than maxMoves a round). No
+// move goes to or from a worker that holds a lease of unknown cost while
+// others' are known (unsettled: just given a lease it has not measured
+// yet; but not one whose row lists fullLoad shards, which may never list
+// the rest): its load is a guess until its next figures, and planning on
+// the guess moves leases that the figures then move back.
+//
+// Load-aware, moves go on while a worker is above mean × (1+tolerance) by
+// its fitted costs as well as by its CPU reading (busier, inflation:
+// noise in one figure moves no lease), or while a worker carries less
+// than half the mean (lowShare) or nothing: a worker that joins a fleet
+// where nobody is above the tolerance gets a share, half the mean, not
+// the mean, since each further move costs a hand-over and lowers nobody's
+// peak; the fleet's next moves (the busiest above the tolerance) go to it
+// first. By count, they go on while the donor holds at least two more
+// leases than the receiver.
+//
+// The receiver is the least-loaded worker and the donor the busiest one
+// that can give (a donor that cannot is passed over for the rest of the
+// plan); the lease moved is the donor's (not in motion, not taken in this
+// plan) whose cost x is closest to half the two loads' gap, so that the
+// larger of the two loads after the move is the least it can be, among
+// those that leave the donor a margin above the receiver's load before
+// the move: L_d − x − L_r ≥ tolerance/2 × (L_d − x + L_r) (by count: one
+// lease). But when nobody is above the tolerance and the receiver moves
+// only because it carries too little, the move is the one that lowers the
+// squared loads most, from whichever donor (bestFor), among those that
+// keep the margin and leave the donor at least half the mean: the busiest
+// may hold only small leases, and a donor left with too little would be
+// filled again next round. The plan stops when no donor has such a lease;
+// with leases small enough, that leaves the busiest within
 // (1+tolerance/2)/(1−tolerance/2) of the least loaded (1.105 for 0.1), or
 // within 1+tolerance of the mean.
 //
