@@ -29,6 +29,12 @@ type assignInput struct {
 	// far from even (see movesBound); takes are not bounded. Below 1, a
 	// plan moves nothing.
 	maxMoves int
+	// recent are throughputs seen in earlier plans (their
+	// assignment.seen), for the leases nobody reports now: those of a
+	// worker that left or died, until their new owners measure them. With
+	// a fitted cost model, such a lease costs what they say, not the
+	// average; nil: none.
+	recent map[lease.Key]throughput
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
 	// (1+tolerance) or a worker carries less than half the mean (one that
@@ -79,6 +85,10 @@ type assignment struct {
 	// load is each worker's load, in the plan's cost units, once the plan
 	// is carried out (leases in motion counted at their target).
 	load map[string]float64
+	// seen is the throughput of every lease planned that has one: as a
+	// worker reported it, else as assignInput.recent remembered it. The
+	// leader passes it as recent to its next plan.
+	seen map[lease.Key]throughput
 }
 
 // The fixed weights of the load model (see planAssignment), in bytes per
@@ -141,9 +151,12 @@ func rate(x float64) float64 {
 //     shardWeight) spread each reporting worker's CPU over its shards,
 //     a shard's share proportional to its weight.
 //   - A lease nobody reported (new, free, just moved to a worker that has
-//     not measured it yet), and every lease of a worker without metrics
-//     when the fixed weights serve, costs the average of the leases that
-//     have a cost. When none has, every lease costs 1.
+//     not measured it yet) costs, with a fitted model, what the
+//     throughput the leader saw in an earlier plan says (in.recent: the
+//     leases of a worker that left or died keep their price, so that a
+//     hot one is not placed as an average one); else, and every lease of
+//     a worker without metrics when the fixed weights serve, the average
+//     of the leases that have a cost. When none has, every lease costs 1.
 //   - byCount: every lease costs 1.
 //
 // # Plan
@@ -207,12 +220,13 @@ func rate(x float64) float64 {
 // fit) may move a lease back once, correcting the estimate.
 func planAssignment(in assignInput) assignment {
 	p := newPlanner(in)
-	out := assignment{load: map[string]float64{}}
+	out := assignment{load: map[string]float64{}, seen: p.seen}
 	if len(p.workers) == 0 {
 		return out
 	}
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
+	out.seen = p.seen
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -227,6 +241,8 @@ type planner struct {
 	free    []costed // free and expired leases
 	// scales are the settled workers' smoothing factors (estimate).
 	scales map[string]float64
+	// seen is assignment.seen.
+	seen map[lease.Key]throughput
 }
 
 // planned is one worker's state during planning.
@@ -278,7 +294,7 @@ func newPlanner(in assignInput) *planner {
 	if in.expired == nil {
 		in.expired = func(l lease.Lease) bool { return l.Owner == "" }
 	}
-	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]float64{}}
+	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]float64{}, seen: map[lease.Key]throughput{}}
 	metrics := map[string]workerLoad{}
 	for _, w := range in.workers {
 		if _, dup := p.byOwner[w.owner]; w.owner == "" || dup {
@@ -397,22 +413,34 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		reporters = append(reporters, owner)
 	}
 	known = make([]bool, len(leases))
+	remembered := make([]bool, len(leases))
 	n, sum := 0, 0.0
 	for i, l := range leases {
 		id := l.Key
-		c, ok := reported[l.Owner][id]
-		for _, r := range reporters {
-			if ok {
-				break
+		from := ""
+		if _, ok := reported[l.Owner][id]; ok {
+			from = l.Owner
+		} else {
+			for _, r := range reporters {
+				if _, ok := reported[r][id]; ok {
+					from = r
+					break
+				}
 			}
-			c, ok = reported[r][id]
 		}
-		if !ok {
+		if from != "" {
+			costs[i], known[i] = reported[from][id], true
+			p.seen[id] = metrics[from].shards[id]
+			n++
+			sum += costs[i]
 			continue
 		}
-		costs[i], known[i] = c, true
-		n++
-		sum += c
+		if t, ok := p.in.recent[id]; ok {
+			p.seen[id] = t // carried on while nobody reports it
+			if fitted {
+				costs[i], remembered[i] = model.cost(t), true
+			}
+		}
 	}
 	if n == 0 {
 		for i := range costs {
@@ -422,7 +450,7 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	}
 	avg := sum / float64(n)
 	for i := range costs {
-		if !known[i] {
+		if !known[i] && !remembered[i] {
 			costs[i] = avg
 		}
 	}

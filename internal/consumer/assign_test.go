@@ -1219,3 +1219,50 @@ func TestAssignFullLoadNotUnsettled(t *testing.T) {
 		t.Errorf("%d moves from a, which holds %d leases and reports %d, want 5", got, fullLoad+200, fullLoad)
 	}
 }
+
+// TestAssignRecent: the leases of a worker that left, which nobody
+// reports, cost what the throughput remembered from an earlier plan says
+// (assignInput.recent), so the plan's loads are the true ones; without it
+// they cost the average. The plan
+// hands on every figure it used (assignment.seen), remembered ones too.
+func TestAssignRecent(t *testing.T) {
+	s := calibrated(20, 400)
+	recent := map[lease.Key]throughput{}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		recent[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
+		if sh.owner == "w19" || i == 0 {
+			sh.owner = "" // w19 left, and w00 let the hottest go
+		}
+	}
+	s.workers = s.workers[:19]
+	for _, withRecent := range []bool{false, true} {
+		in := s.input(nil, 0)
+		in.tolerance, in.maxMoves = 0.1, 0
+		if withRecent {
+			in.recent = recent
+		}
+		a := planAssignment(in)
+		after := *s
+		after.shards = slices.Clone(s.shards)
+		after.apply(a)
+		off := 0.0
+		for w, l := range after.loads() {
+			off = max(off, math.Abs(a.load[w]-l)/l)
+		}
+		switch {
+		case withRecent && off > 1e-9:
+			t.Errorf("with recent figures: planned loads off the true ones by up to %.3f", off)
+		case !withRecent && off < 0.05:
+			t.Errorf("without recent figures: planned loads within %.3f of the true ones, want the hot lease priced as average", off)
+		}
+		if withRecent {
+			if len(a.seen) != len(s.shards) {
+				t.Errorf("seen holds %d figures, want all %d", len(a.seen), len(s.shards))
+			}
+			if got := a.seen[lease.Key{Stream: testStream, ShardID: shardID(0)}]; got != s.shards[0].t {
+				t.Errorf("seen has %+v for the hottest shard, want the remembered %+v", got, s.shards[0].t)
+			}
+		}
+	}
+}
