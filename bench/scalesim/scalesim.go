@@ -326,8 +326,10 @@ type Steady struct {
 	// Store counts the calls in the window; Handled the records handled.
 	Store   Counts
 	Handled int64
-	// GetRecords counts the GetRecords calls in the window.
+	// GetRecords counts the GetRecords calls in the window; PollRates
+	// are each shard's calls per second in it, by shard id.
 	GetRecords int64
+	PollRates  map[string]float64
 	// CPU is the process's CPU time in the window.
 	CPU time.Duration
 	// MaxMean is the highest worker CPU utilization (modelled) over the
@@ -373,6 +375,11 @@ type sim struct {
 	wrng     *rand.Rand
 	cpuw     cpuWindow
 	pollRate float64 // GetRecords calls per shard per second in the steady window
+	// polls counts the GetRecords calls of each shard; pollRates are
+	// their rates in the steady window, by shard id (a busy shard is
+	// polled more often than an idle one).
+	polls     *shardPolls
+	pollRates map[string]float64
 
 	tally tally
 }
@@ -428,7 +435,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))}
+	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e)), polls: newShardPolls()}
 	s.store = &countingStore{s: s.mem}
 	s.arn = s.k.CreateStream(streamName, cfg.Shards)
 	for i := range cfg.Shards {
@@ -547,15 +554,23 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 
 // costs returns the modelled CPU cost (seconds per second) of each of the
 // shards: its share of the writes × (CPUPerRecord + CPUPerByte × the
-// mean payload), plus its polls (the steady window's GetRecords calls per
-// shard per second) × CPUPerPoll.
+// mean payload), plus its polls (the shard's GetRecords calls per second
+// in the steady window, or, before it, the mean of all) × CPUPerPoll. A
+// hot shard is polled several times as often as an idle one: priced at
+// the mean, the idle shards of a worker that holds many would count ~50 %
+// above what they cost, and the bound would count moves that no worker
+// needs.
 func (s *sim) costs(shards []string) []float64 {
 	const payload = 6 // bytes: a record's id, in decimal
 	perRecord := (s.cfg.CPUPerRecord + payload*s.cfg.CPUPerByte).Seconds()
 	out := make([]float64, 0, len(shards))
 	for _, id := range shards {
 		i, _ := strconv.Atoi(id[len("shardId-"):])
-		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+s.pollRate*s.cfg.CPUPerPoll.Seconds())
+		polls := s.pollRate
+		if r, ok := s.pollRates[id]; ok {
+			polls = r
+		}
+		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+polls*s.cfg.CPUPerPoll.Seconds())
 	}
 	return out
 }
@@ -583,7 +598,7 @@ func (s *sim) startWorker(ctx context.Context) {
 	c, err := consumer.New(consumer.Config{
 		Stream:             streamName,
 		StreamARN:          s.arn,
-		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu},
+		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu, polls: s.polls},
 		Store:              killableStore{sw: w.sw, s: s.store},
 		Owner:              w.id,
 		Engine:             e,
@@ -810,6 +825,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 // steady counts the store's calls in a window without changes.
 func (s *sim) steady(ctx context.Context) (Steady, error) {
 	c0, g0, h0, cpu0 := s.store.counts(), s.k.Calls("GetRecords"), s.tally.handles.Load(), cpuTime()
+	p0 := s.polls.counts()
 	began := time.Now()
 	var o observation
 	for time.Since(began) < s.cfg.Steady {
@@ -825,6 +841,11 @@ func (s *sim) steady(ctx context.Context) (Steady, error) {
 		GetRecords: int64(s.k.Calls("GetRecords") - g0), CPU: cpuTime() - cpu0,
 	}
 	s.pollRate = st.PerShardSecond(st.GetRecords)
+	st.PollRates = map[string]float64{}
+	for id, n := range s.polls.counts() {
+		st.PollRates[id] = float64(n-p0[id]) / st.Window.Seconds()
+	}
+	s.pollRates = st.PollRates
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(fmt.Sprintf("steady     %s: %.3f store writes per shard per second, %.2f GetRecords calls per shard per second, %.1f RCU/s, max/mean CPU %.2f (mean %.2f)",
 			round(st.Window), st.PerShardSecond(st.Store.Writes()), st.PerShardSecond(st.GetRecords), float64(st.Store.RCU)/1000/st.Window.Seconds(), st.MaxMean, st.MeanCPU))
