@@ -64,10 +64,10 @@ func (r *Report) Format(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding at least one, the highest worker CPU ≤ %.1f × the mean over the last lease duration (balanced), and every live worker reading exactly what it owns (reading); sampled every %s\n", balanceRatio, c.Sample)
 	}
-	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f (a leaving worker's leases, plus the costliest leases off workers above the limit; ~0 for a join, which needs moves to fill the new worker: see joiners' leases)\n\n", balanceRatio)
+	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f and a lease on every worker (a leaving worker's leases, plus the costliest leases off workers above the limit; at least one per joining worker)\n\n", balanceRatio)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
+	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
 	for _, p := range r.Phases {
 		bal, rd := "-", "NOT CONVERGED"
 		if p.Balanced > 0 {
@@ -76,8 +76,12 @@ func (r *Report) Format(w io.Writer) error {
 		if p.Converged {
 			rd = secs(p.Reading)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
-			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
+		ratio := "-"
+		if p.Fewest > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(p.Moves)/float64(p.Fewest))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
+			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, ratio, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
 			p.MinHeld, p.MaxHeld, p.Unowned, p.Flaps, p.Duplicates)
 	}
 	if err := tw.Flush(); err != nil {

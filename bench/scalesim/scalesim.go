@@ -286,12 +286,12 @@ type Phase struct {
 	// floor(shards / workers) per joining worker; at the start, every
 	// shard).
 	Moves, Ideal int64
-	// Fewest is a lower bound on the moves for every worker's load to be
-	// at most 1.2 × the mean, from the shards' modelled costs and who held
-	// them at the change (FewestMoves; a leaving or dying worker's leases
-	// all count). It is loose: a joining worker starts empty and is below
-	// the limit, so for a join it is about 0 although filling the new
-	// worker needs moves; JoinHeld is the reference for joins.
+	// Fewest is a lower bound on the moves to converge by load: every
+	// worker's load at most 1.2 × the mean and every worker holding a
+	// lease, from the shards' modelled costs and who held them at the
+	// change (FewestMoves: a leaving or dying worker's leases all count,
+	// the costliest leases off each worker above the limit count, and a
+	// joining worker, empty, needs at least one).
 	Fewest int64
 	// JoinHeld is the number of leases the joining workers held when the
 	// phase converged (0 for other events).
@@ -326,8 +326,10 @@ type Steady struct {
 	// Store counts the calls in the window; Handled the records handled.
 	Store   Counts
 	Handled int64
-	// GetRecords counts the GetRecords calls in the window.
+	// GetRecords counts the GetRecords calls in the window; PollRates
+	// are each shard's calls per second in it, by shard id.
 	GetRecords int64
+	PollRates  map[string]float64
 	// CPU is the process's CPU time in the window.
 	CPU time.Duration
 	// MaxMean is the highest worker CPU utilization (modelled) over the
@@ -373,6 +375,11 @@ type sim struct {
 	wrng     *rand.Rand
 	cpuw     cpuWindow
 	pollRate float64 // GetRecords calls per shard per second in the steady window
+	// polls counts the GetRecords calls of each shard; pollRates are
+	// their rates in the steady window, by shard id (a busy shard is
+	// polled more often than an idle one).
+	polls     *shardPolls
+	pollRates map[string]float64
 
 	tally tally
 }
@@ -428,7 +435,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e))}
+	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e)), polls: newShardPolls()}
 	s.store = &countingStore{s: s.mem}
 	s.arn = s.k.CreateStream(streamName, cfg.Shards)
 	for i := range cfg.Shards {
@@ -483,7 +490,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // script runs the start, the steady window and the events.
 func (s *sim) script(ctx context.Context, rep *Report) error {
 	cfg := s.cfg
-	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), func() {
+	// Every shard is taken once at the start.
+	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, func() {
 		for range cfg.Workers {
 			s.startWorker(ctx)
 		}
@@ -534,8 +543,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				}
 			}
 		}
-		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, change)
-		p.Fewest = fewest
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, change)
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -546,15 +554,23 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 
 // costs returns the modelled CPU cost (seconds per second) of each of the
 // shards: its share of the writes × (CPUPerRecord + CPUPerByte × the
-// mean payload), plus its polls (the steady window's GetRecords calls per
-// shard per second) × CPUPerPoll.
+// mean payload), plus its polls (the shard's GetRecords calls per second
+// in the steady window, or, before it, the mean of all) × CPUPerPoll. A
+// hot shard is polled several times as often as an idle one: priced at
+// the mean, the idle shards of a worker that holds many would count ~50 %
+// above what they cost, and the bound would count moves that no worker
+// needs.
 func (s *sim) costs(shards []string) []float64 {
 	const payload = 6 // bytes: a record's id, in decimal
 	perRecord := (s.cfg.CPUPerRecord + payload*s.cfg.CPUPerByte).Seconds()
 	out := make([]float64, 0, len(shards))
 	for _, id := range shards {
 		i, _ := strconv.Atoi(id[len("shardId-"):])
-		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+s.pollRate*s.cfg.CPUPerPoll.Seconds())
+		polls := s.pollRate
+		if r, ok := s.pollRates[id]; ok {
+			polls = r
+		}
+		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+polls*s.cfg.CPUPerPoll.Seconds())
 	}
 	return out
 }
@@ -582,7 +598,7 @@ func (s *sim) startWorker(ctx context.Context) {
 	c, err := consumer.New(consumer.Config{
 		Stream:             streamName,
 		StreamARN:          s.arn,
-		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu},
+		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu, polls: s.polls},
 		Store:              killableStore{sw: w.sw, s: s.store},
 		Owner:              w.id,
 		Engine:             e,
@@ -744,8 +760,9 @@ func (s *sim) observe() observation {
 }
 
 // phase applies change and watches the fleet until it converged and Settle
-// passed, or ConvergeTimeout.
-func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal int64, change func()) (Phase, error) {
+// passed, or ConvergeTimeout. ideal and fewest are the phase's Ideal and
+// Fewest.
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, change func()) (Phase, error) {
 	cfg := s.cfg
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
@@ -753,7 +770,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	joined := len(s.all)
 	change()
 	joiners := s.all[joined:]
-	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal}
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest}
 	var (
 		o        observation
 		was      bool
@@ -808,6 +825,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 // steady counts the store's calls in a window without changes.
 func (s *sim) steady(ctx context.Context) (Steady, error) {
 	c0, g0, h0, cpu0 := s.store.counts(), s.k.Calls("GetRecords"), s.tally.handles.Load(), cpuTime()
+	p0 := s.polls.counts()
 	began := time.Now()
 	var o observation
 	for time.Since(began) < s.cfg.Steady {
@@ -823,6 +841,11 @@ func (s *sim) steady(ctx context.Context) (Steady, error) {
 		GetRecords: int64(s.k.Calls("GetRecords") - g0), CPU: cpuTime() - cpu0,
 	}
 	s.pollRate = st.PerShardSecond(st.GetRecords)
+	st.PollRates = map[string]float64{}
+	for id, n := range s.polls.counts() {
+		st.PollRates[id] = float64(n-p0[id]) / st.Window.Seconds()
+	}
+	s.pollRates = st.PollRates
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(fmt.Sprintf("steady     %s: %.3f store writes per shard per second, %.2f GetRecords calls per shard per second, %.1f RCU/s, max/mean CPU %.2f (mean %.2f)",
 			round(st.Window), st.PerShardSecond(st.Store.Writes()), st.PerShardSecond(st.GetRecords), float64(st.Store.RCU)/1000/st.Window.Seconds(), st.MaxMean, st.MeanCPU))

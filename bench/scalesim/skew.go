@@ -143,26 +143,37 @@ func FitSkew(n int, topShare, maxShare float64) (Skew, error) {
 }
 
 // FewestMoves returns a lower bound on the number of leases that must move
-// for every worker to carry at most ratio × the mean load, given the cost
-// of each lease each worker holds (costs[w], one slice per worker; a new
-// worker holding nothing has an empty one). For each worker above the
-// limit it counts the fewest of its leases whose removal brings it under:
-// the costliest first. A move into a worker only raises it, so no
-// assignment reaches the limit with fewer moves; where the removed leases
-// go is not considered, so the target may need more, or be out of reach
-// (a lease that costs more than the limit by itself). Workers below the
-// limit need none: after a worker joins a balanced fleet, the bound is 0
-// unless the join lowered the mean enough to put others above the limit.
+// for the fleet to converge as the simulation counts it by load: every
+// worker carrying at most ratio × the mean load, and every worker holding
+// at least one lease. It is given the cost of each lease each worker holds
+// (costs[w], one slice per worker; a new worker holding nothing has an
+// empty one). For each worker above the limit it counts the fewest of its
+// leases whose removal brings it under: the costliest first; a move into
+// a worker only raises it, so no assignment brings the workers under the
+// limit with fewer moves. Each move takes one lease into one worker, so
+// there are also at least as many moves as workers holding nothing; the
+// bound is the larger of the two counts. Where the removed leases go is
+// not considered, so the target may need more, or be out of reach (a
+// lease that costs more than the limit by itself). After workers join a
+// balanced fleet, the bound is the number that joined unless the join
+// lowered the mean enough to put others above the limit.
 func FewestMoves(costs [][]float64, ratio float64) int {
 	return FewestMovesPlacing(costs, nil, ratio)
 }
 
 // FewestMovesPlacing is FewestMoves when, besides, the leases of costs
 // unplaced (those of workers that left or died) must move to the workers
-// of costs: each is one move, and their costs count in the mean.
+// of costs: each is one move (which may also fill an empty worker), and
+// their costs count in the mean.
 func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) int {
 	if len(costs) == 0 {
 		return len(unplaced)
+	}
+	empty := 0
+	for _, cs := range costs {
+		if len(cs) == 0 {
+			empty++
+		}
 	}
 	total := 0.0
 	for _, c := range unplaced {
@@ -190,5 +201,5 @@ func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) in
 			n++
 		}
 	}
-	return n
+	return max(n, empty)
 }

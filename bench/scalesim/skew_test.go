@@ -119,7 +119,9 @@ func pack(shares []float64, workers int) float64 {
 }
 
 // TestSkewFewestMoves: the lower bound on moves counts, for each worker
-// above the limit, its costliest leases until it is under.
+// above the limit, its costliest leases until it is under, plus the
+// leases to place; and at least one move into each worker holding
+// nothing (a converged fleet has none).
 func TestSkewFewestMoves(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -129,7 +131,8 @@ func TestSkewFewestMoves(t *testing.T) {
 	}{
 		{"balanced", [][]float64{{1, 1}, {1, 1}}, 1.2, 0},
 		{"no workers", nil, 1.2, 0},
-		{"a joiner alone needs none", [][]float64{{1, 1, 1}, {1, 1, 1}, {}}, 1.5, 0},
+		{"a joiner alone needs one lease", [][]float64{{1, 1, 1}, {1, 1, 1}, {}}, 1.5, 1},
+		{"each joiner needs one lease", [][]float64{{1, 1}, {1, 1}, {}, {}, {}}, 3, 3},
 		{"a joiner lowers the mean below the others", [][]float64{{1, 1, 1}, {1, 1, 1}, {}}, 1.2, 2}, // mean 2, limit 2.4: each gives 1
 		{"costliest first", [][]float64{{0.5, 3, 0.5, 0.5, 0.5}, {1}, {1}, {1}}, 1.2, 1},             // mean 2, limit 2.4: the 3 goes
 		{"several from one", [][]float64{{1, 1, 1, 1, 1, 1, 1, 1}, {}, {}, {}}, 1.2, 6},              // mean 2, limit 2.4: 8 → 2
@@ -139,6 +142,25 @@ func TestSkewFewestMoves(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := FewestMoves(tt.costs, tt.ratio); got != tt.want {
 				t.Errorf("FewestMoves(%v, %v) = %d, want %d", tt.costs, tt.ratio, got, tt.want)
+			}
+		})
+	}
+	placing := []struct {
+		name     string
+		costs    [][]float64
+		unplaced []float64
+		ratio    float64
+		want     int
+	}{
+		{"each lease to place is one move", [][]float64{{1}, {1}}, []float64{1, 1, 1}, 1.2, 3},
+		{"placed leases fill the empty workers", [][]float64{{1, 1}, {}, {}}, []float64{1, 1, 1}, 1.2, 3},
+		{"shedding and placing add up", [][]float64{{1, 1, 1, 1}, {}, {}, {}}, []float64{1}, 1.2, 4}, // mean 1.25, limit 1.5: 3 off the first, 1 placed
+		{"more empty workers than leases to place", [][]float64{{1, 1}, {1, 1}, {}, {}}, []float64{1}, 3, 2},
+	}
+	for _, tt := range placing {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FewestMovesPlacing(tt.costs, tt.unplaced, tt.ratio); got != tt.want {
+				t.Errorf("FewestMovesPlacing(%v, %v, %v) = %d, want %d", tt.costs, tt.unplaced, tt.ratio, got, tt.want)
 			}
 		})
 	}

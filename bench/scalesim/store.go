@@ -3,6 +3,8 @@ package scalesim
 import (
 	"context"
 	"errors"
+	"maps"
+	"sync"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
@@ -392,9 +394,62 @@ func (k killableStore) Snapshot(ctx context.Context, stream string) (lease.Snaps
 // that reaches the stream advances the worker's CPU clock by
 // Config.CPUPerPoll.
 type killableKinesis struct {
-	sw  *switchboard
-	k   consumer.KinesisAPI
-	cpu *cpuClock
+	sw    *switchboard
+	k     consumer.KinesisAPI
+	cpu   *cpuClock
+	polls *shardPolls // nil: not counted by shard
+}
+
+// shardPolls counts the GetRecords calls of each shard, following the
+// iterators: GetShardIterator names the shard, each GetRecords answer the
+// shard's next iterator.
+type shardPolls struct {
+	iters sync.Map // iterator -> shard id
+	mu    sync.Mutex
+	n     map[string]int64
+}
+
+func newShardPolls() *shardPolls { return &shardPolls{n: map[string]int64{}} }
+
+// track says that iter reads shard.
+func (p *shardPolls) track(iter *string, shard string) {
+	if p != nil && iter != nil && *iter != "" {
+		p.iters.Store(*iter, shard)
+	}
+}
+
+// call counts a GetRecords call with iter and returns the shard it reads
+// ("" when unknown).
+func (p *shardPolls) call(iter *string) string {
+	if p == nil || iter == nil {
+		return ""
+	}
+	v, ok := p.iters.Load(*iter)
+	if !ok {
+		return ""
+	}
+	shard := v.(string)
+	p.mu.Lock()
+	p.n[shard]++
+	p.mu.Unlock()
+	return shard
+}
+
+// answered follows a GetRecords answer: iter is used up, next reads the
+// same shard.
+func (p *shardPolls) answered(iter, next *string, shard string) {
+	if p == nil || shard == "" {
+		return
+	}
+	p.iters.Delete(*iter)
+	p.track(next, shard)
+}
+
+// counts returns the calls counted so far, by shard.
+func (p *shardPolls) counts() map[string]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.n)
 }
 
 var _ consumer.KinesisAPI = killableKinesis{}
@@ -410,7 +465,11 @@ func (k killableKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetSh
 	if err := k.sw.cut(ctx); err != nil {
 		return nil, err
 	}
-	return k.k.GetShardIterator(ctx, in, opts...)
+	out, err := k.k.GetShardIterator(ctx, in, opts...)
+	if err == nil && in.ShardId != nil {
+		k.polls.track(out.ShardIterator, *in.ShardId)
+	}
+	return out, err
 }
 
 func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsInput, opts ...func(*kinesis.Options)) (*kinesis.GetRecordsOutput, error) {
@@ -418,5 +477,10 @@ func (k killableKinesis) GetRecords(ctx context.Context, in *kinesis.GetRecordsI
 		return nil, err
 	}
 	k.cpu.poll()
-	return k.k.GetRecords(ctx, in, opts...)
+	shard := k.polls.call(in.ShardIterator)
+	out, err := k.k.GetRecords(ctx, in, opts...)
+	if err == nil {
+		k.polls.answered(in.ShardIterator, out.NextShardIterator, shard)
+	}
+	return out, err
 }

@@ -25,15 +25,22 @@ type assignInput struct {
 	// byCount plans by counts, every lease costing the same, as planBalance
 	// does: no worker above ceil(leases / workers).
 	byCount bool
-	// maxMoves bounds the hand-overs (moves) of one plan; takes are not
-	// bounded. Below 1, a plan moves nothing.
+	// maxMoves bounds the hand-overs (moves) of one plan, but for a fleet
+	// far from even (see movesBound); takes are not bounded. Below 1, a
+	// plan moves nothing.
 	maxMoves int
+	// recent are throughputs seen in earlier plans (their
+	// assignment.seen), for the leases nobody reports now: those of a
+	// worker that left or died, until their new owners measure them. With
+	// a fitted cost model, such a lease costs what they say, not the
+	// average; nil: none.
+	recent map[lease.Key]throughput
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
-	// (1+tolerance) or the least-loaded worker's below mean × (1−tolerance),
-	// and only by moves that leave the donor a margin of tolerance/2 above
-	// the receiver (see planAssignment). E.g. 0.1; at least twice the
-	// relative noise of the CPU readings.
+	// (1+tolerance) or a worker carries less than half the mean (one that
+	// joined), and only by moves that leave the donor a margin of
+	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
+	// least twice the relative noise of the figures.
 	tolerance float64
 }
 
@@ -78,10 +85,15 @@ type assignment struct {
 	// load is each worker's load, in the plan's cost units, once the plan
 	// is carried out (leases in motion counted at their target).
 	load map[string]float64
+	// seen is the throughput of every lease planned that has one: as a
+	// worker reported it, else as assignInput.recent remembered it. The
+	// leader passes it as recent to its next plan.
+	seen map[lease.Key]throughput
 }
 
-// The weights of the load model (see planAssignment), in bytes per second:
-// the work of one record beside its bytes (a handler call, a settlement, a
+// The fixed weights of the load model (see planAssignment), in bytes per
+// second, used when too few workers have figures to fit a model to: the
+// work of one record beside its bytes (a handler call, a settlement, a
 // checkpoint's share: about 1.5 µs in BENCHMARKS.md, as much as decoding
 // and copying a kilobyte), and the work of a shard that carries nothing (a
 // GetRecords call each second, renewals: a few tens of µs, as much as
@@ -90,12 +102,6 @@ const (
 	recordWeight = 1024
 	shardWeight  = 8 * recordWeight
 )
-
-// weight is the share of its worker's CPU that t earns, before it is
-// scaled by the worker's total.
-func (t throughput) weight() float64 {
-	return rate(t.bytes) + recordWeight*rate(t.records) + shardWeight
-}
 
 // rate is x as a rate: 0 when it is negative, NaN or infinite (a row
 // written by a faulty worker).
@@ -114,26 +120,43 @@ func rate(x float64) float64 {
 //
 // # Cost model
 //
-// Every lease has a cost, in fractions of one worker's capacity; a
-// worker's load is the sum of the costs of the leases it holds (a lease
-// in motion, its Handoff set, counted at its target, or at its owner when
-// the target is not a live worker). The workers are assumed equal in
-// capacity (one ECS service, one task size), so loads of different
-// workers compare.
+// Every lease has a cost, in fractions of one worker's CPU; a worker's
+// load is the sum of the costs of the leases it holds (a lease in motion,
+// its Handoff set, counted at its target, or at its owner when the target
+// is not a live worker). The workers are assumed equal in capacity (one
+// ECS service, one task size), so loads of different workers compare.
 //
-//   - A shard's cost is estimated from the worker that reported it (its
-//     owner, else the first other worker by owner id that held it over
-//     the interval, such as the owner before a move): the worker's CPU ×
-//     the shard's share of the worker's weighted throughput, where a
-//     shard weighs its bytes/s + recordWeight × its records/s +
-//     shardWeight, so that many tiny records count and an idle shard,
-//     still polled, costs a little. The worker's CPU is attributed to its
-//     shards in full: the process's own baseline is spread over them.
-//   - A worker without metrics (cpu ≤ 0 or no shards) counts as average:
-//     each of its leases costs the average cost of the leases that have
-//     an estimate. So does a lease nobody reported (new, free, just moved
-//     to a worker that has not reported it yet). When no lease has an
-//     estimate, every lease costs 1.
+//   - A shard's cost is perRecord × its records/s, plus perByte × its
+//     bytes/s, plus perShard (the polling, renewals and checkpoints of a
+//     shard, busy or not), with the throughput its owner reported, else
+//     the first other worker by owner id that did (such as the owner
+//     before a move). The three coefficients are fitted every plan to the
+//     fleet's own figures (fitCosts): the non-negative least-squares fit
+//     of each worker's CPU on the sums of its shards' records/s and
+//     bytes/s and their number, over the workers whose figures are
+//     settled (a CPU, and a report of exactly the leases they hold: none
+//     taken, given or in motion since they measured). So the cost of a record against an idle shard is
+//     the handler's and the platform's, not a guess: a fixed guess
+//     under-prices hot shards when records are costly, and the plan then
+//     stops short or moves the wrong leases. The process's own baseline
+//     falls into perShard. A settled worker's costs are then scaled to its
+//     CPU reading, within 1 ± tolerance/2 (smoothing): the reading is
+//     smoothed over heartbeats and the throughputs are not (planning on a
+//     hot shard's rate over one interval moves leases on noise), but the
+//     reading also trails a move, and a worker that just gave a hot shard
+//     away must not look busy by more than the noise the tolerance allows
+//     for. Other workers' costs are their fitted costs.
+//   - With fewer than minFitWorkers settled workers, or no fit (no subset
+//     of positive coefficients), the fixed weights (recordWeight,
+//     shardWeight) spread each reporting worker's CPU over its shards,
+//     a shard's share proportional to its weight.
+//   - A lease nobody reported (new, free, just moved to a worker that has
+//     not measured it yet) costs, with a fitted model, what the
+//     throughput the leader saw in an earlier plan says (in.recent: the
+//     leases of a worker that left or died keep their price, so that a
+//     hot one is not placed as an average one); else, and every lease of
+//     a worker without metrics when the fixed weights serve, the average
+//     of the leases that have a cost. When none has, every lease costs 1.
 //   - byCount: every lease costs 1.
 //
 // # Plan
@@ -143,45 +166,67 @@ func rate(x float64) float64 {
 // then by owner id), not to the owner of an expired lease when another
 // worker is live.
 //
-// Then the moves, at most maxMoves: the receiver is the least-loaded
-// worker, the donor the busiest one that can give (a donor that cannot is
-// passed over for the rest of the plan). Load-aware, they go on while the
-// donor's load is above mean × (1+tolerance) or the receiver's below mean ×
-// (1−tolerance): the lower bound is what gives a joining worker its share
-// in a fleet of more than 1/tolerance workers, where its joining leaves
-// nobody above the upper one. By count, they go on while the donor holds
-// at least two more leases than the receiver. The lease moved is the
-// donor's (not in motion, not taken in this plan) whose cost x is closest
-// to half the two loads' gap, so that the larger of the two loads after
-// the move is the least it can be, among those that leave the donor a
-// margin above the receiver's load before the move: L_d − x − L_r ≥
-// tolerance/2 × (L_d − x + L_r) (by count: one lease). The plan stops when
-// no donor has such a lease; with leases small enough, that leaves the
-// busiest within (1+tolerance/2)/(1−tolerance/2) of the least loaded
-// (1.105 for 0.1).
+// Then the moves, at most maxMoves, or as many as there are live workers
+// while the busiest worker is more than 1.5 times the mean (movesBound: a
+// fleet whose workers took leases before a leader planned, or that many
+// workers joined, evens out in a few rounds, each worker giving or
+// receiving about one lease a round, rather than maxMoves a round). No
+// move goes to or from a worker that holds a lease of unknown cost while
+// others' are known (unsettled: just given a lease it has not measured
+// yet; but not one whose row lists fullLoad shards, which may never list
+// the rest): its load is a guess until its next figures, and planning on
+// the guess moves leases that the figures then move back.
+//
+// Load-aware, moves go on while a worker is above mean × (1+tolerance) by
+// its fitted costs as well as by its CPU reading (busier, inflation:
+// noise in one figure moves no lease), or while a worker carries less
+// than half the mean (lowShare) or nothing: a worker that joins a fleet
+// where nobody is above the tolerance gets a share, half the mean, not
+// the mean, since each further move costs a hand-over and lowers nobody's
+// peak; the fleet's next moves (the busiest above the tolerance) go to it
+// first. By count, they go on while the donor holds at least two more
+// leases than the receiver.
+//
+// The receiver is the least-loaded worker and the donor the busiest one
+// that can give (a donor that cannot is passed over for the rest of the
+// plan); the lease moved is the donor's (not in motion, not taken in this
+// plan) whose cost x is closest to half the two loads' gap, so that the
+// larger of the two loads after the move is the least it can be, among
+// those that leave the donor a margin above the receiver's load before
+// the move: L_d − x − L_r ≥ tolerance/2 × (L_d − x + L_r) (by count: one
+// lease). But when nobody is above the tolerance and the receiver moves
+// only because it carries too little, the move is the one that lowers the
+// squared loads most, from whichever donor (bestFor), among those that
+// keep the margin and leave the donor at least half the mean: the busiest
+// may hold only small leases, and a donor left with too little would be
+// filled again next round. The plan stops when no donor has such a lease;
+// with leases small enough, that leaves the busiest within
+// (1+tolerance/2)/(1−tolerance/2) of the least loaded (1.105 for 0.1), or
+// within 1+tolerance of the mean.
 //
 // # Stability
 //
 // Each move lowers the sum of the squared loads (by 2x(L_d − L_r − x) > 0),
 // so repeated plans on costs that do not change converge and never cycle,
 // and a plan made again on the state its moves produced moves nothing
-// unless maxMoves cut it short (then it goes on toward the same end). For
+// unless the bound cut it short (then it goes on toward the same end). For
 // the lease to move straight back, the receiver's load without it would
 // have to be the margin above the donor's, which the move left the margin
 // below it. The margin is relative, so it holds under noise: with every
-// worker's CPU reading off by a factor within 1 ± tolerance/2, the two
-// conditions still exclude each other. Set tolerance to at least twice the
-// relative noise of the CPU readings (0.1 for ±5%). A plan made on costs
-// that changed (a worker's first metrics, leases of unknown cost becoming
-// known) may move a lease back once, correcting the estimate.
+// cost off by a factor within 1 ± tolerance/2, the two conditions still
+// exclude each other. Set tolerance to at least twice the relative noise
+// of the figures (0.1 for ±5%). A plan made on costs that changed (a
+// worker's first metrics, leases of unknown cost becoming known, a new
+// fit) may move a lease back once, correcting the estimate.
 func planAssignment(in assignInput) assignment {
 	p := newPlanner(in)
-	out := assignment{load: map[string]float64{}}
+	out := assignment{load: map[string]float64{}, seen: p.seen}
 	if len(p.workers) == 0 {
 		return out
 	}
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
+	out.seen = p.seen
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -194,6 +239,10 @@ type planner struct {
 	workers []*planned // by owner id
 	byOwner map[string]*planned
 	free    []costed // free and expired leases
+	// scales are the settled workers' smoothing factors (estimate).
+	scales map[string]float64
+	// seen is assignment.seen.
+	seen map[lease.Key]throughput
 }
 
 // planned is one worker's state during planning.
@@ -209,6 +258,14 @@ type planned struct {
 	rowless bool
 	// streams are the streams it reads, nil for any (workerLoad.streams).
 	streams map[string]bool
+	// inflation is how much its CPU reading adds to its shards' fitted
+	// costs (smoothing above 1), 0 when it adds nothing: a worker is
+	// above the tolerance only when its fitted costs say so too.
+	inflation float64
+	// unsettled: it holds a lease whose cost nobody reported (just taken
+	// or handed over, not measured yet) while others' are known: its load
+	// is a guess, so it neither gives nor receives a lease by a move.
+	unsettled bool
 }
 
 // reads reports whether w may receive leases of stream.
@@ -237,7 +294,7 @@ func newPlanner(in assignInput) *planner {
 	if in.expired == nil {
 		in.expired = func(l lease.Lease) bool { return l.Owner == "" }
 	}
-	p := &planner{in: in, byOwner: map[string]*planned{}}
+	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]float64{}, seen: map[lease.Key]throughput{}}
 	metrics := map[string]workerLoad{}
 	for _, w := range in.workers {
 		if _, dup := p.byOwner[w.owner]; w.owner == "" || dup {
@@ -260,20 +317,30 @@ func newPlanner(in assignInput) *planner {
 	}
 	slices.SortFunc(p.workers, func(a, b *planned) int { return cmp.Compare(a.owner, b.owner) })
 
-	costs := p.estimate(leases, metrics)
+	costs, known := p.estimate(leases, metrics)
 	for i, l := range leases {
 		c := costed{l: l, cost: costs[i]}
+		var w *planned
 		switch {
 		case in.expired(l):
 			p.free = append(p.free, c)
+			continue
 		case l.Handoff != "" && p.byOwner[l.Handoff] != nil:
-			p.count(p.byOwner[l.Handoff], c)
+			w = p.byOwner[l.Handoff]
 		case l.Handoff != "":
-			p.count(p.byOwner[l.Owner], c) // handed to a worker that is gone: stays until it expires
+			w = p.byOwner[l.Owner] // handed to a worker that is gone: stays until it expires
 		default:
-			w := p.byOwner[l.Owner]
-			p.count(w, c)
+			w = p.byOwner[l.Owner]
 			w.movable = append(w.movable, c)
+		}
+		p.count(w, c)
+		if known != nil && !known[i] && len(metrics[w.owner].shards) < fullLoad {
+			w.unsettled = true
+		}
+	}
+	for owner, scale := range p.scales {
+		if w := p.byOwner[owner]; w != nil && scale > 1 {
+			w.inflation = w.load * (1 - 1/scale)
 		}
 	}
 	return p
@@ -296,64 +363,333 @@ func (p *planner) count(w *planned, c costed) {
 }
 
 // estimate returns the cost of each of leases (in order), as
-// planAssignment describes.
-func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) []float64 {
-	costs := make([]float64, len(leases))
+// planAssignment describes, and which of them are known (reported by a
+// worker); known is nil when no lease is.
+func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) (costs []float64, known []bool) {
+	costs = make([]float64, len(leases))
 	if p.in.byCount {
 		for i := range costs {
 			costs[i] = 1
 		}
-		return costs
+		return costs, nil
 	}
-	// Each reporting worker's shares, summed in shard id order so that the
-	// sums are the same on every leader.
+	owners := slices.Sorted(maps.Keys(metrics))
+	samples, settled := fitSamples(leases, metrics, owners, p.in.expired)
+	model, fitted := fitCosts(samples)
+	// Each reporting worker's figures: with a fitted model every worker
+	// that reported a shard's throughput, its CPU aside; without, the
+	// worker's CPU spread over its shards by the fixed weights.
 	reported := map[string]map[lease.Key]float64{}
 	var reporters []string
-	for owner, w := range metrics {
-		if !(w.cpu > 0) || math.IsInf(w.cpu, 1) || len(w.shards) == 0 {
-			continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
-		}
-		ids := slices.SortedFunc(maps.Keys(w.shards), compareKeys)
-		sum := 0.0
-		for _, id := range ids {
-			sum += w.shards[id].weight()
-		}
-		shares := make(map[lease.Key]float64, len(ids))
-		for _, id := range ids {
-			shares[id] = w.cpu * w.shards[id].weight() / sum
-		}
-		reported[owner] = shares
-		reporters = append(reporters, owner)
-	}
-	slices.Sort(reporters)
-	known, sum := 0, 0.0
-	for i, l := range leases {
-		id := l.Key
-		c, ok := reported[l.Owner][id]
-		for _, r := range reporters {
-			if ok {
-				break
-			}
-			c, ok = reported[r][id]
-		}
-		if !ok {
-			costs[i] = math.NaN()
+	for _, owner := range owners {
+		w := metrics[owner]
+		if len(w.shards) == 0 {
 			continue
 		}
-		costs[i] = c
-		known++
-		sum += c
+		ids := slices.SortedFunc(maps.Keys(w.shards), compareKeys)
+		costs := make(map[lease.Key]float64, len(ids))
+		if fitted {
+			scale := 1.0
+			if i, ok := settled[owner]; ok {
+				scale = p.smoothing(samples[i], model)
+				p.scales[owner] = scale
+			}
+			for _, id := range ids {
+				costs[id] = scale * model.cost(w.shards[id])
+			}
+		} else {
+			if !validCPU(w.cpu) {
+				continue // unknown, none measured (a CPU clock that stood still) or a faulty row (NaN, infinite)
+			}
+			sum := 0.0
+			for _, id := range ids {
+				sum += fixedWeights.cost(w.shards[id])
+			}
+			for _, id := range ids {
+				costs[id] = w.cpu * fixedWeights.cost(w.shards[id]) / sum
+			}
+		}
+		reported[owner] = costs
+		reporters = append(reporters, owner)
 	}
-	avg := 1.0
-	if known > 0 {
-		avg = sum / float64(known)
+	known = make([]bool, len(leases))
+	remembered := make([]bool, len(leases))
+	n, sum := 0, 0.0
+	for i, l := range leases {
+		id := l.Key
+		from := ""
+		if _, ok := reported[l.Owner][id]; ok {
+			from = l.Owner
+		} else {
+			for _, r := range reporters {
+				if _, ok := reported[r][id]; ok {
+					from = r
+					break
+				}
+			}
+		}
+		if from != "" {
+			costs[i], known[i] = reported[from][id], true
+			p.seen[id] = metrics[from].shards[id]
+			n++
+			sum += costs[i]
+			continue
+		}
+		if t, ok := p.in.recent[id]; ok {
+			p.seen[id] = t // carried on while nobody reports it
+			if fitted {
+				costs[i], remembered[i] = model.cost(t), true
+			}
+		}
 	}
-	for i, c := range costs {
-		if math.IsNaN(c) {
+	if n == 0 {
+		for i := range costs {
+			costs[i] = 1
+		}
+		return costs, nil
+	}
+	avg := sum / float64(n)
+	for i := range costs {
+		if !known[i] && !remembered[i] {
 			costs[i] = avg
 		}
 	}
-	return costs
+	return costs, known
+}
+
+// fullLoad is how many shards a stored lease.Load keeps at most (the
+// quietest beyond it are left out): a worker that reported that many may
+// hold leases it will never report, and is not unsettled for them.
+const fullLoad = 1000
+
+// validCPU reports whether cpu is a utilization measured over an interval:
+// positive and finite.
+func validCPU(cpu float64) bool { return cpu > 0 && !math.IsInf(cpu, 1) }
+
+// costModel prices a shard by its throughput: perRecord × its records/s +
+// perByte × its bytes/s + perShard. Fitted (fitCosts), its unit is one
+// worker's CPU; the fixed weights have no unit (only their ratios matter).
+type costModel struct{ perRecord, perByte, perShard float64 }
+
+// fixedWeights is the model when none can be fitted: recordWeight and
+// shardWeight, in bytes/s.
+var fixedWeights = costModel{perRecord: recordWeight, perByte: 1, perShard: shardWeight}
+
+// cost is the cost of a shard of throughput t.
+func (m costModel) cost(t throughput) float64 {
+	return m.perRecord*rate(t.records) + m.perByte*rate(t.bytes) + m.perShard
+}
+
+// minFitWorkers is the fewest workers with settled figures a cost model
+// is fitted on: below that the fit's three coefficients are as much noise
+// as signal, and the fixed weights serve.
+const minFitWorkers = 8
+
+// fitSample is one worker's figures: the sums over the shards it reported
+// (records/s, bytes/s, and their number) and its CPU.
+type fitSample struct{ records, bytes, shards, cpu float64 }
+
+// smoothing returns the factor by which the costs of a settled worker's
+// shards are scaled so that they sum to its CPU reading, within 1 ±
+// tolerance/2. The throughputs are rates over the worker's last interval
+// (a hot shard's few hundred records vary by several per cent from one
+// interval to the next); its CPU reading is smoothed over several, so
+// where the two agree up to that noise the reading is the better figure,
+// and planning on the rates alone would move leases on noise. Bounded, the
+// reading's lag after a move (or a model that fits this worker badly)
+// cannot shift its load by more than the noise the tolerance allows for.
+func (p *planner) smoothing(s fitSample, m costModel) float64 {
+	sum := m.perRecord*s.records + m.perByte*s.bytes + m.perShard*s.shards
+	if !(sum > 0) {
+		return 1
+	}
+	d := max(p.in.tolerance, 0) / 2
+	return min(max(s.cpu/sum, 1-d), 1+d)
+}
+
+// fitSamples returns the figures of every worker (in owners' order) whose
+// figures are settled, and the index of each such worker's among them: a valid CPU, and a report of exactly the leases it
+// holds (none taken, given or in motion since it measured, so that its
+// CPU and its shards cover the same work, but for the smoothing of its
+// CPU). A shard reported but not among leases (not listed, finished)
+// is left out of the comparison.
+func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool) (out []fitSample, index map[string]int) {
+	held := map[string]map[lease.Key]bool{}
+	listed := make(map[lease.Key]bool, len(leases))
+	unsettled := map[string]bool{}
+	for _, l := range leases {
+		listed[l.Key] = true
+		if l.Owner == "" || expired(l) {
+			continue
+		}
+		if l.Handoff != "" {
+			unsettled[l.Owner], unsettled[l.Handoff] = true, true
+		}
+		if held[l.Owner] == nil {
+			held[l.Owner] = map[lease.Key]bool{}
+		}
+		held[l.Owner][l.Key] = true
+	}
+	index = map[string]int{}
+	for _, owner := range owners {
+		w := metrics[owner]
+		if !validCPU(w.cpu) || len(w.shards) == 0 || unsettled[owner] {
+			continue
+		}
+		h := held[owner]
+		n, settled := 0, true
+		var s fitSample
+		for _, id := range slices.SortedFunc(maps.Keys(w.shards), compareKeys) {
+			if !listed[id] {
+				continue
+			}
+			if !h[id] {
+				settled = false // given away since it measured
+				break
+			}
+			n++
+			t := w.shards[id]
+			s.records += rate(t.records)
+			s.bytes += rate(t.bytes)
+		}
+		if !settled || n != len(h) || n == 0 {
+			continue // taken since it measured (or holds none it reports)
+		}
+		s.shards, s.cpu = float64(n), w.cpu
+		index[owner] = len(out)
+		out = append(out, s)
+	}
+	return out, index
+}
+
+// fitCosts fits a cost model to the workers' figures: the non-negative
+// perRecord, perByte and perShard that make the sums of their costs over
+// each worker's shards closest to its CPU, in least squares. It tries
+// every subset of the three coefficients (the others 0), keeps the
+// solutions whose coefficients are all positive, and returns the one of
+// least residual (the first of equal ones, in a fixed order): the
+// non-negative least-squares fit, computed so that it is the same on
+// every leader. A subset whose columns are (nearly) collinear is skipped:
+// when every record has the same size, records/s and bytes/s tell the
+// same and only one of them is fitted. ok is false with fewer than
+// minFitWorkers samples or when no subset fits.
+func fitCosts(samples []fitSample) (m costModel, ok bool) {
+	if len(samples) < minFitWorkers {
+		return costModel{}, false
+	}
+	col := func(s fitSample, j int) float64 {
+		switch j {
+		case 0:
+			return s.records
+		case 1:
+			return s.bytes
+		}
+		return s.shards
+	}
+	var norm [3]float64
+	for _, s := range samples {
+		for j := range norm {
+			norm[j] += col(s, j) * col(s, j)
+		}
+	}
+	for j := range norm {
+		norm[j] = math.Sqrt(norm[j])
+	}
+	best := math.Inf(1)
+	for mask := 1; mask < 8; mask++ {
+		var cols []int
+		for j := range 3 {
+			if mask&(1<<j) != 0 {
+				cols = append(cols, j)
+			}
+		}
+		k := len(cols)
+		a := make([][]float64, k)
+		b := make([]float64, k)
+		usable := true
+		for i, j := range cols {
+			if norm[j] == 0 {
+				usable = false
+			}
+			a[i] = make([]float64, k)
+		}
+		if !usable {
+			continue
+		}
+		// The normal equations on columns scaled to unit length, so that
+		// a pivot measures how far a column is from the span of the
+		// others.
+		for _, s := range samples {
+			for i, ji := range cols {
+				x := col(s, ji) / norm[ji]
+				b[i] += x * s.cpu
+				for c, jc := range cols {
+					a[i][c] += x * col(s, jc) / norm[jc]
+				}
+			}
+		}
+		coef, solved := solveSymmetric(a, b)
+		if !solved {
+			continue
+		}
+		var cand [3]float64
+		positive := true
+		for i, j := range cols {
+			if !(coef[i] > 0) {
+				positive = false
+			}
+			cand[j] = coef[i] / norm[j]
+		}
+		if !positive {
+			continue
+		}
+		rss := 0.0
+		for _, s := range samples {
+			e := s.cpu
+			for j := range 3 {
+				e -= cand[j] * col(s, j)
+			}
+			rss += e * e
+		}
+		if rss < best {
+			best = rss
+			m, ok = costModel{perRecord: cand[0], perByte: cand[1], perShard: cand[2]}, true
+		}
+	}
+	return m, ok
+}
+
+// minPivot is the least pivot (of a matrix of unit diagonal) for which
+// solveSymmetric solves: below it the columns are as good as collinear.
+const minPivot = 1e-6
+
+// solveSymmetric solves a x = b for a small symmetric positive
+// semi-definite a of unit diagonal by Gaussian elimination without
+// pivoting (the pivots of such a matrix are its Schur complements); ok is
+// false when a pivot falls below minPivot. It modifies a and b.
+func solveSymmetric(a [][]float64, b []float64) (x []float64, ok bool) {
+	k := len(b)
+	for i := range k {
+		if !(a[i][i] >= minPivot) {
+			return nil, false
+		}
+		for r := i + 1; r < k; r++ {
+			f := a[r][i] / a[i][i]
+			for c := i; c < k; c++ {
+				a[r][c] -= f * a[i][c]
+			}
+			b[r] -= f * b[i]
+		}
+	}
+	x = make([]float64, k)
+	for i := k - 1; i >= 0; i-- {
+		v := b[i]
+		for c := i + 1; c < k; c++ {
+			v -= a[i][c] * x[c]
+		}
+		x[i] = v / a[i][i]
+	}
+	return x, true
 }
 
 // lighter orders workers from the least loaded: by load, then by number of
@@ -378,6 +714,15 @@ func heavier(a, b *planned) int {
 		return c
 	}
 	return cmp.Compare(a.owner, b.owner)
+}
+
+// busier orders workers as heavier does, by their load less its
+// inflation: the donor is the busiest by both figures.
+func busier(a, b *planned) int {
+	if c := cmp.Compare(b.load-b.inflation, a.load-a.inflation); c != 0 {
+		return c
+	}
+	return heavier(a, b)
 }
 
 // take gives the free and expired leases out, costliest first, each to the
@@ -412,19 +757,53 @@ func (p *planner) take() []move {
 // gets some all the same (one that joined, or came back after a cut).
 const minGap = 0.05
 
-// move plans up to maxMoves hand-overs.
+// lowShare is the fraction of the mean load below which a worker
+// receives leases by load though nobody is above the upper bound (see
+// planAssignment: a worker that joined gets a share, not the mean).
+const lowShare = 0.5
+
+// farFromEven is how far above the mean the busiest worker's load must be
+// for a plan to move more than maxMoves leases (see movesBound).
+const farFromEven = 0.5
+
+// movesBound is how many leases a plan may move: maxMoves, or, while the
+// busiest worker's load is more than farFromEven above the mean (the
+// start of a fleet whose workers took leases before a leader planned, a
+// count-based fleet after many workers joined), as many as there are
+// workers, so that a fleet far from even evens out in a few rounds
+// whatever its size, each worker giving or receiving about one lease a
+// round. Below 1, nothing.
+func (p *planner) movesBound(maxMoves int, mean float64) int {
+	if maxMoves < 1 {
+		return 0
+	}
+	busiest, live := 0.0, 0
+	for _, w := range p.workers {
+		busiest = max(busiest, w.load)
+		if !w.rowless {
+			live++
+		}
+	}
+	if busiest > (1+farFromEven)*mean {
+		return max(maxMoves, live)
+	}
+	return maxMoves
+}
+
+// move plans up to movesBound hand-overs.
 func (p *planner) move(maxMoves int) []move {
 	total := 0.0
 	for _, w := range p.workers {
 		total += w.load
 	}
 	mean := total / float64(len(p.workers))
-	hi, lo := mean*(1+p.in.tolerance), mean*(1-p.in.tolerance)
+	hi, lo := mean*(1+p.in.tolerance), mean*lowShare
+	bound := p.movesBound(maxMoves, mean)
 	var out []move
-	for len(out) < maxMoves {
+	for len(out) < bound {
 		var r, d *planned
 		for _, w := range p.workers {
-			if !w.rowless && (r == nil || lighter(w, r) < 0) {
+			if !w.rowless && !w.unsettled && (r == nil || lighter(w, r) < 0) {
 				r = w
 			}
 		}
@@ -432,22 +811,35 @@ func (p *planner) move(maxMoves int) []move {
 			break
 		}
 		for _, w := range p.workers {
-			if w != r && !w.stuck && (d == nil || heavier(w, d) < 0) {
+			if w != r && !w.stuck && !w.unsettled && (d == nil || busier(w, d) < 0) {
 				d = w
 			}
 		}
 		if d == nil {
 			break
 		}
+		// The donor is above the tolerance when its reading and its
+		// shards' fitted costs both say so: one interval's noise in either
+		// does not move a lease.
+		high := d.load-d.inflation > hi
 		if p.in.byCount {
 			if d.load-r.load < 2 {
 				break
 			}
-		} else if (d.load <= hi && r.load >= lo) || (d.load-r.load < minGap && r.n > 0) {
+		} else if (!high && r.load >= lo && r.n > 0) || (d.load-r.load < minGap && r.n > 0) {
 			break
 		}
-		i := p.best(d, r)
-		if i < 0 {
+		var i int
+		if !p.in.byCount && !high {
+			// Nobody is above the tolerance: the receiver carries too
+			// little. It gets the lease that lowers the squared loads
+			// most, from whichever donor holds it (the busiest may hold
+			// only small leases, and filling the receiver from it would
+			// take many moves).
+			if d, i = p.bestFor(r, lo); d == nil {
+				break
+			}
+		} else if i = p.best(d, r); i < 0 {
 			d.stuck = true
 			continue
 		}
@@ -476,4 +868,29 @@ func (p *planner) best(d, r *planned) int {
 		}
 	}
 	return best
+}
+
+// bestFor returns the donor and the index of its lease whose move to r
+// lowers the sum of the squared loads most (by 2x(L_d − L_r − x), for a
+// lease of cost x), among the moves that keep the margin and leave the
+// donor at least lo (filling one worker must not empty another, which the
+// next round would fill again); nil if none does.
+func (p *planner) bestFor(r *planned, lo float64) (*planned, int) {
+	var best *planned
+	at, gain := -1, 0.0
+	for _, d := range p.workers {
+		if d == r || d.stuck || d.unsettled || d.load <= r.load {
+			continue
+		}
+		for i, c := range d.movable {
+			rest := d.load - c.cost
+			if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest < lo || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
+				continue
+			}
+			if g := c.cost * (d.load - r.load - c.cost); g > gain {
+				best, at, gain = d, i, g
+			}
+		}
+	}
+	return best, at
 }

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -22,6 +23,20 @@ type fleetState struct {
 	workers []string
 	fresh   map[string]bool // workers that have published no metrics yet
 	expired map[string]bool // shard ids whose lease expired
+	// truth is how the workers' CPU depends on their shards' throughput,
+	// up to scale; zero: the fixed weights.
+	truth costModel
+	// unreported are shards whose throughput no worker reports (just
+	// handed over, not measured yet).
+	unreported map[string]bool
+}
+
+// cost is a shard's true cost, up to scale.
+func (s *fleetState) cost(t throughput) float64 {
+	if s.truth == (costModel{}) {
+		return t.weight()
+	}
+	return s.truth.cost(t)
 }
 
 type simShard struct {
@@ -35,7 +50,7 @@ type simShard struct {
 func (s *fleetState) scale() float64 {
 	total := 0.0
 	for _, sh := range s.shards {
-		total += sh.t.weight()
+		total += s.cost(sh.t)
 	}
 	return 0.5 * float64(len(s.workers)) / total
 }
@@ -50,7 +65,7 @@ func (s *fleetState) loads() map[string]float64 {
 	}
 	for _, sh := range s.shards {
 		if sh.owner != "" && !s.expired[sh.id] {
-			out[sh.owner] += k * sh.t.weight()
+			out[sh.owner] += k * s.cost(sh.t)
 		}
 	}
 	return out
@@ -75,8 +90,10 @@ func (s *fleetState) input(r *rand.Rand, noise float64) assignInput {
 			wl.cpu, wl.shards = 0, map[lease.Key]throughput{}
 			for _, sh := range s.shards {
 				if sh.owner == w && !s.expired[sh.id] {
-					wl.shards[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
-					wl.cpu += k * sh.t.weight()
+					if !s.unreported[sh.id] {
+						wl.shards[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
+					}
+					wl.cpu += k * s.cost(sh.t)
 				}
 			}
 			if noise > 0 {
@@ -108,7 +125,7 @@ func (s *fleetState) apply(a assignment) {
 			delete(s.expired, sh.id)
 		}
 	}
-	s.fresh = nil
+	s.fresh, s.unreported = nil, nil
 }
 
 // ratio returns the busiest worker's true load over the mean.
@@ -186,8 +203,10 @@ func TestAssignByCount(t *testing.T) {
 			moves: []string{"0000>a"}},
 		{name: "dead worker: its expired leases spread", owners: []string{"dead", "dead", "dead", "b", "b", "c"}, expired: []int{0, 1, 2}, workers: []string{"a", "b", "c"},
 			takes: []string{"0000>a", "0001>a", "0002>c"}},
-		{name: "busiest first, damped", owners: []string{"b", "b", "b", "b", "b", "b", "c", "c", "c", "c", "c"}, workers: []string{"a", "b", "c", "d"}, maxMoves: 3,
-			moves: []string{"0000>a", "0001>d", "0006>a"}},
+		{name: "busiest first, far from even: as many moves as workers", owners: []string{"b", "b", "b", "b", "b", "b", "c", "c", "c", "c", "c"}, workers: []string{"a", "b", "c", "d"}, maxMoves: 3,
+			moves: []string{"0000>a", "0001>d", "0006>a", "0002>d"}},
+		{name: "near even: damped", owners: []string{"b", "b", "b", "b", "b", "c", "c", "c", "c", "c", "d", "d", "d", "d", "e", "e", "e", "e"}, workers: []string{"a", "b", "c", "d", "e"}, maxMoves: 1,
+			moves: []string{"0000>a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -422,25 +441,58 @@ func TestAssignDeadWorker(t *testing.T) {
 	}
 }
 
-// TestAssignMaxMoves: moves stop at maxMoves; takes do not.
+// TestAssignMaxMoves: moves stop at maxMoves, or, while the busiest
+// worker is more than 1.5 times the mean, at max(maxMoves, live workers);
+// takes do not stop; below 1, nothing moves. By load and by count.
 func TestAssignMaxMoves(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, maxMoves := range []int{0, 1, 3, 10} {
-		s := skewed(r, 10, 200, 0.1)
-		for i := range s.shards[:100] {
-			s.shards[i].owner = "w00"
-		}
-		for i := range s.shards[100:120] {
-			s.shards[100+i].owner = ""
-		}
-		in := s.input(nil, 0)
-		in.maxMoves = maxMoves
-		a := planAssignment(in)
-		if len(a.moves) != maxMoves {
-			t.Errorf("maxMoves %d: %d moves, want %d", maxMoves, len(a.moves), maxMoves)
-		}
-		if len(a.takes) < 20 {
-			t.Errorf("maxMoves %d: %d takes, want every free lease taken", maxMoves, len(a.takes))
+	for _, byCount := range []bool{false, true} {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, maxMoves := range []int{0, 1, 3, 10, 14} {
+			s := skewed(r, 10, 200, 0.1)
+			s.fresh = nil
+			for i := range s.shards {
+				s.shards[i].owner = s.workers[i%10]
+			}
+			for i := range s.shards[:100] {
+				s.shards[i].owner = "w00" // far from even
+			}
+			for i := range s.shards[100:120] {
+				s.shards[100+i].owner = ""
+			}
+			in := s.input(nil, 0)
+			in.maxMoves, in.byCount = maxMoves, byCount
+			a := planAssignment(in)
+			want := max(maxMoves, 10)
+			if maxMoves == 0 {
+				want = 0
+			}
+			if len(a.moves) != want {
+				t.Errorf("by count %v, maxMoves %d, far from even: %d moves, want %d", byCount, maxMoves, len(a.moves), want)
+			}
+			if len(a.takes) < 20 {
+				t.Errorf("by count %v, maxMoves %d: %d takes, want every free lease taken", byCount, maxMoves, len(a.takes))
+			}
+			// Near even (w00 at 1.4 times the mean by count, by load
+			// somewhat more or less): maxMoves.
+			for i := range s.shards {
+				s.shards[i].owner = s.workers[i%10]
+			}
+			for i := range 8 {
+				s.shards[10*i+1].owner = "w00"
+			}
+			in = s.input(nil, 0)
+			in.maxMoves, in.byCount, in.tolerance = maxMoves, byCount, 0.01
+			p := newPlanner(in)
+			mean := 0.0
+			for _, w := range p.workers {
+				mean += w.load / float64(len(p.workers))
+			}
+			if p.byOwner["w00"].load > 1.5*mean {
+				t.Fatalf("by count %v: w00 at %.2f of the mean, want near even", byCount, p.byOwner["w00"].load/mean)
+			}
+			if got := len(planAssignment(in).moves); got > maxMoves || (maxMoves == 1 && got != 1) {
+				t.Errorf("by count %v, maxMoves %d, near even: %d moves, want at most maxMoves", byCount, maxMoves, got)
+			}
 		}
 	}
 }
@@ -643,7 +695,7 @@ func fewestMoves(s *fleetState, ratio float64) int {
 	limit := ratio * total / float64(len(loads))
 	costs := map[string][]float64{}
 	for _, sh := range s.shards {
-		costs[sh.owner] = append(costs[sh.owner], k*sh.t.weight())
+		costs[sh.owner] = append(costs[sh.owner], k*s.cost(sh.t))
 	}
 	n := 0
 	for w, l := range loads {
@@ -682,6 +734,534 @@ func TestAssignDeterministic(t *testing.T) {
 			}
 			if diff := cmp.Diff(want.load, got.load); diff != "" {
 				t.Fatalf("loads differ (-first +shuffled):\n%s", diff)
+			}
+		}
+	}
+}
+
+// weight is a shard's cost by the fixed weights: the tests' fleets load
+// their workers in proportion to it.
+func (t throughput) weight() float64 { return fixedWeights.cost(t) }
+
+// TestFitCosts: the least-squares fit recovers the cost of a record, a
+// byte and a shard from the workers' sums and CPU; with every record of
+// one size (records/s and bytes/s collinear) it fits one of them and
+// prices shards alike; it never returns a negative coefficient, and it
+// declines with fewer than minFitWorkers workers.
+func TestFitCosts(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	want := costModel{perRecord: 0.01, perByte: 2e-6, perShard: 0.003}
+	samples := func(n int, size func() float64, m costModel) []fitSample {
+		var out []fitSample
+		for range n {
+			var s fitSample
+			for range 1 + r.IntN(40) {
+				th := throughput{records: math.Exp(2 * r.NormFloat64())}
+				th.bytes = th.records * size()
+				s.records += th.records
+				s.bytes += th.bytes
+				s.shards++
+				s.cpu += m.cost(th)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	got, ok := fitCosts(samples(20, func() float64 { return float64(100 + r.IntN(4000)) }, want))
+	if !ok {
+		t.Fatal("no fit on 20 workers")
+	}
+	for _, c := range [][2]float64{{got.perRecord, want.perRecord}, {got.perByte, want.perByte}, {got.perShard, want.perShard}} {
+		if math.Abs(c[0]-c[1]) > 1e-6*c[1] {
+			t.Errorf("fitted %+v, want %+v", got, want)
+			break
+		}
+	}
+	// One record size: only the sum matters.
+	got, ok = fitCosts(samples(20, func() float64 { return 500 }, want))
+	th := throughput{records: 7, bytes: 3500}
+	if !ok || math.Abs(got.cost(th)-want.cost(th)) > 1e-6*want.cost(th) || got.cost(throughput{}) != got.perShard || math.Abs(got.perShard-want.perShard) > 1e-6*want.perShard {
+		t.Errorf("one record size: fitted %+v (ok %v), a shard of %+v costs %v, want %v", got, ok, th, got.cost(th), want.cost(th))
+	}
+	// CPU falling with records: no negative coefficient.
+	neg := samples(20, func() float64 { return 100 }, costModel{perShard: 0.02})
+	for i := range neg {
+		neg[i].cpu -= 1e-4 * neg[i].records
+		neg[i].cpu = max(neg[i].cpu, 1e-3)
+	}
+	if got, ok := fitCosts(neg); ok && (got.perRecord < 0 || got.perByte < 0 || got.perShard < 0) {
+		t.Errorf("fitted %+v, want no negative coefficient", got)
+	}
+	if _, ok := fitCosts(samples(minFitWorkers-1, func() float64 { return 100 }, want)); ok {
+		t.Errorf("fitted on %d workers, want none below %d", minFitWorkers-1, minFitWorkers)
+	}
+}
+
+// calibrated returns a fleet of nw workers whose CPU is what the scale
+// simulation models (10 ms a record, a polled shard 3 ms a second: the
+// fixed weights price an idle shard 25 times higher), its n shards of
+// Zipf-Mandelbrot throughput (the hottest at half a worker's mean load
+// with 400 shards on 20 workers) dealt round robin, the hottest 3 on
+// worker w00.
+func calibrated(nw, n int) *fleetState {
+	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01, perByte: 1e-6, perShard: 0.003}}
+	for i := range nw {
+		s.workers = append(s.workers, fmt.Sprintf("w%02d", i))
+	}
+	for i := range n {
+		rec := 40 / float64(i+5)
+		o := s.workers[i%nw]
+		if i < 3 {
+			o = "w00"
+		}
+		s.shards = append(s.shards, simShard{id: shardID(i), t: throughput{records: rec, bytes: 6 * rec}, owner: o})
+	}
+	return s
+}
+
+// TestAssignCalibrated: with enough workers, the planner prices each shard
+// from a cost model fitted to the workers' figures, not from the fixed
+// weights: its loads are the true ones, and one plan brings a fleet whose
+// hot shards are on one worker within the tolerance. Below minFitWorkers
+// workers the fixed weights serve (the loads then differ).
+func TestAssignCalibrated(t *testing.T) {
+	s := calibrated(20, 400)
+	in := s.input(nil, 0)
+	in.tolerance = 0.1
+	a := planAssignment(in)
+	k := s.scale()
+	for w, l := range s.loads() {
+		if math.Abs(a.load[w]-l) > 1e-6 && len(a.moves) == 0 {
+			t.Errorf("%s: planned load %v, true %v", w, a.load[w], l)
+		}
+	}
+	before := ratio(s.loads())
+	s.apply(a)
+	loads := s.loads()
+	for w, l := range loads {
+		if math.Abs(a.load[w]-l) > 1e-6*max(l, k) {
+			t.Errorf("%s: planned load %.6f after the plan, true %.6f", w, a.load[w], l)
+		}
+	}
+	if got := ratio(loads); got > 1.1+0.01 {
+		t.Errorf("busiest/mean %.3f after one plan (%.3f before), want within the tolerance 0.1", got, before)
+	}
+	// With the fixed weights the plan's loads are off.
+	few := calibrated(minFitWorkers-1, 140)
+	in = few.input(nil, 0)
+	a = planAssignment(in)
+	off := 0.0
+	for w, l := range few.loads() {
+		off = max(off, math.Abs(a.load[w]-l)/l)
+	}
+	if off < 0.05 && len(a.moves) > 0 {
+		t.Errorf("%d workers: planned loads within %.3f of the true ones; want the fixed weights (no fit)", minFitWorkers-1, off)
+	}
+}
+
+// TestAssignUnsettled: a worker holding a lease nobody reported yet (just
+// handed over to it) neither receives nor gives a lease by a move, though
+// it is the least or the most loaded; a worker without leases receives.
+func TestAssignUnsettled(t *testing.T) {
+	var owners []string
+	for i := range 100 {
+		owners = append(owners, fmt.Sprintf("w%d", i%10))
+	}
+	s := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9")
+	// w0 holds 2 (least), w1 holds 18 (most), each with an unreported one.
+	for i := range s.shards {
+		if s.shards[i].owner == "w0" && i >= 20 {
+			s.shards[i].owner = "w1"
+		}
+	}
+	s.unreported = map[string]bool{shardID(0): true, shardID(1): true}
+	in := s.input(nil, 0)
+	in.tolerance = 0.1
+	for _, m := range planAssignment(in).moves {
+		if m.to == "w0" || m.lease.Owner == "w1" {
+			t.Errorf("moved %s from %s to %s: both unsettled", m.lease.Key.ShardID, m.lease.Owner, m.to)
+		}
+	}
+	// Reported, they move.
+	s.unreported = nil
+	a := planAssignment(s.input(nil, 0))
+	to0, from1 := 0, 0
+	for _, m := range a.moves {
+		if m.to == "w0" {
+			to0++
+		}
+		if m.lease.Owner == "w1" {
+			from1++
+		}
+	}
+	if to0 == 0 || from1 == 0 {
+		t.Errorf("moves %v, want some to w0 and some from w1 once their figures are in", moved(a.moves))
+	}
+	// A worker without leases receives, unsettled workers aside.
+	s = uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "x")
+	s.unreported = map[string]bool{shardID(0): true}
+	got := 0
+	for _, m := range planAssignment(s.input(nil, 0)).moves {
+		if m.to == "x" {
+			got++
+		}
+		if m.lease.Owner == "w0" {
+			t.Errorf("moved %s from the unsettled w0", m.lease.Key.ShardID)
+		}
+	}
+	if got == 0 {
+		t.Error("the worker without leases received none")
+	}
+}
+
+// TestAssignJoinerShare: in a fleet where nobody is above the tolerance,
+// a worker that joins receives leases until it carries half the mean, and
+// no more: every further move would cost a hand-over and lower nobody's
+// peak.
+func TestAssignJoinerShare(t *testing.T) {
+	var owners []string
+	for i := range 100 {
+		owners = append(owners, fmt.Sprintf("w%d", i%10))
+	}
+	s := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "x")
+	s.fresh = map[string]bool{"x": true}
+	in := s.input(nil, 0)
+	in.tolerance = 0.15 // 10 leases each: 1.1 × the mean of 100/11
+	a := planAssignment(in)
+	// Half the mean is 4.55 leases.
+	if len(a.moves) != 5 {
+		t.Errorf("moves %v, want 5, all to x", moved(a.moves))
+	}
+	for _, m := range a.moves {
+		if m.to != "x" {
+			t.Errorf("moved %s to %s, want x", m.lease.Key.ShardID, m.to)
+		}
+	}
+}
+
+// TestAssignStreams: leases of two streams with the same shard ids are
+// priced apart (by lease.Key), and a worker that reads one stream only
+// receives leases of that stream only, by take or by move, though it is
+// the least loaded.
+func TestAssignStreams(t *testing.T) {
+	truth := costModel{perRecord: 0.01, perByte: 1e-6, perShard: 0.003}
+	type sh struct {
+		key   lease.Key
+		t     throughput
+		owner string
+	}
+	var shards []sh
+	var both []string
+	for i := range 12 {
+		both = append(both, fmt.Sprintf("w%02d", i))
+	}
+	for i := range 60 {
+		rec := 40 / float64(i+5)
+		shards = append(shards, sh{key: lease.Key{Stream: "a", ShardID: shardID(i)}, t: throughput{records: rec, bytes: 6 * rec}, owner: both[i%12]})
+		owner := both[(i+5)%12]
+		if i < 12 {
+			owner = "" // free
+		}
+		shards = append(shards, sh{key: lease.Key{Stream: "b", ShardID: shardID(i)}, t: throughput{records: 1, bytes: 6}, owner: owner})
+	}
+	shards[0].owner, shards[2].owner = "w00", "w00" // a's hottest two on w00
+	in := assignInput{maxMoves: 100, tolerance: 0.1}
+	loads := map[string]*workerLoad{}
+	for _, w := range both {
+		loads[w] = &workerLoad{owner: w, shards: map[lease.Key]throughput{}}
+	}
+	loads["solo"] = &workerLoad{owner: "solo", cpu: -1, streams: map[string]bool{"a": true}}
+	for _, s := range shards {
+		in.leases = append(in.leases, lease.Lease{Key: s.key, Owner: s.owner})
+		if w := loads[s.owner]; w != nil {
+			w.shards[s.key] = s.t
+			w.cpu += truth.cost(s.t)
+		}
+	}
+	for _, w := range append(both, "solo") {
+		in.workers = append(in.workers, *loads[w])
+	}
+	a := planAssignment(in)
+	got := map[string]string{}
+	for _, m := range append(slices.Clone(a.takes), a.moves...) {
+		if m.to == "solo" && m.lease.Key.Stream != "a" {
+			t.Errorf("gave %v to solo, which reads stream a only", m.lease.Key)
+		}
+		got[m.lease.Key.Stream+"/"+m.lease.Key.ShardID] = m.to
+	}
+	// The free leases nobody reported cost the average of the others.
+	avg, n := 0.0, 0
+	for _, s := range shards {
+		if s.owner != "" {
+			avg += truth.cost(s.t)
+			n++
+		}
+	}
+	avg /= float64(n)
+	want := map[string]float64{}
+	for _, s := range shards {
+		o, c := s.owner, truth.cost(s.t)
+		if o == "" {
+			c = avg
+		}
+		if to, ok := got[s.key.Stream+"/"+s.key.ShardID]; ok {
+			o = to
+		}
+		want[o] += c
+	}
+	if want["solo"] == 0 {
+		t.Error("solo received nothing")
+	}
+	for w, l := range want {
+		if math.Abs(a.load[w]-l) > 1e-9 {
+			t.Errorf("%s: planned load %.6f, want %.6f (a shard of one stream priced as the other's?)", w, a.load[w], l)
+		}
+	}
+	if r := ratio(want); r > 1.1+0.01 {
+		t.Errorf("busiest/mean %.3f after the plan, want within 0.1: %v", r, want)
+	}
+}
+
+// TestAssignSmoothing: a settled worker's load is its CPU reading where
+// that agrees with its shards' fitted costs within tolerance/2 (the
+// reading is smoothed, the rates are not), and the fitted costs moved by
+// tolerance/2 toward the reading where it does not (a reading that trails
+// a move).
+func TestAssignSmoothing(t *testing.T) {
+	s := calibrated(20, 400)
+	in := s.input(nil, 0)
+	in.tolerance, in.maxMoves = 0.1, 0
+	for i := range in.workers {
+		switch in.workers[i].owner {
+		case "w01":
+			in.workers[i].cpu *= 1.02
+		case "w10":
+			in.workers[i].cpu *= 1.3
+		case "w11":
+			in.workers[i].cpu *= 0.7
+		}
+	}
+	a := planAssignment(in)
+	// The fit the plan made (over the 20 workers, pulled a little by the
+	// three readings), and each worker's sum of its costs by it.
+	p := newPlanner(in)
+	leases := slices.Clone(in.leases)
+	slices.SortFunc(leases, byShard)
+	metrics := map[string]workerLoad{}
+	for _, w := range in.workers {
+		metrics[w.owner] = w
+	}
+	samples, _ := fitSamples(leases, metrics, slices.Sorted(maps.Keys(metrics)), p.in.expired)
+	m, ok := fitCosts(samples)
+	if !ok {
+		t.Fatal("no fit")
+	}
+	for _, w := range []string{"w01", "w10", "w11"} {
+		sum := 0.0
+		for _, t := range metrics[w].shards {
+			sum += m.cost(t)
+		}
+		reading := metrics[w].cpu / sum
+		want := reading // within 1 ± 0.05: the reading
+		switch {
+		case w == "w01" && math.Abs(reading-1) > 0.04:
+			t.Fatalf("w01's reading %.3f of its fitted costs, want within 0.04 of 1", reading)
+		case w == "w10" && reading > 1.05:
+			want = 1.05
+		case w == "w11" && reading < 0.95:
+			want = 0.95
+		case w != "w01":
+			t.Fatalf("%s's reading %.3f of its fitted costs, want beyond 1 ± 0.05", w, reading)
+		}
+		if got := a.load[w] / sum; math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: load %.4f of its fitted costs (reading %.4f), want %.4f", w, got, reading, want)
+		}
+	}
+}
+
+// TestAssignFillsFromBestDonor: when nobody is above the tolerance but a
+// worker carries less than half the mean, it gets the lease that lowers
+// the squared loads most, from whichever worker holds it, not many small
+// leases from the busiest.
+func TestAssignFillsFromBestDonor(t *testing.T) {
+	s := &fleetState{workers: []string{"a", "b", "c", "d", "x"}, expired: map[string]bool{}}
+	add := func(owner string, rec float64) {
+		s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 1000 * rec}, owner: owner})
+	}
+	for range 17 {
+		add("a", 10) // the busiest, small leases only
+	}
+	for _, o := range []string{"b", "c", "d"} {
+		add(o, 120)
+		for range 8 {
+			add(o, 10)
+		}
+	}
+	add("x", 10)
+	in := s.input(nil, 0)
+	in.tolerance = 0.3
+	if l := s.loads(); ratio(l) > 1.3 || l["x"] > 0.5*l["a"] {
+		t.Fatalf("loads %v: want nobody above the tolerance, x below half the mean", l)
+	}
+	a := planAssignment(in)
+	if len(a.moves) != 1 || a.moves[0].lease.Owner == "a" {
+		t.Errorf("moves %v, want one hot lease from b, c or d", moved(a.moves))
+	}
+}
+
+// TestAssignConfirmedHigh: a worker whose CPU reading puts it above the
+// tolerance while its shards' fitted costs do not (a reading up by noise)
+// gives no lease; one whose fitted costs put it above too does.
+func TestAssignConfirmedHigh(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		extra   int     // leases of w00 beyond the others' 20
+		reading float64 // w00's reading ÷ its fitted costs
+		moves   bool
+	}{
+		{"even, reading 7% up", 2, 1.07, false}, // fitted 1.11 of the mean, reading 1.18
+		{"even by the reading", 2, 1, false},
+		{"above by both", 4, 1.07, true}, // fitted 1.21
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var owners []string
+			for i := range 400 {
+				owners = append(owners, fmt.Sprintf("w%02d", i%20))
+			}
+			for range tt.extra {
+				owners = append(owners, "w00")
+			}
+			for k := range 4 {
+				owners[19+20*k] = fmt.Sprintf("w%02d", 2+k) // w19 light (16): a receiver the margin allows
+			}
+			ws := slices.Sorted(maps.Keys(func() map[string]bool {
+				m := map[string]bool{}
+				for _, o := range owners {
+					m[o] = true
+				}
+				return m
+			}()))
+			s := uniform(owners, ws...)
+			in := s.input(nil, 0)
+			in.tolerance = 0.15
+			for i := range in.workers {
+				if in.workers[i].owner == "w00" {
+					in.workers[i].cpu *= tt.reading
+				}
+			}
+			a := planAssignment(in)
+			if got := len(a.moves) > 0; got != tt.moves {
+				t.Errorf("moves %v, want moves %v", moved(a.moves), tt.moves)
+			}
+		})
+	}
+}
+
+// TestAssignFillsWithoutEmptying: filling a worker below half the mean
+// does not take a lease whose move would leave its donor below half the
+// mean (the next round would fill that one again): b's hot lease stays,
+// though moving it would lower the squared loads most.
+func TestAssignFillsWithoutEmptying(t *testing.T) {
+	s := &fleetState{workers: []string{"a", "b", "c", "d", "x"}, expired: map[string]bool{}}
+	add := func(owner string, rec float64) {
+		s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 1000 * rec}, owner: owner})
+	}
+	add("b", 120) // shard 0
+	for range 5 {
+		add("b", 10)
+	}
+	for range 17 {
+		add("a", 10)
+	}
+	for _, o := range []string{"c", "d"} {
+		for range 16 {
+			add(o, 10)
+		}
+	}
+	add("x", 10)
+	in := s.input(nil, 0)
+	in.tolerance = 0.4
+	l := s.loads()
+	mean := (l["a"] + l["b"] + l["c"] + l["d"] + l["x"]) / 5
+	if ratio(l) > 1.4 || l["x"] > 0.5*mean || l["b"]-s.scale()*s.cost(s.shards[0].t) > 0.5*mean {
+		t.Fatalf("loads %v: want nobody above the tolerance, x below half the mean, and b below it without its hot lease", l)
+	}
+	a := planAssignment(in)
+	if len(a.moves) == 0 {
+		t.Fatal("no move to x")
+	}
+	for _, m := range a.moves {
+		if m.lease.Key.ShardID == shardID(0) {
+			t.Errorf("moves %v: b's hot lease moved, leaving b below half the mean", moved(a.moves))
+		}
+	}
+}
+
+// TestAssignFullLoadNotUnsettled: a worker whose row lists as many shards
+// as a stored load keeps (fullLoad) is not unsettled by the leases it
+// holds beyond them, which it will never report: it still gives leases.
+func TestAssignFullLoadNotUnsettled(t *testing.T) {
+	var owners []string
+	for range fullLoad + 200 {
+		owners = append(owners, "a")
+	}
+	for range 10 {
+		owners = append(owners, "b", "c")
+	}
+	s := uniform(owners, "a", "b", "c")
+	s.unreported = map[string]bool{}
+	for i := fullLoad; i < fullLoad+200; i++ {
+		s.unreported[shardID(i)] = true
+	}
+	in := s.input(nil, 0)
+	in.maxMoves = 5
+	if got := len(planAssignment(in).moves); got != 5 {
+		t.Errorf("%d moves from a, which holds %d leases and reports %d, want 5", got, fullLoad+200, fullLoad)
+	}
+}
+
+// TestAssignRecent: the leases of a worker that left, which nobody
+// reports, cost what the throughput remembered from an earlier plan says
+// (assignInput.recent), so the plan's loads are the true ones; without it
+// they cost the average. The plan
+// hands on every figure it used (assignment.seen), remembered ones too.
+func TestAssignRecent(t *testing.T) {
+	s := calibrated(20, 400)
+	recent := map[lease.Key]throughput{}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		recent[lease.Key{Stream: testStream, ShardID: sh.id}] = sh.t
+		if sh.owner == "w19" || i == 0 {
+			sh.owner = "" // w19 left, and w00 let the hottest go
+		}
+	}
+	s.workers = s.workers[:19]
+	for _, withRecent := range []bool{false, true} {
+		in := s.input(nil, 0)
+		in.tolerance, in.maxMoves = 0.1, 0
+		if withRecent {
+			in.recent = recent
+		}
+		a := planAssignment(in)
+		after := *s
+		after.shards = slices.Clone(s.shards)
+		after.apply(a)
+		off := 0.0
+		for w, l := range after.loads() {
+			off = max(off, math.Abs(a.load[w]-l)/l)
+		}
+		switch {
+		case withRecent && off > 1e-9:
+			t.Errorf("with recent figures: planned loads off the true ones by up to %.3f", off)
+		case !withRecent && off < 0.05:
+			t.Errorf("without recent figures: planned loads within %.3f of the true ones, want the hot lease priced as average", off)
+		}
+		if withRecent {
+			if len(a.seen) != len(s.shards) {
+				t.Errorf("seen holds %d figures, want all %d", len(a.seen), len(s.shards))
+			}
+			if got := a.seen[lease.Key{Stream: testStream, ShardID: shardID(0)}]; got != s.shards[0].t {
+				t.Errorf("seen has %+v for the hottest shard, want the remembered %+v", got, s.shards[0].t)
 			}
 		}
 	}
