@@ -73,8 +73,10 @@ type Consumer struct {
 	meter    *loadMeter
 	lastLoad *lease.Load
 	// leader is this worker's part in leading the stream's balancing
-	// (lead.go).
-	leader leadership
+	// (lead.go); lastSeen is the throughput of each lease its last plan
+	// knew (assignment.seen), for the leases nobody reports in the next.
+	leader   leadership
+	lastSeen map[lease.Key]throughput
 	// grp is the group this consumer belongs to (group.go): itself alone,
 	// or the consumers of the other streams of its service.
 	grp *Group
@@ -234,8 +236,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	if err == nil {
-		// The rows discover just read and wrote: no second scan.
-		c.balanceWith(ctx, snap)
+		// The first round decides its role as every round does: a worker
+		// joining a fleet that a leader plans follows it (it waits to be
+		// given its share), instead of asking the busiest for leases by
+		// count. Leading or balancing for itself, it plans on the rows
+		// discover just read and wrote: no second scan.
+		r := c.roleFor(ctx)
+		c.mu.Lock()
+		c.leader.role = r
+		c.mu.Unlock()
+		if r == roleFollowing {
+			c.follow(ctx)
+		} else {
+			c.balanceWith(ctx, snap)
+		}
 	} else {
 		c.balance(ctx)
 	}

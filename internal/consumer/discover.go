@@ -132,8 +132,22 @@ func (c *Consumer) discover(ctx context.Context) (lease.Snapshot, error) {
 	if len(ids) > 0 {
 		c.maxListed = ids[len(ids)-1]
 	}
+	// The shards that ended so far have their children's rows now: a
+	// leader planning on these rows need not list again (leadPart).
+	c.leader.ended = endedIn(snap)
 	c.mu.Unlock()
 	return snap, nil
+}
+
+// endedIn counts the leases of snap checkpointed at SHARD_END.
+func endedIn(snap lease.Snapshot) int {
+	n := 0
+	for _, l := range snap.Leases {
+		if l.Checkpoint == lease.ShardEnd {
+			n++
+		}
+	}
+	return n
 }
 
 // StreamDescriber is the optional part of a KinesisAPI (a *kinesis.Client

@@ -291,7 +291,14 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		c.act(ctx, own.p, own.held, own.in.view)
 		return
 	}
-	a := planAssignment(c.assignInput(parts))
+	in := c.assignInput(parts)
+	c.mu.Lock()
+	in.recent = c.lastSeen
+	c.mu.Unlock()
+	a := planAssignment(in)
+	c.mu.Lock()
+	c.lastSeen = a.seen
+	c.mu.Unlock()
 	p := own.p
 	p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
 	c.act(ctx, p, own.held, own.in.view)
@@ -344,12 +351,7 @@ type leadPart struct {
 // (they are planned in the next round). ok is false when c stops or has
 // not listed its shards yet.
 func (c *Consumer) leadPart(ctx context.Context, snap lease.Snapshot) (leadPart, bool) {
-	ended := 0
-	for _, l := range snap.Leases {
-		if l.Checkpoint == lease.ShardEnd {
-			ended++
-		}
-	}
+	ended := endedIn(snap)
 	c.mu.Lock()
 	newlyEnded := ended > c.leader.ended && c.leader.ended >= 0
 	c.leader.ended = ended
