@@ -248,13 +248,19 @@
 //     50 workers, D 10 s and L 30 s: 18 + 15 = 33 units/s, where every
 //     worker Scanning cost W times the leader's part, 922.
 //   - Convergence: moves are hand-overs, at most Config.MaxMoves (8) per
-//     round of D/2, each chosen from the busiest worker to the least
-//     loaded with a margin that makes a move back impossible while the
-//     load figures stay within half the tolerance (15 %) of the truth,
-//     and none while the two differ by less than 5 % of a CPU;
-//     takes are not bounded. Load figures trail the moves by about a
-//     heartbeat (D/3) and are smoothed, so a change of load settles in a
-//     few rounds (the scale simulation measures it: BENCHMARKS.md).
+//     round of D/2, or one per worker while the busiest is above 1.5 ×
+//     the mean (a fleet that took its leases before a leader planned),
+//     each chosen from the busiest worker to the least loaded with a
+//     margin that makes a move back impossible while the load figures
+//     stay within half the tolerance (15 %) of the truth, none while the
+//     two differ by less than 5 % of a CPU (unless the receiver holds
+//     nothing), and none to or from a worker that has not measured a
+//     lease it was just given; takes are not bounded. Costs are fitted
+//     each round to the workers' own figures (assign.go); a worker that
+//     joins a led fleet follows from its first round and waits to be
+//     given its share. Load figures trail the moves by about a heartbeat
+//     (D/3) and are smoothed, so a change of load settles in a few rounds
+//     (the scale simulation measures it: BENCHMARKS.md).
 //   - Mixed fleets: a worker row without load is an older version's, which
 //     plans for itself; while one lives, or while the table has no owner
 //     index, the leader writes "plan:self" in its row and every worker
