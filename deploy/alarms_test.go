@@ -135,7 +135,8 @@ var alarmSpecs = []alarmSpec{
 // observabilityCombinations are the cases of combinations() with metrics,
 // alarms and enhanced fan-out: both modes, polling and fan-out, metrics off,
 // alarms without and with a topic, a created and an existing stream, with
-// and without a dead-letter target.
+// and without a dead-letter target, and in ecs mode with and without further
+// streams (AdditionalStreamArns).
 func observabilityCombinations() []combination {
 	var out []combination
 	for _, mode := range []string{"lambda", "ecs"} {
@@ -148,19 +149,26 @@ func observabilityCombinations() []combination {
 			} {
 				for _, stream := range []string{"", existingStreamARN} {
 					for _, dlt := range []string{"stream", "none"} {
-						base := lambdaMode()
+						mores := []string{""}
 						if mode == "ecs" {
-							base = ecsMode()
+							mores = append(mores, twoMoreStreams)
 						}
-						// Every choice of combinations() explicit, as the
-						// checks read them from the parameters.
-						kv := []string{"FanOutConsumerName", fan, "StreamArn", stream, "DeadLetterTarget", dlt,
-							"CreateReplyStream", "false", "Architecture", "arm64", "MaxAttempts", "3", "Idempotency", ""}
-						p := params(base, append(kv, alarms...)...)
-						if mode == "ecs" {
-							p["ImageRepository"], p["SecurityGroups"] = "", ""
+						for _, more := range mores {
+							base := lambdaMode()
+							if mode == "ecs" {
+								base = ecsMode()
+							}
+							// Every choice of combinations() explicit, as the
+							// checks read them from the parameters.
+							kv := []string{"FanOutConsumerName", fan, "StreamArn", stream, "DeadLetterTarget", dlt,
+								"CreateReplyStream", "false", "Architecture", "arm64", "MaxAttempts", "3", "Idempotency", "",
+								"AdditionalStreamArns", more}
+							p := params(base, append(kv, alarms...)...)
+							if mode == "ecs" {
+								p["ImageRepository"], p["SecurityGroups"] = "", ""
+							}
+							out = append(out, combination{name: describe(p), params: p})
 						}
-						out = append(out, combination{name: describe(p), params: p})
 					}
 				}
 			}
@@ -173,7 +181,7 @@ func observabilityCombinations() []combination {
 // each watches: only with Alarms=true, only in its modes; the namespace
 // and dimensions of the metrics the adapter writes (service = the stack's
 // name, which POWERTOOLS_SERVICE_NAME is set to; Stream = the consumed
-// stream's name; for the AWS/Lambda alarms, FunctionName = the function),
+// stream's name, the first one's with AdditionalStreamArns; for the AWS/Lambda alarms, FunctionName = the function),
 // the metric, statistic, threshold, one-minute periods, the treatment of
 // missing data (alarmSpec.missing), and notifications to AlarmTopicArn
 // only when one is given.
@@ -386,7 +394,8 @@ func describeMetrics(m map[metricKey]string) string {
 }
 
 // exporterMetrics returns the metrics (with their units) that the adapter
-// of stack s writes when every alarmed event happens.
+// of stack s writes when every alarmed event happens, on every stream it
+// reads (in ecs mode, those of AdditionalStreamArns too).
 func exporterMetrics(t *testing.T, s *Stack) map[metricKey]string {
 	t.Helper()
 	mode := s.Params["Mode"].(string)
@@ -422,19 +431,36 @@ func exporterMetrics(t *testing.T, s *Stack) map[metricKey]string {
 	} else {
 		// Long-running mode names the stream by its ARN (records, writes,
 		// in-flight snapshots) or by its name (reads, checkpoints).
-		arn, name := concreteARN(t, s, env["LAMBDAADAPTER_STREAM_ARN"]), env["LAMBDAADAPTER_STREAM"]
 		em := observe.ModeECS
-		e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionDeadLetter})
-		e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionRetired})
-		e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "drop", Action: observe.ActionSettled, Reason: "malformed aggregate"})
-		e.OnWrite(observe.Write{Mode: em, Kind: observe.WriteDeadLetter, Stream: arn, ShardID: "shardId-000000000000"})
-		e.OnWrite(observe.Write{Mode: em, Kind: observe.WriteCopy, Stream: arn, ShardID: "shardId-000000000000", Err: fail})
-		e.OnRead(observe.Read{Stream: name, ShardID: "shardId-000000000000", Records: 10, MillisBehindLatest: 60_000})
-		e.OnCheckpoint(observe.Checkpoint{Stream: name, ShardID: "shardId-000000000000", Checkpoint: "1", Err: fail})
-		e.OnInFlight(observe.InFlight{Stream: arn, Records: 3, OldestAge: time.Minute, LeasesHeld: 1})
+		for _, st := range ecsStreams(t, s) {
+			arn, name := st.arn, st.name
+			e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionDeadLetter})
+			e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionRetired})
+			e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "drop", Action: observe.ActionSettled, Reason: "malformed aggregate"})
+			e.OnWrite(observe.Write{Mode: em, Kind: observe.WriteDeadLetter, Stream: arn, ShardID: "shardId-000000000000"})
+			e.OnWrite(observe.Write{Mode: em, Kind: observe.WriteCopy, Stream: arn, ShardID: "shardId-000000000000", Err: fail})
+			e.OnRead(observe.Read{Stream: name, ShardID: "shardId-000000000000", Records: 10, MillisBehindLatest: 60_000})
+			e.OnCheckpoint(observe.Checkpoint{Stream: name, ShardID: "shardId-000000000000", Checkpoint: "1", Err: fail})
+			e.OnInFlight(observe.InFlight{Stream: arn, Records: 3, OldestAge: time.Minute, LeasesHeld: 1})
+		}
 	}
 	e.Flush(context.Background())
 	return parseEMF(t, out.Bytes())
+}
+
+// ecsStreams returns the streams the tasks of ecs-mode stack s read, by
+// name and ARN as the adapter has them at run time: LAMBDAADAPTER_STREAM
+// read as the adapter reads it, the first stream's ARN from
+// LAMBDAADAPTER_STREAM_ARN.
+func ecsStreams(t *testing.T, s *Stack) []adaptedStream {
+	t.Helper()
+	env := ecsEnv(t, s)
+	streams := adapterStreams(t, env["LAMBDAADAPTER_STREAM"])
+	if len(streams) == 0 {
+		t.Fatalf("LAMBDAADAPTER_STREAM=%q names no stream", env["LAMBDAADAPTER_STREAM"])
+	}
+	streams[0].arn = concreteARN(t, s, env["LAMBDAADAPTER_STREAM_ARN"])
+	return streams
 }
 
 // concreteARN returns the ARN v (as Evaluate writes it: a parameter's

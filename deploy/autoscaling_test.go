@@ -43,26 +43,28 @@ var scalingTypes = map[string]string{
 
 // autoScalingCombinations are the cases of combinations() with autoscaling:
 // ecs mode without and with it (the parameters' defaults, and other
-// values), polling and fan-out, a created and an existing stream, and
-// with alarms.
+// values), polling and fan-out, a created and an existing stream, with
+// and without further streams (AdditionalStreamArns), and with alarms.
 func autoScalingCombinations() []combination {
 	var out []combination
 	for _, fan := range []string{"", fanOutName} {
 		for _, stream := range []string{"", existingStreamARN} {
-			for _, scaling := range [][]string{
-				{"AutoScaling", "false"},
-				{"AutoScaling", "true"},
-				{"AutoScaling", "true", "AutoScalingMinTasks", "2", "AutoScalingMaxTasks", "8", "AutoScalingTargetSeconds", "30",
-					"AutoScalingScaleInCooldownSeconds", "600", "AutoScalingScaleOutCooldownSeconds", "0",
-					"Alarms", "true", "AlarmTopicArn", alarmTopic, "DesiredCount", "3"},
-			} {
-				// Every choice of combinations() explicit, as the checks
-				// read them from the parameters.
-				kv := []string{"FanOutConsumerName", fan, "StreamArn", stream, "DeadLetterTarget", "stream",
-					"CreateReplyStream", "false", "Architecture", "arm64", "MaxAttempts", "3", "Idempotency", "",
-					"Metrics", "emf", "ImageRepository", "", "SecurityGroups", ""}
-				p := ecsMode(append(kv, scaling...)...)
-				out = append(out, combination{name: describe(p), params: p})
+			for _, more := range []string{"", twoMoreStreams} {
+				for _, scaling := range [][]string{
+					{"AutoScaling", "false"},
+					{"AutoScaling", "true"},
+					{"AutoScaling", "true", "AutoScalingMinTasks", "2", "AutoScalingMaxTasks", "8", "AutoScalingTargetSeconds", "30",
+						"AutoScalingScaleInCooldownSeconds", "600", "AutoScalingScaleOutCooldownSeconds", "0",
+						"Alarms", "true", "AlarmTopicArn", alarmTopic, "DesiredCount", "3"},
+				} {
+					// Every choice of combinations() explicit, as the checks
+					// read them from the parameters.
+					kv := []string{"FanOutConsumerName", fan, "StreamArn", stream, "DeadLetterTarget", "stream",
+						"CreateReplyStream", "false", "Architecture", "arm64", "MaxAttempts", "3", "Idempotency", "",
+						"Metrics", "emf", "ImageRepository", "", "SecurityGroups", "", "AdditionalStreamArns", more}
+					p := ecsMode(append(kv, scaling...)...)
+					out = append(out, combination{name: describe(p), params: p})
+				}
 			}
 		}
 	}
@@ -259,8 +261,10 @@ func idleExporterMetrics(t *testing.T, s *Stack) map[metricKey]string {
 	var out bytes.Buffer
 	e := emf.New(&out, append(emf.Environment(func(name string) string { return env[name] }),
 		emf.WithClock(func() time.Time { return time.Unix(1_700_000_000, 0) }))...)
-	e.OnRead(observe.Read{Stream: env["LAMBDAADAPTER_STREAM"], ShardID: "shardId-000000000000", Records: 0, MillisBehindLatest: 0})
-	e.OnInFlight(observe.InFlight{Stream: concreteARN(t, s, env["LAMBDAADAPTER_STREAM_ARN"]), Records: 0, LeasesHeld: 1})
+	for _, st := range ecsStreams(t, s) {
+		e.OnRead(observe.Read{Stream: st.name, ShardID: "shardId-000000000000", Records: 0, MillisBehindLatest: 0})
+		e.OnInFlight(observe.InFlight{Stream: st.arn, Records: 0, LeasesHeld: 1})
+	}
 	e.Flush(context.Background())
 	return parseEMF(t, out.Bytes())
 }

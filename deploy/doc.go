@@ -7,7 +7,9 @@
 // a set of parameter values: it checks the values against their constraints,
 // runs the Rules, decides the Conditions, leaves out the resources and outputs
 // whose condition is false, and resolves Ref, Fn::If, Fn::Sub, Fn::Join,
-// Fn::Select and Fn::Split. What only exists once the stack does (a
+// Fn::Select and Fn::Split. A list parameter (CommaDelimitedList) is split at
+// its commas, each element trimmed and checked against the constraints, as
+// CloudFormation does. What only exists once the stack does (a
 // resource's Ref or attribute, AWS::Region) stays symbolic, written as in
 // Fn::Sub: "${DelayQueue}", "${Stream.Arn}", "${AWS::Region}"; a reference to
 // a resource that the parameters leave out is an error, as in CloudFormation.
@@ -25,7 +27,8 @@
 // The tests (go test ./...) evaluate ../template.yaml for both modes and many
 // parameter combinations and check the event sources, every IAM statement
 // against an allow-list of the calls the code makes (enhanced fan-out's
-// only with FanOutConsumerName), the ECS task, the wiring of parameters
+// only with FanOutConsumerName; on each stream of AdditionalStreamArns what
+// the tasks call on every stream), the ECS task, the wiring of parameters
 // into the LAMBDAADAPTER_* environment, the CloudWatch alarms and the
 // autoscaling policy: each must watch a metric that observe/emf's
 // Exporter, run with the environment the template sets, writes. For that the module requires the

@@ -138,3 +138,78 @@ func TestPolicyStatements(t *testing.T) {
 		t.Error("a statement with the unknown key Actions was accepted")
 	}
 }
+
+// listTemplate exercises a list parameter as template.yaml uses
+// AdditionalStreamArns: the per-element AllowedPattern, a rule on its
+// members, Fn::Join over it, and a suffix given to every element with a
+// literal Fn::Join delimiter, Fn::Sub and Fn::Split.
+const listTemplate = `
+Parameters:
+  Arns:
+    Type: CommaDelimitedList
+    Default: ""
+    AllowedPattern: "^(arn:aws:kinesis:[a-z0-9-]+:[0-9]{12}:stream/[a-z]+)?$"
+Rules:
+  NoEmptyEntry:
+    RuleCondition: !Not [{"Fn::EachMemberEquals": [!Ref Arns, ""]}]
+    Assertions:
+      - Assert: !Not [{"Fn::Contains": [!Ref Arns, ""]}]
+        AssertDescription: no empty entry
+Conditions:
+  HasArns: !Not [!Equals [!Join ["", !Ref Arns], ""]]
+Resources:
+  Thing:
+    Type: Custom::Thing
+    Properties:
+      Joined: !Join [",", [first, !Join [",", !Ref Arns]]]
+      List: !Ref Arns
+      Suffixed: !If
+        - HasArns
+        - !Split [",", !Sub ["${A}/consumer/*", {A: !Join ["/consumer/*,", !Ref Arns]}]]
+        - !Ref AWS::NoValue
+`
+
+func TestEvaluateListParameters(t *testing.T) {
+	tm, err := Parse([]byte(listTemplate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		a = "arn:aws:kinesis:eu-west-1:123456789012:stream/a"
+		b = "arn:aws:kinesis:eu-west-1:123456789012:stream/b"
+	)
+	for _, tc := range []struct {
+		name, value string
+		want        map[string]any // Thing's properties
+		err         string
+	}{
+		{"default", "", map[string]any{"Joined": "first,", "List": []any{""}}, ""},
+		{"one", a, map[string]any{"Joined": "first," + a, "List": []any{a}, "Suffixed": []any{a + "/consumer/*"}}, ""},
+		// CloudFormation trims the spaces around each element.
+		{"two with spaces", " " + a + " , " + b, map[string]any{
+			"Joined": "first," + a + "," + b, "List": []any{a, b}, "Suffixed": []any{a + "/consumer/*", b + "/consumer/*"}}, ""},
+		// The pattern applies to each element, not to the whole value.
+		{"one element refused", a + ",orders", nil, "does not match AllowedPattern"},
+		{"empty entry", a + ",", nil, "NoEmptyEntry: no empty entry"},
+		{"only commas", ",", map[string]any{"Joined": "first,,", "List": []any{"", ""}}, ""},
+	} {
+		p := map[string]string{}
+		if tc.value != "" {
+			p["Arns"] = tc.value
+		}
+		s, err := tm.Evaluate(p)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: Evaluate(%q) = %v, want an error containing %q", tc.name, tc.value, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Evaluate(%q): %v", tc.name, tc.value, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, s.Resources["Thing"].Properties); diff != "" {
+			t.Errorf("%s: Thing (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

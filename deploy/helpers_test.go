@@ -123,6 +123,7 @@ func combinations() []combination {
 	}
 	out = append(out, idempotencyCombinations()...)
 	out = append(out, autoScalingCombinations()...)
+	out = append(out, multiStreamCombinations()...)
 	return append(out, observabilityCombinations()...)
 }
 
@@ -133,6 +134,9 @@ func describe(p map[string]string) string {
 		v := p[k]
 		if k == "StreamArn" && v != "" {
 			v = "existing"
+		}
+		if k == "AdditionalStreamArns" && v != "" {
+			v = fmt.Sprintf("%d-more", len(strings.Split(v, ",")))
 		}
 		if k == "ContainerImage" || k == "Subnets" {
 			continue

@@ -198,6 +198,12 @@ var symbolicARN = regexp.MustCompile(`^\$\{([A-Za-z0-9]+)\.(Arn|ConsumerARN)\}$`
 // consumer themselves): STREAM/consumer/NAME:*.
 var consumerPattern = regexp.MustCompile(`^(.+)/consumer/([a-zA-Z0-9_.-]+):\*$`)
 
+// anyConsumerPattern is the wider wildcard the checks accept for the
+// streams of AdditionalStreamArns only, with enhanced fan-out: every
+// consumer of the stream, STREAM/consumer/* (the template's comment on the
+// statement AdditionalFanOutConsumers says why it cannot name the consumer).
+var anyConsumerPattern = regexp.MustCompile(`^(arn:[^/]+:stream/[A-Za-z0-9_.-]+)/consumer/\*$`)
+
 // indexPattern is the ARN of a global secondary index of a table of the
 // stack, by name: ${Table.Arn}/index/NAME.
 var indexPattern = regexp.MustCompile(`^(\$\{[A-Za-z0-9]+\.Arn\})/index/([a-zA-Z0-9_.-]+)$`)
@@ -265,9 +271,11 @@ func checkTrust(t *testing.T, role string, doc any) {
 // combination: Allow only; actions from the role's allow-list (for the way
 // the stack reads the stream); no Resource "*" but for the actions AWS
 // requires it for; every resource the ARN of a resource of this stack (or
-// the StreamArn or ECR repository parameter) of the service of the actions,
-// and no other wildcard than the fan-out consumer's creation time
-// (STREAM/consumer/FanOutConsumerName:*).
+// the StreamArn, AdditionalStreamArns or ECR repository parameter) of the
+// service of the actions, never empty, and no other wildcard than the
+// fan-out consumer's creation time (STREAM/consumer/FanOutConsumerName:*)
+// and, with fan-out, the consumers of each stream of AdditionalStreamArns
+// (STREAM/consumer/*, for DescribeStreamConsumer and SubscribeToShard only).
 func TestIAMStatements(t *testing.T) {
 	star := starActions()
 	eachCombination(t, func(c combination) {
@@ -295,6 +303,10 @@ func TestIAMStatements(t *testing.T) {
 					starOK = starOK && star[a]
 				}
 				for _, res := range st.Resource {
+					if res == "" {
+						t.Errorf("%s: an empty resource in %q", at, st.Resource)
+						continue
+					}
 					if res == "*" {
 						if !starOK {
 							t.Errorf("%s: Resource \"*\" for %q: scope it to the stack's resources (only %q may have \"*\")", at, st.Action, slices.Sorted(maps.Keys(star)))
@@ -305,6 +317,12 @@ func TestIAMStatements(t *testing.T) {
 						// The fan-out consumer of the source stream, by name.
 						if m[1] != sourceStream(c.params) || m[2] != c.params["FanOutConsumerName"] {
 							t.Errorf("%s: resource %q: want the consumer %q of the source stream %s", at, res, c.params["FanOutConsumerName"], sourceStream(c.params))
+						}
+					} else if m := anyConsumerPattern.FindStringSubmatch(res); m != nil {
+						// Any consumer of a stream of AdditionalStreamArns.
+						if !slices.Contains(additionalStreams(c.params), m[1]) || reading(c.params) != fanOut ||
+							!slices.Equal(slices.Sorted(slices.Values(st.Action)), []string{"kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"}) {
+							t.Errorf("%s: resource %q for %q: STREAM/consumer/* only for DescribeStreamConsumer and SubscribeToShard on a stream of AdditionalStreamArns %q, with fan-out", at, res, st.Action, additionalStreams(c.params))
 						}
 					} else if strings.Contains(res, "*") {
 						t.Errorf("%s: wildcard in resource %q", at, res)
@@ -328,6 +346,8 @@ func TestIAMStatements(t *testing.T) {
 func arnService(s *Stack, res string) (string, error) {
 	if m := consumerPattern.FindStringSubmatch(res); m != nil {
 		res = m[1] // a stream's consumers: the stream's service
+	} else if m := anyConsumerPattern.FindStringSubmatch(res); m != nil {
+		res = m[1]
 	}
 	if m := indexPattern.FindStringSubmatch(res); m != nil {
 		res = m[1] // a table's index: the table's service
@@ -423,9 +443,12 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		arn := []string{"arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/" + repo}
 		exec["ecr:BatchGetImage"], exec["ecr:GetDownloadUrlForLayer"], exec["ecr:GetAuthorizationToken"] = arn, arn, []string{"*"}
 	}
+	// AdditionalStreamArns: the same reads as the first stream's, and
+	// copies back to each (PutRecords; PutRecord is for replies only).
+	streams := append([]string{source}, additionalStreams(p)...)
 	task := map[string][]string{
-		"kinesis:ListShards": {source}, "kinesis:GetShardIterator": {source},
-		"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(writes...),
+		"kinesis:ListShards": sorted(streams...), "kinesis:GetShardIterator": sorted(streams...),
+		"kinesis:PutRecord": sorted(writes...), "kinesis:PutRecords": sorted(slices.Concat(writes, additionalStreams(p))...),
 		"dynamodb:DescribeTable": table, "dynamodb:GetItem": table, "dynamodb:PutItem": table,
 		"dynamodb:UpdateItem": table, "dynamodb:DeleteItem": table, "dynamodb:Scan": table,
 		"dynamodb:Query":  {"${LeaseTable.Arn}/index/leaseOwner-index"},
@@ -435,11 +458,17 @@ func wantGrants(p map[string]string) map[string]map[string][]string {
 		// consumer/efo.go: RegisterStreamConsumer names the stream;
 		// DescribeStreamConsumer and SubscribeToShard the consumer, whose
 		// ARN ends in its creation time.
+		// AdditionalStreamArns: any consumer of each (the wider grant the
+		// template explains).
 		consumers := []string{source + "/consumer/" + p["FanOutConsumerName"] + ":*"}
-		task["kinesis:RegisterStreamConsumer"] = []string{source}
+		for _, arn := range additionalStreams(p) {
+			consumers = append(consumers, arn+"/consumer/*")
+		}
+		consumers = sorted(consumers...)
+		task["kinesis:RegisterStreamConsumer"] = sorted(streams...)
 		task["kinesis:DescribeStreamConsumer"], task["kinesis:SubscribeToShard"] = consumers, consumers
 	} else {
-		task["kinesis:GetRecords"] = []string{source}
+		task["kinesis:GetRecords"] = sorted(streams...)
 	}
 	return withIdempotencyGrants(p, map[string]map[string][]string{"TaskRole": task, "TaskExecutionRole": exec})
 }

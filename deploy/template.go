@@ -278,19 +278,36 @@ func (e *evaluator) setParams(overrides map[string]string) error {
 			}
 			v = scalarString(p.Default)
 		}
-		if err := checkParam(name, p, v); err != nil {
-			return err
-		}
-		if p.Type == "CommaDelimitedList" || strings.HasPrefix(p.Type, "List<") {
-			e.params[name] = strings.Split(v, ",")
-		} else {
+		if !isList(p.Type) {
+			if err := checkParam(name, p, v); err != nil {
+				return err
+			}
 			e.params[name] = v
+			continue
 		}
+		// A list: CloudFormation splits the value at its commas, trims
+		// the spaces around each element and checks each element against
+		// the AllowedPattern (and AllowedValues).
+		l := strings.Split(v, ",")
+		for i, el := range l {
+			l[i] = strings.TrimSpace(el)
+			if err := checkParam(name, p, l[i]); err != nil {
+				return err
+			}
+		}
+		e.params[name] = l
 	}
 	return nil
 }
 
-// checkParam checks v against the constraints of parameter p.
+// isList reports whether a parameter of type typ is a list
+// (CommaDelimitedList, List<...>).
+func isList(typ string) bool {
+	return typ == "CommaDelimitedList" || strings.HasPrefix(typ, "List<")
+}
+
+// checkParam checks v, the value of parameter p or, for a list, one of its
+// elements, against p's constraints.
 func checkParam(name string, p cloudformation.Parameter, v string) error {
 	bad := func(why string) error { return fmt.Errorf("deploy: parameter %s=%q: %s", name, v, why) }
 	if len(p.AllowedValues) > 0 && !slices.ContainsFunc(p.AllowedValues, func(a any) bool { return scalarString(a) == v }) {
