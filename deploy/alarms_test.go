@@ -181,7 +181,7 @@ func observabilityCombinations() []combination {
 // each watches: only with Alarms=true, only in its modes; the namespace
 // and dimensions of the metrics the adapter writes (service = the stack's
 // name, which POWERTOOLS_SERVICE_NAME is set to; Stream = the consumed
-// stream's name, the first one's with AdditionalStreamArns; for the AWS/Lambda alarms, FunctionName = the function),
+// stream's name, none with AdditionalStreamArns: watchedDims; for the AWS/Lambda alarms, FunctionName = the function),
 // the metric, statistic, threshold, one-minute periods, the treatment of
 // missing data (alarmSpec.missing), and notifications to AlarmTopicArn
 // only when one is given.
@@ -218,7 +218,7 @@ func TestAlarms(t *testing.T) {
 			}
 			names = append(names, "${"+spec.id+"}")
 			at := c.name + ": " + spec.id
-			wantDims := map[string]string{"service": "${AWS::StackName}", "Stream": streamName(s)}
+			wantDims := watchedDims(s)
 			namespace := emf.DefaultNamespace
 			if spec.lambdaMetric {
 				wantDims, namespace = map[string]string{"FunctionName": "${" + functionID + "}"}, "AWS/Lambda"
@@ -261,6 +261,18 @@ func alarmDimensions(a *cloudwatch.Alarm) map[string]string {
 		out[d.Name] = d.Value
 	}
 	return out
+}
+
+// watchedDims are the dimensions of the adapter's metrics that the alarms
+// and the scaling policy of s watch: the service and the stream's name;
+// with AdditionalStreamArns the service alone, under which the exporter
+// publishes every stream's metrics too (emf.WithServiceDimension, set by
+// emf.Environment when LAMBDAADAPTER_STREAM names several streams).
+func watchedDims(s *Stack) map[string]string {
+	if len(streamsOf(s)) > 1 {
+		return map[string]string{"service": "${AWS::StackName}"}
+	}
+	return map[string]string{"service": "${AWS::StackName}", "Stream": streamName(s)}
 }
 
 // streamName is the consumed stream's name as the stack names it.
@@ -398,6 +410,13 @@ func describeMetrics(m map[metricKey]string) string {
 // reads (in ecs mode, those of AdditionalStreamArns too).
 func exporterMetrics(t *testing.T, s *Stack) map[metricKey]string {
 	t.Helper()
+	return exporterMetricsOf(t, s, func(int) bool { return true })
+}
+
+// exporterMetricsOf is exporterMetrics with events on the streams whose
+// index (0 the first) only admits, in ecs mode.
+func exporterMetricsOf(t *testing.T, s *Stack, only func(i int) bool) map[metricKey]string {
+	t.Helper()
 	mode := s.Params["Mode"].(string)
 	env := modeEnv(t, s)
 	getenv := func(name string) string {
@@ -432,7 +451,10 @@ func exporterMetrics(t *testing.T, s *Stack) map[metricKey]string {
 		// Long-running mode names the stream by its ARN (records, writes,
 		// in-flight snapshots) or by its name (reads, checkpoints).
 		em := observe.ModeECS
-		for _, st := range ecsStreams(t, s) {
+		for i, st := range ecsStreams(t, s) {
+			if !only(i) {
+				continue
+			}
 			arn, name := st.arn, st.name
 			e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionDeadLetter})
 			e.OnRecord(observe.Record{Mode: em, Stream: arn, ShardID: "shardId-000000000000", Outcome: "retry", Action: observe.ActionRetired})

@@ -181,7 +181,7 @@ func checkScalingPolicy(t *testing.T, at string, s *Stack) {
 	for _, d := range m.Dimensions {
 		dims[d.Name] = d.Value
 	}
-	if diff := cmp.Diff(map[string]string{"service": "${AWS::StackName}", "Stream": streamName(s)}, dims); diff != "" {
+	if diff := cmp.Diff(watchedDims(s), dims); diff != "" {
 		t.Errorf("%s: policy metric dimensions (-want +got):\n%s", at, diff)
 	}
 	got := []any{deref(m.Namespace), deref(m.MetricName), deref(m.Statistic), deref(m.Unit), len(m.Metrics), tt.TargetValue, deref(tt.DisableScaleIn)}

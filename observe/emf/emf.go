@@ -41,7 +41,10 @@
 // WithShardDimension adds ShardId: the metrics of records, writes, reads
 // and checkpoints are then published both per stream and per shard. An
 // event whose stream is unknown (an invocation with no Kinesis records)
-// is published with service only. The namespace is "lambdaadapter"
+// is published with service only. WithServiceDimension (set by
+// Environment when LAMBDAADAPTER_STREAM names several streams) publishes
+// every stream's metrics under [service] too, one series over all the
+// streams. The namespace is "lambdaadapter"
 // (WithNamespace; with Environment POWERTOOLS_METRICS_NAMESPACE).
 //
 // Shard ids and sequence numbers are root members of the first document,
@@ -152,6 +155,7 @@ type config struct {
 	service   string
 	function  string
 	shardDim  bool
+	svcDim    bool
 	recordAge bool
 	maxValues int
 	now       func() time.Time
@@ -163,7 +167,8 @@ type config struct {
 // (os.Getenv in production): WithNamespace(POWERTOOLS_METRICS_NAMESPACE),
 // WithService(POWERTOOLS_SERVICE_NAME, else AWS_LAMBDA_FUNCTION_NAME) and
 // WithFunctionName(AWS_LAMBDA_FUNCTION_NAME), each only when set to a valid
-// value. Options after them win:
+// value, and WithServiceDimension when LAMBDAADAPTER_STREAM names several
+// streams (a,b: a service reading several streams). Options after them win:
 //
 //	emf.New(os.Stdout, emf.Environment(os.Getenv)...)
 //
@@ -182,6 +187,9 @@ func Environment(getenv func(string) string) []Option {
 	}
 	if validDimension(fn) {
 		opts = append(opts, WithFunctionName(fn))
+	}
+	if strings.Contains(getenv("LAMBDAADAPTER_STREAM"), ",") {
+		opts = append(opts, WithServiceDimension())
 	}
 	return opts
 }
@@ -206,6 +214,15 @@ func WithFunctionName(name string) Option { return func(c *config) { c.function 
 // [service, Stream] and [service, Stream, ShardId]. It multiplies the
 // number of metrics (and their cost) by the number of shards.
 func WithShardDimension() Option { return func(c *config) { c.shardDim = true } }
+
+// WithServiceDimension publishes every stream's metrics under [service]
+// too, beside [service, Stream]: CloudWatch then adds up the counts and
+// takes the highest age (MillisBehindLatest, OldestRecordAge) over every
+// stream, so that one alarm or one scaling policy watches a service that
+// reads several streams. It adds one metric per metric name, whatever the
+// number of streams. Environment sets it when LAMBDAADAPTER_STREAM names
+// several streams.
+func WithServiceDimension() Option { return func(c *config) { c.svcDim = true } }
 
 // WithRecordAge adds RecordAge, the age of each record when its handler
 // returned, as a value array: one value per record.
@@ -672,8 +689,12 @@ func (e *Exporter) encode(en *entry) {
 	switch {
 	case en.stream == "":
 		enc.dimensions(dimsService)
+	case en.shard == "" && e.cfg.svcDim:
+		enc.dimensions(dimsStream, dimsService)
 	case en.shard == "":
 		enc.dimensions(dimsStream)
+	case e.cfg.svcDim:
+		enc.dimensions(dimsStream, dimsStreamShard, dimsService)
 	default:
 		enc.dimensions(dimsStream, dimsStreamShard)
 	}

@@ -530,6 +530,47 @@ func TestShardDimension(t *testing.T) {
 	}
 }
 
+// TestServiceDimension: with several streams, each stream's document
+// declares [service] beside [service, Stream] (and the shard set when
+// asked), so CloudWatch's Maximum of MillisBehindLatest under [service] is
+// the furthest-behind shard of every stream; Environment sets it when
+// LAMBDAADAPTER_STREAM lists several streams, and only then.
+func TestServiceDimension(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream string
+		opts   []emf.Option
+		want   [][]string
+	}{
+		{"one stream", "orders", nil, [][]string{{"service", "Stream"}}},
+		{"several streams", "orders,payments", nil, [][]string{{"service", "Stream"}, {"service"}}},
+		{"several streams, per shard", "orders, arn:aws:kinesis:eu-west-1:123456789012:stream/payments", []emf.Option{emf.WithShardDimension()},
+			[][]string{{"service", "Stream"}, {"service", "Stream", "ShardId"}, {"service"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "LAMBDAADAPTER_STREAM" {
+					return tc.stream
+				}
+				return ""
+			}
+			var w bytes.Buffer
+			e := emf.New(&w, append(append(emf.Environment(getenv), tc.opts...), emf.WithService("svc"), emf.WithClock(clock))...)
+			e.OnRead(observe.Read{Stream: "orders", ShardID: "shardId-0", Records: 1, MillisBehindLatest: 500})
+			e.OnRead(observe.Read{Stream: "payments", ShardID: "shardId-0", Records: 1, MillisBehindLatest: 9000})
+			f := flush(t, e, &w)
+			if len(f.docs) != 2 {
+				t.Fatalf("%d documents, want one per stream", len(f.docs))
+			}
+			for _, d := range f.docs {
+				if diff := cmp.Diff(tc.want, d.dims); diff != "" {
+					t.Errorf("%v: dimensions (-want +got):\n%s", d.root["Stream"], diff)
+				}
+			}
+		})
+	}
+}
+
 func TestUnknownStream(t *testing.T) {
 	var w bytes.Buffer
 	e := newLambda(&w)
