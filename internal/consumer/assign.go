@@ -35,6 +35,15 @@ type assignInput struct {
 	// a fitted cost model, such a lease costs what they say, not the
 	// average; nil: none.
 	recent map[lease.Key]throughput
+	// recentScales are the smoothing factors of the settled workers in the
+	// last plan (assignment.scales), averaged with the new ones
+	// (planSmoothing); nil: none.
+	recentScales map[string]averaged
+	// forming reports that the live workers are not those of the leader's
+	// last plan, or that it made none yet: with most leases free (a fleet
+	// starting), the plan waits for a round in which the workers stay the
+	// same (see planAssignment).
+	forming bool
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
 	// (1+tolerance) or a worker carries less than half the mean (one that
@@ -67,7 +76,12 @@ func (w workerLoad) reads(stream string) bool {
 
 // throughput is one shard's rate over the last interval as its worker
 // measured it.
-type throughput struct{ records, bytes float64 }
+type throughput struct {
+	records, bytes float64
+	// plans is how many plans' figures a throughput the leader remembers
+	// averages (assignment.seen); 0 in a worker's report.
+	plans float64
+}
 
 // move gives a lease to the worker to.
 type move struct {
@@ -89,7 +103,17 @@ type assignment struct {
 	// worker reported it, else as assignInput.recent remembered it. The
 	// leader passes it as recent to its next plan.
 	seen map[lease.Key]throughput
+	// waiting: the plan gave nothing out, waiting for a starting fleet's
+	// workers (assignInput.forming).
+	waiting bool
+	// scales are the settled workers' smoothing factors, averaged over
+	// plans; the leader passes them as recentScales to its next plan.
+	scales map[string]averaged
 }
+
+// averaged is a figure averaged over plans (planSmoothing), and how many
+// it averages.
+type averaged struct{ value, n float64 }
 
 // The fixed weights of the load model (see planAssignment), in bytes per
 // second, used when too few workers have figures to fit a model to: the
@@ -139,13 +163,17 @@ func rate(x float64) float64 {
 //     the handler's and the platform's, not a guess: a fixed guess
 //     under-prices hot shards when records are costly, and the plan then
 //     stops short or moves the wrong leases. The process's own baseline
-//     falls into perShard. A settled worker's costs are then scaled to its
-//     CPU reading, within 1 ± tolerance/2 (smoothing): the reading is
-//     smoothed over heartbeats and the throughputs are not (planning on a
-//     hot shard's rate over one interval moves leases on noise), but the
-//     reading also trails a move, and a worker that just gave a hot shard
-//     away must not look busy by more than the noise the tolerance allows
-//     for. Other workers' costs are their fitted costs.
+//     falls into perShard. A shard's throughput is the one reported now
+//     averaged with what earlier plans saw of it (in.recent, see
+//     planSmoothing: the plain mean of the first reports, then about ten
+//     rounds), so that one interval's noise on a hot shard prices it
+//     neither up nor down by more than a fraction of the tolerance. A
+//     settled worker's costs are then scaled to its CPU reading, within
+//     1 ± tolerance/2 (smoothing), the factor averaged over plans as the
+//     throughputs are (in.recentScales): the reading covers what the
+//     model leaves out, but it also trails a move, and a worker that just
+//     gave a hot shard away must not look busy by more than the noise the
+//     tolerance allows for. Other workers' costs are their fitted costs.
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
 //     of positive coefficients), the fixed weights (recordWeight,
 //     shardWeight) spread each reporting worker's CPU over its shards,
@@ -160,6 +188,13 @@ func rate(x float64) float64 {
 //   - byCount: every lease costs 1.
 //
 // # Plan
+//
+// While the fleet is forming (in.forming: the live workers differ from the
+// leader's last plan) and more than half the leases are free and were
+// never held, the plan gives nothing out and says it waits
+// (assignment.waiting): the leader of a starting fleet plans again a
+// moment later rather than give every lease to the first workers
+// registered and move them again.
 //
 // First the takes: free and expired leases, costliest first (then by shard
 // id), each to the least-loaded worker (then the one with fewest leases,
@@ -224,9 +259,16 @@ func planAssignment(in assignInput) assignment {
 	if len(p.workers) == 0 {
 		return out
 	}
+	if in.forming && p.starting() {
+		for _, w := range p.workers {
+			out.load[w.owner] = w.load
+		}
+		out.waiting = true
+		return out
+	}
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
-	out.seen = p.seen
+	out.seen, out.scales = p.seen, p.scales
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -240,7 +282,7 @@ type planner struct {
 	byOwner map[string]*planned
 	free    []costed // free and expired leases
 	// scales are the settled workers' smoothing factors (estimate).
-	scales map[string]float64
+	scales map[string]averaged
 	// seen is assignment.seen.
 	seen map[lease.Key]throughput
 }
@@ -294,7 +336,7 @@ func newPlanner(in assignInput) *planner {
 	if in.expired == nil {
 		in.expired = func(l lease.Lease) bool { return l.Owner == "" }
 	}
-	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]float64{}, seen: map[lease.Key]throughput{}}
+	p := &planner{in: in, byOwner: map[string]*planned{}, scales: map[string]averaged{}, seen: map[lease.Key]throughput{}}
 	metrics := map[string]workerLoad{}
 	for _, w := range in.workers {
 		if _, dup := p.byOwner[w.owner]; w.owner == "" || dup {
@@ -339,11 +381,24 @@ func newPlanner(in assignInput) *planner {
 		}
 	}
 	for owner, scale := range p.scales {
-		if w := p.byOwner[owner]; w != nil && scale > 1 {
-			w.inflation = w.load * (1 - 1/scale)
+		if w := p.byOwner[owner]; w != nil && scale.value > 1 {
+			w.inflation = w.load * (1 - 1/scale.value)
 		}
 	}
 	return p
+}
+
+// starting reports whether more than half the leases are free and were
+// never held (or were released): a fleet starting from nothing, or coming
+// back after every worker stopped.
+func (p *planner) starting() bool {
+	n := 0
+	for _, c := range p.free {
+		if c.l.Owner == "" {
+			n++
+		}
+	}
+	return 2*n > len(p.in.leases)
 }
 
 // margin is how far the donor's load after a move (rest) must stay above
@@ -392,10 +447,16 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 			scale := 1.0
 			if i, ok := settled[owner]; ok {
 				scale = p.smoothing(samples[i], model)
-				p.scales[owner] = scale
+				avg := averaged{value: scale, n: 1}
+				if prev, ok := p.in.recentScales[owner]; ok {
+					a := average(prev.n)
+					avg = averaged{value: a*scale + (1-a)*prev.value, n: min(prev.n+1, 1/planSmoothing)}
+				}
+				scale = avg.value
+				p.scales[owner] = avg
 			}
 			for _, id := range ids {
-				costs[id] = scale * model.cost(w.shards[id])
+				costs[id] = scale * model.cost(p.smoothed(id, w.shards[id]))
 			}
 		} else {
 			if !validCPU(w.cpu) {
@@ -430,7 +491,7 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		}
 		if from != "" {
 			costs[i], known[i] = reported[from][id], true
-			p.seen[id] = metrics[from].shards[id]
+			p.seen[id] = p.smoothed(id, metrics[from].shards[id])
 			n++
 			sum += costs[i]
 			continue
@@ -455,6 +516,39 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		}
 	}
 	return costs, known
+}
+
+// planSmoothing weighs a lease's newest reported throughput, and a
+// settled worker's newest smoothing factor, against what the leader's
+// earlier plans saw (assignInput.recent, recentScales): an exponential
+// moving average over balancing rounds. A worker's report is itself
+// smoothed over about three heartbeats (loadMeter), and a hot shard's
+// rate over that still varies by about 5 %: with 50 workers some cross
+// the tolerance on noise alone every few rounds, and their leases move
+// and move back. Averaged over about ten rounds more (50 s with a lease
+// duration of 10 s), the noise is a third of that; a lasting change of a
+// shard's rate is priced in after a few rounds.
+const planSmoothing = 0.1
+
+// average returns the weight of the newest figure in an average over
+// plans that already averaged n figures: the plain mean of the first ones
+// (a lease's first report is one interval's, and carries its noise whole),
+// then planSmoothing.
+func average(n float64) float64 { return max(planSmoothing, 1/(n+1)) }
+
+// smoothed returns t, the throughput of the lease id as a worker reports
+// it now, averaged with what earlier plans saw of it (planSmoothing).
+func (p *planner) smoothed(id lease.Key, t throughput) throughput {
+	prev, ok := p.in.recent[id]
+	if !ok {
+		return throughput{records: rate(t.records), bytes: rate(t.bytes), plans: 1}
+	}
+	a := average(prev.plans)
+	return throughput{
+		records: a*rate(t.records) + (1-a)*rate(prev.records),
+		bytes:   a*rate(t.bytes) + (1-a)*rate(prev.bytes),
+		plans:   min(prev.plans+1, 1/planSmoothing),
+	}
 }
 
 // fullLoad is how many shards a stored lease.Load keeps at most (the

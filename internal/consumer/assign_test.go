@@ -1266,3 +1266,69 @@ func TestAssignRecent(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignAveragesOverPlans: a lease's reported throughput is averaged
+// with what earlier plans saw of it (assignInput.recent): the plain mean
+// while few plans saw it, then with weight planSmoothing, so one
+// interval's noise on a hot shard moves its price by a tenth of it; the
+// plan hands the average on (assignment.seen) with the number of plans
+// it covers.
+func TestAssignAveragesOverPlans(t *testing.T) {
+	s := calibrated(20, 400)
+	hot := lease.Key{Stream: testStream, ShardID: shardID(0)}
+	truth := s.shards[0].t
+	for _, tt := range []struct {
+		name   string
+		recent *throughput // nil: none
+		want   throughput
+	}{
+		{"first seen", nil, throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes, plans: 1}},
+		{"seen once", &throughput{records: truth.records, bytes: truth.bytes, plans: 1}, throughput{records: 1.25 * truth.records, bytes: 1.25 * truth.bytes, plans: 2}},
+		{"seen long", &throughput{records: truth.records, bytes: truth.bytes, plans: 10}, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, plans: 10}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := s.input(nil, 0)
+			in.maxMoves = 0
+			for _, w := range in.workers {
+				if _, ok := w.shards[hot]; ok {
+					w.shards[hot] = throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes} // one noisy interval
+				}
+			}
+			if tt.recent != nil {
+				in.recent = map[lease.Key]throughput{hot: *tt.recent}
+			}
+			got := planAssignment(in).seen[hot]
+			if math.Abs(got.records-tt.want.records) > 1e-9 || math.Abs(got.bytes-tt.want.bytes) > 1e-9 || got.plans != tt.want.plans {
+				t.Errorf("seen %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAssignWaitsForStartingFleet: while most leases are free and the
+// workers are not those of the leader's last plan (assignInput.forming),
+// the plan gives nothing out and says it waits, so that the first leader of
+// a starting fleet does not give every lease to the few workers
+// registered yet; once the workers stay the same it gives them out, and a
+// fleet that holds most of its leases gets its free ones at once.
+func TestAssignWaitsForStartingFleet(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		owners    []string
+		forming   bool
+		wantTakes int
+	}{
+		{"starting, workers changed", []string{"", "", "", "", "", ""}, true, 0},
+		{"starting, workers the same", []string{"", "", "", "", "", ""}, false, 6},
+		{"running, workers changed", []string{"a", "a", "b", "b", "", ""}, true, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := uniform(tt.owners, "a", "b", "c").input(nil, 0)
+			in.forming = tt.forming
+			a := planAssignment(in)
+			if len(a.takes) != tt.wantTakes || a.waiting != (tt.wantTakes == 0) {
+				t.Errorf("takes %v, waiting %v; want %d takes", moved(a.takes), a.waiting, tt.wantTakes)
+			}
+		})
+	}
+}

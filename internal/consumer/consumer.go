@@ -74,9 +74,12 @@ type Consumer struct {
 	lastLoad *lease.Load
 	// leader is this worker's part in leading the stream's balancing
 	// (lead.go); lastSeen is the throughput of each lease its last plan
-	// knew (assignment.seen), for the leases nobody reports in the next.
-	leader   leadership
-	lastSeen map[lease.Key]throughput
+	// knew (assignment.seen), for the leases nobody reports in the next
+	// and averaged with the figures reported then; lastScales the settled
+	// workers' smoothing factors (assignment.scales), averaged likewise.
+	leader     leadership
+	lastSeen   map[lease.Key]throughput
+	lastScales map[string]averaged
 	// grp is the group this consumer belongs to (group.go): itself alone,
 	// or the consumers of the other streams of its service.
 	grp *Group
@@ -293,8 +296,16 @@ func (c *Consumer) loop(ctx context.Context) {
 	endedTimer.Stop()
 	defer endedTimer.Stop()
 	var lastEnded time.Time
+	again := time.NewTimer(formingWait)
+	again.Stop()
+	defer again.Stop()
 	for {
+		if c.balanceAgain() {
+			again.Reset(formingWait)
+		}
 		select {
+		case <-again.C:
+			c.balance(ctx)
 		case <-ctx.Done():
 			return
 		case <-c.shutdown:
@@ -326,6 +337,20 @@ func (c *Consumer) loop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// formingWait is how soon a leader that waited for a starting fleet's
+// workers (assignInput.forming) plans again.
+const formingWait = time.Second
+
+// balanceAgain reports, once, whether the last balancing round asked for
+// another one soon (leadership.again).
+func (c *Consumer) balanceAgain() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	again := c.leader.again
+	c.leader.again = false
+	return again
 }
 
 // Shutdown stops Run gracefully, as cancelling Run's context does, and

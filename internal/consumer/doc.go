@@ -256,11 +256,21 @@
 //     two differ by less than 5 % of a CPU (unless the receiver holds
 //     nothing), and none to or from a worker that has not measured a
 //     lease it was just given; takes are not bounded. Costs are fitted
-//     each round to the workers' own figures (assign.go); a worker that
-//     joins a led fleet follows from its first round and waits to be
-//     given its share. Load figures trail the moves by about a heartbeat
-//     (D/3) and are smoothed, so a change of load settles in a few rounds
-//     (the scale simulation measures it: BENCHMARKS.md).
+//     each round to the workers' own figures (assign.go), and each
+//     lease's reported rates, like each worker's CPU scale, are averaged
+//     by the leader over its rounds (planSmoothing: about ten rounds), so
+//     that one interval's noise moves no lease; a worker that joins a led
+//     fleet follows from its first round and waits to be given its share.
+//     A worker that finds the leader row held but not yet saying how the
+//     fleet balances (a leader in its first round) follows too. A leader
+//     whose fleet is starting (most leases free) gives nothing out while
+//     the live workers it reads change from one plan to the next, and
+//     plans again a second later (formingWait), for at most D/4 after its
+//     first plan: the first leader of a starting fleet does not give every
+//     lease to the few workers registered yet, to move them again. Load
+//     figures trail the moves by about a heartbeat (D/3) and are
+//     smoothed, so a change of load settles in a few rounds (the scale
+//     simulation measures it: BENCHMARKS.md).
 //   - Mixed fleets: a worker row without load is an older version's, which
 //     plans for itself; while one lives, or while the table has no owner
 //     index, the leader writes "plan:self" in its row and every worker

@@ -61,6 +61,13 @@ type leadership struct {
 	role    role        // the role of the last balancing round
 	noIndex bool        // the last Owned said the table has no owner index
 	ended   int         // SHARD_END leases in the leader's last read
+	// fleet are the live workers (by owner id) of the leader's last plan,
+	// nil before its first (assignInput.forming).
+	fleet []string
+	// formed is when the leader made its first plan; again asks Run's loop
+	// for another round in formingWait (a plan waited for a starting fleet).
+	formed time.Time
+	again  bool
 }
 
 // leading reports whether this worker holds the leader row, renewed within
@@ -129,7 +136,11 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 			return roleLeading
 		}
 	}
-	if fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) {
+	if fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) || (row.Checkpoint == "" && row.Owner != "") {
+		// A leader that has not said yet how the fleet balances (it
+		// says so in its first round) is followed too: a worker of a
+		// starting fleet waits for its plan rather than taking leases by
+		// count, which the plan would move again.
 		return roleFollowing
 	}
 	return roleSelf
@@ -292,12 +303,28 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		return
 	}
 	in := c.assignInput(parts)
+	owners := make([]string, 0, len(in.workers))
+	for _, w := range in.workers {
+		owners = append(owners, w.owner)
+	}
 	c.mu.Lock()
-	in.recent = c.lastSeen
+	in.recent, in.recentScales = c.lastSeen, c.lastScales
+	if c.leader.fleet == nil {
+		c.leader.formed = time.Now()
+	}
+	// A starting fleet is waited for (formingWait) while its workers
+	// change, up to half a round after the leader's first plan.
+	in.forming = (c.leader.fleet == nil || !slices.Equal(c.leader.fleet, owners)) && time.Since(c.leader.formed) < c.cfg.LeaseDuration/4
+	c.leader.fleet = owners
 	c.mu.Unlock()
 	a := planAssignment(in)
+	if a.waiting {
+		c.mu.Lock()
+		c.leader.again = true
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
-	c.lastSeen = a.seen
+	c.lastSeen, c.lastScales = a.seen, a.scales
 	c.mu.Unlock()
 	p := own.p
 	p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these

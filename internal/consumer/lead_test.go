@@ -177,3 +177,33 @@ func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerFollowsAnUndecidedLeader: a worker that finds the leader row
+// held by another worker that has not written how the fleet balances yet
+// (its first round is under way) follows it, taking no lease by count,
+// which the leader's plan would move again; when that leader's row
+// expires, the worker leads and takes the leases.
+func TestWorkerFollowsAnUndecidedLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(4)
+		mem := lease.NewMemory()
+		ctx := context.Background()
+		row, err := mem.Ensure(ctx, lease.LeaderKey(testStream), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Take(ctx, row, "starting"); err != nil {
+			t.Fatal(err)
+		}
+		c, stop := run(t, Config{Kinesis: f, Store: mem, Owner: "w1", Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(newRecorder()))
+		defer stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := len(c.Owned()); n != 0 {
+			t.Errorf("%d leases taken while the leader row is held undecided, want 0", n)
+		}
+		waitFor(t, "w1 leads and holds every lease", func() bool {
+			return len(c.Owned()) == 4 && leaderRow(t, mem).Owner == "w1"
+		})
+	})
+}
