@@ -197,7 +197,7 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	var (
 		regErr error
 		parts  [][]engine.Delivery // every delivery, for the report
-		chunks []*chunk            // parts' storage, when reused
+		chunks []*chunk            // parts' storage, reused
 	)
 	switch {
 	case pipelined:
@@ -211,7 +211,11 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 			if regErr = shards.registerEach(ds, lo, n); regErr != nil {
 				break
 			}
-			c.headers = b.buildInto(ds, lo, c.headers)
+			if c.msgs != nil {
+				c.headers = b.buildApart(ds, c.msgs, lo, c.headers)
+			} else {
+				c.headers = b.buildInto(ds, lo, c.headers)
+			}
 			_, _ = s.Submit(ctx, ds) // cannot fail before Close
 			parts = append(parts, ds)
 		}
@@ -263,11 +267,14 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 			}
 			r.buffers.Put(b.buffers)
 		}
-	case b.buffers != nil:
-		// The messages keep their payloads; the next invocation reuses
-		// only the decoded records.
-		b.buffers.GiveUpData()
-		r.buffers.Put(b.buffers)
+	default:
+		// The messages keep their payloads and headers; the next
+		// invocation reuses the deliveries and the decoded records.
+		r.putChunks(chunks)
+		if b.buffers != nil {
+			b.buffers.GiveUpData()
+			r.buffers.Put(b.buffers)
+		}
 	}
 	return ids, nil
 }
@@ -399,7 +406,7 @@ func (r *Runner) report(ctx context.Context, h *hooks.Set, parts [][]engine.Deli
 	var oldest time.Time
 	for _, ds := range parts {
 		for i := range ds {
-			m := &ds[i].Msg
+			m := ds[i].Message()
 			if inv.Stream == "" {
 				inv.Stream = m.StreamARN
 			}
