@@ -235,9 +235,27 @@ func (s *Shard) Reset(from string) settle.Epoch {
 // watermark's error for a sequence number that is invalid or does not grow.
 // Deliver is not safe for concurrent use on one shard (see Shard).
 func (s *Shard) Deliver(e settle.Epoch, ds []Delivery) (int, error) {
-	n, err := s.wm.DeliverEachIn(e, len(ds),
-		func(i int) string { return ds[i].Msg.SequenceNumber },
-		func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t })
+	return s.deliver(e, ds, false)
+}
+
+// DeliverOrdered is Deliver for deliveries whose sequence numbers the
+// caller has checked already: each valid, and each above the one before it
+// (see settle.Watermark.DeliverEachOrderedIn). Only the first is checked
+// against the shard's previous delivery.
+func (s *Shard) DeliverOrdered(e settle.Epoch, ds []Delivery) (int, error) {
+	return s.deliver(e, ds, true)
+}
+
+func (s *Shard) deliver(e settle.Epoch, ds []Delivery, ordered bool) (int, error) {
+	seq := func(i int) string { return ds[i].Msg.SequenceNumber }
+	ticket := func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t }
+	var n int
+	var err error
+	if ordered {
+		n, err = s.wm.DeliverEachOrderedIn(e, len(ds), seq, ticket)
+	} else {
+		n, err = s.wm.DeliverEachIn(e, len(ds), seq, ticket)
+	}
 	if n == 0 {
 		return 0, err
 	}

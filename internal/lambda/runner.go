@@ -335,7 +335,9 @@ func (set *shardSet) registerAll(ds []engine.Delivery, groups []int) error {
 }
 
 // registerEach registers the single-record deliveries ds, records lo to
-// lo+len(ds)-1 of a batch of total, a run of one shard at a time.
+// lo+len(ds)-1 of a batch of total, a run of one shard at a time. Their
+// sequence numbers must have passed registrable: within a run, only the
+// first is checked again.
 func (set *shardSet) registerEach(ds []engine.Delivery, lo, total int) error {
 	for i := 0; i < len(ds); {
 		id := ds[i].Msg.ShardID
@@ -344,7 +346,7 @@ func (set *shardSet) registerEach(ds []engine.Delivery, lo, total int) error {
 			j++
 		}
 		sh := set.of(&ds[i].Msg, total)
-		n, err := sh.Deliver(sh.Watermark().Epoch(), ds[i:j])
+		n, err := sh.DeliverOrdered(sh.Watermark().Epoch(), ds[i:j]) // registrable checked them
 		if err != nil {
 			return recordError(lo+i+n, &ds[i+n].Msg, err)
 		}
