@@ -203,6 +203,13 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 	case pipelined:
 		parts = make([][]engine.Delivery, 0, (n+buildChunk-1)/buildChunk)
 		chunks = make([]*chunk, 0, cap(parts))
+		// The chunks built go to the lanes in groups that double: the
+		// first chunk at once, so that the lanes start early, then 2, 4,
+		// 8... chunks at a time. Each group wakes the lanes that ran out of
+		// records, and a lane that waits costs its thread a sleep and a
+		// wake-up: a Submit per chunk woke them up to 40 times at 10,000
+		// records, the doubling groups 6 times.
+		sent, group := 0, 1
 		for lo := 0; lo < n; lo += buildChunk {
 			hi := min(lo+buildChunk, n)
 			c := r.getChunk(hi - lo)
@@ -216,8 +223,16 @@ func (r *Runner) run(ctx context.Context, b batch) ([]string, error) {
 			} else {
 				c.headers = b.buildInto(ds, lo, c.headers)
 			}
-			_, _ = s.Submit(ctx, ds) // cannot fail before Close
 			parts = append(parts, ds)
+			if len(parts)-sent >= group || hi == n {
+				for _, p := range parts[sent:] {
+					_, _ = s.Submit(ctx, p) // cannot fail before Close
+				}
+				sent, group = len(parts), 2*group
+			}
+		}
+		for _, p := range parts[sent:] { // registered before a refusal
+			_, _ = s.Submit(ctx, p)
 		}
 	case b.recs != nil:
 		// Registered already; the lanes handle a chunk while the next one
