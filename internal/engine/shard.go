@@ -235,19 +235,19 @@ func (s *Shard) Reset(from string) settle.Epoch {
 // watermark's error for a sequence number that is invalid or does not grow.
 // Deliver is not safe for concurrent use on one shard (see Shard).
 func (s *Shard) Deliver(e settle.Epoch, ds []Delivery) (int, error) {
-	return s.deliver(e, ds, false)
+	return s.deliver(e, ds, func(i int) string { return ds[i].Msg.SequenceNumber }, false)
 }
 
 // DeliverOrdered is Deliver for deliveries whose sequence numbers the
 // caller has checked already: each valid, and each above the one before it
 // (see settle.Watermark.DeliverEachOrderedIn). Only the first is checked
-// against the shard's previous delivery.
-func (s *Shard) DeliverOrdered(e settle.Epoch, ds []Delivery) (int, error) {
-	return s.deliver(e, ds, true)
+// against the shard's previous delivery. seq(i) is the sequence number of
+// ds[i], which need not be in its Msg (see Delivery.SetMessage).
+func (s *Shard) DeliverOrdered(e settle.Epoch, ds []Delivery, seq func(i int) string) (int, error) {
+	return s.deliver(e, ds, seq, true)
 }
 
-func (s *Shard) deliver(e settle.Epoch, ds []Delivery, ordered bool) (int, error) {
-	seq := func(i int) string { return ds[i].Msg.SequenceNumber }
+func (s *Shard) deliver(e settle.Epoch, ds []Delivery, seq func(i int) string, ordered bool) (int, error) {
 	ticket := func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t }
 	var n int
 	var err error
@@ -263,7 +263,7 @@ func (s *Shard) deliver(e settle.Epoch, ds []Delivery, ordered bool) (int, error
 	for i := range ds[:n] {
 		ord++
 		ds[i].ord = ord
-		s.noteArrival(ds[i].Msg.SequenceNumber, ds[i].Msg.ArrivalTime)
+		s.noteArrival(seq(i), ds[i].Msg.ArrivalTime)
 	}
 	s.track(n)
 	return n, err

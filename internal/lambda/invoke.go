@@ -130,11 +130,7 @@ func (b *batch) len() int {
 // open makes the deliveries of recs[lo:hi], with what registering them
 // needs (sequence number and shard); buildInto sets the rest.
 func (b *batch) open(lo, hi int) []engine.Delivery {
-	return b.openInto(make([]engine.Delivery, hi-lo), lo)
-}
-
-// openInto is open into ds, zero deliveries for recs[lo:lo+len(ds)].
-func (b *batch) openInto(ds []engine.Delivery, lo int) []engine.Delivery {
+	ds := make([]engine.Delivery, hi-lo)
 	for i := range ds {
 		rec := &b.recs[lo+i]
 		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = rec.SequenceNumber, rec.ShardID
