@@ -124,6 +124,69 @@ func TestMessagesAreYoursToKeep(t *testing.T) {
 	}
 }
 
+// TestMessagesAreYoursToKeepPlain (Lambda mode): invocations of ordinary
+// records only (the path on which the runner reuses its deliveries from one
+// invocation to the next, the messages apart): while later invocations run
+// on the same deliveries, a goroutine keeps calling Reply on the messages
+// kept from the first, and gets ErrReplyAfterReturn (under -race, this is
+// also the check that reusing a delivery does not race a late Reply); at
+// the end every kept message reads as its handler saw it.
+func TestMessagesAreYoursToKeepPlain(t *testing.T) {
+	k := &keeper{}
+	a, err := lambdaadapter.NewFunction(k, lambdaadapter.WithKinesisClient(lambdaadaptertest.NewKinesis()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoke := func(i int) {
+		b := lambdaadaptertest.NewBatch(fmt.Sprintf("plain-%d", i)).Generate(700, 40, 100, true)
+		resp, err := a.Invoke(t.Context(), b.JSON())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(resp) != `{"batchItemFailures":[]}` {
+			t.Fatalf("invocation %d: response %s, want no failures", i, resp)
+		}
+	}
+	invoke(0)
+	k.mu.Lock()
+	first := slices.Clone(k.kept)
+	k.mu.Unlock()
+	stop := make(chan struct{})
+	var late atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			err := first[i%len(first)].Reply(t.Context(), lambdaadapter.Reply{Payload: []byte("late")})
+			if !errors.Is(err, lambdaadapter.ErrReplyAfterReturn) {
+				t.Errorf("reply on a kept message during a later invocation: %v, want ErrReplyAfterReturn", err)
+				return
+			}
+			late.Add(1)
+		}
+	})
+	for i := 1; i < 4; i++ {
+		invoke(i)
+	}
+	close(stop)
+	wg.Wait()
+	if late.Load() == 0 {
+		t.Error("no late reply was tried")
+	}
+	for _, m := range first {
+		if err := m.Reply(t.Context(), lambdaadapter.Reply{Payload: []byte("late")}); !errors.Is(err, lambdaadapter.ErrReplyAfterReturn) {
+			t.Fatalf("reply on a kept message: %v, want ErrReplyAfterReturn", err)
+		}
+	}
+	if n := k.check(t); n != 4*700 {
+		t.Errorf("%d messages kept, want %d", n, 4*700)
+	}
+}
+
 // TestMessagesAreYoursToKeepLongRunning (long-running mode): a handler
 // keeps every Message of many GetRecords answers (at most 10 records each,
 // so that the answers' storage would have been reused many times over),

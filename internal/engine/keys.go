@@ -182,7 +182,7 @@ func (k *keyScheduler) queuesOf(ds []Delivery, kss []*keyQueue, slab []keyQueue,
 		k.keys = make(map[string]*keyQueue, min(len(ds)+more, 1024))
 	}
 	for i := range ds {
-		key := ds[i].Msg.PartitionKey
+		key := ds[i].msg().PartitionKey
 		ks := k.keys[key]
 		if ks == nil {
 			if len(slab) == 0 {

@@ -235,9 +235,27 @@ func (s *Shard) Reset(from string) settle.Epoch {
 // watermark's error for a sequence number that is invalid or does not grow.
 // Deliver is not safe for concurrent use on one shard (see Shard).
 func (s *Shard) Deliver(e settle.Epoch, ds []Delivery) (int, error) {
-	n, err := s.wm.DeliverEachIn(e, len(ds),
-		func(i int) string { return ds[i].Msg.SequenceNumber },
-		func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t })
+	return s.deliver(e, ds, func(i int) string { return ds[i].Msg.SequenceNumber }, false)
+}
+
+// DeliverOrdered is Deliver for deliveries whose sequence numbers the
+// caller has checked already: each valid, and each above the one before it
+// (see settle.Watermark.DeliverEachOrderedIn). Only the first is checked
+// against the shard's previous delivery. seq(i) is the sequence number of
+// ds[i], which need not be in its Msg (see Delivery.SetMessage).
+func (s *Shard) DeliverOrdered(e settle.Epoch, ds []Delivery, seq func(i int) string) (int, error) {
+	return s.deliver(e, ds, seq, true)
+}
+
+func (s *Shard) deliver(e settle.Epoch, ds []Delivery, seq func(i int) string, ordered bool) (int, error) {
+	ticket := func(i int, t settle.Ticket) { ds[i].shard, ds[i].ticket = s, t }
+	var n int
+	var err error
+	if ordered {
+		n, err = s.wm.DeliverEachOrderedIn(e, len(ds), seq, ticket)
+	} else {
+		n, err = s.wm.DeliverEachIn(e, len(ds), seq, ticket)
+	}
 	if n == 0 {
 		return 0, err
 	}
@@ -245,7 +263,7 @@ func (s *Shard) Deliver(e settle.Epoch, ds []Delivery) (int, error) {
 	for i := range ds[:n] {
 		ord++
 		ds[i].ord = ord
-		s.noteArrival(ds[i].Msg.SequenceNumber, ds[i].Msg.ArrivalTime)
+		s.noteArrival(seq(i), ds[i].Msg.ArrivalTime)
 	}
 	s.track(n)
 	return n, err
@@ -389,10 +407,12 @@ type Delivery struct {
 	ord    int64
 	sess   *Session
 
-	// again is the message of an in-process redelivery (see Session.park):
-	// a copy of the last one handed out, with its attempt counted up, so
-	// that a message a handler kept after it returned never changes. nil
-	// until the first redelivery: the message is Msg.
+	// again is the message handed out when it is not Msg: one of the
+	// caller's (SetMessage: the Lambda runner keeps the messages apart from
+	// the deliveries it reuses), or that of an in-process redelivery (see
+	// Session.park), a copy of the last one handed out with its attempt
+	// counted up, so that a message a handler kept after it returned never
+	// changes. nil: the message is Msg.
 	again *message.Message
 
 	next         *Delivery // the next delivery of its key, in its key queue
@@ -424,6 +444,36 @@ func (d *Delivery) msg() *message.Message {
 		return d.again
 	}
 	return &d.Msg
+}
+
+// Message returns the message of d's current (or last) handling: Msg, or
+// the one given to SetMessage, or that of an in-process redelivery.
+func (d *Delivery) Message() *message.Message { return d.msg() }
+
+// SetMessage makes m the message d's handler gets instead of Msg, before d
+// is submitted; Msg then need only hold what registering d reads (its
+// sequence number and shard). The engine never writes to *m after d's
+// handler returned, so m may outlive d: a caller that keeps its messages
+// apart from its deliveries can reuse the deliveries (see Reuse) while the
+// handlers keep their messages.
+func (d *Delivery) SetMessage(m *message.Message) { d.again = m }
+
+// Reuse readies ds, deliveries the engine finished with (their Ref
+// released) whose handlers were given messages of their own (SetMessage),
+// for registering again. Unlike Recycle it leaves the reply state alone: a
+// handler that kept its message may call Message.Reply at any time, and
+// gets ErrReplyAfterReturn, since its message is no longer the one d hands
+// out.
+func Reuse(ds []Delivery) {
+	for i := range ds {
+		d := &ds[i]
+		d.Msg = message.Message{}
+		d.Poison = nil
+		d.shard, d.ticket, d.ord, d.sess = nil, settle.Ticket{}, 0, nil
+		d.again, d.next = nil, nil
+		d.firstAttempt, d.uncounted = 0, 0
+		d.w, d.obs, d.Ref = nil, nil, nil
+	}
 }
 
 // Recycle zeroes ds, deliveries the engine finished with (their Ref

@@ -130,11 +130,7 @@ func (b *batch) len() int {
 // open makes the deliveries of recs[lo:hi], with what registering them
 // needs (sequence number and shard); buildInto sets the rest.
 func (b *batch) open(lo, hi int) []engine.Delivery {
-	return b.openInto(make([]engine.Delivery, hi-lo), lo)
-}
-
-// openInto is open into ds, zero deliveries for recs[lo:lo+len(ds)].
-func (b *batch) openInto(ds []engine.Delivery, lo int) []engine.Delivery {
+	ds := make([]engine.Delivery, hi-lo)
 	for i := range ds {
 		rec := &b.recs[lo+i]
 		ds[i].Msg.SequenceNumber, ds[i].Msg.ShardID = rec.SequenceNumber, rec.ShardID
@@ -155,38 +151,65 @@ func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers
 	return backing
 }
 
-// chunk is the storage of up to buildChunk deliveries and their headers.
-// By default each invocation has its own, sized to its records, so that
-// the handlers may keep their messages. With engine.Config.RecycleMessages
-// the Runner reuses full-size chunks from one invocation to the next: a
-// chunk is then only reused once every handler given one of its messages
-// has returned.
+// buildApart is buildInto with the messages in msgs (msgs[i] handed out by
+// ds[i]) instead of in the deliveries.
+func (b *batch) buildApart(ds []engine.Delivery, msgs []message.Message, lo int, backing envelope.Headers) envelope.Headers {
+	for i := range ds {
+		backing = plainInto(&msgs[i], &b.recs[lo+i], backing, &b.streams)
+		ds[i].SetMessage(&msgs[i])
+	}
+	return backing
+}
+
+// chunk is the storage of up to buildChunk deliveries, their messages and
+// their headers. The deliveries are the engine's bookkeeping, which nobody
+// sees once the invocation answered: the Runner reuses them from one
+// invocation to the next. By default the messages and headers are the
+// handlers' to keep: each invocation has its own (msgs and headers, sized
+// to its records), which the deliveries hand out (engine.Delivery.SetMessage).
+// With engine.Config.RecycleMessages the messages are the deliveries' own
+// and the headers are reused too: a chunk is then only reused once every
+// handler given one of its messages has returned.
 type chunk struct {
 	ds      []engine.Delivery
+	msgs    []message.Message // the messages handed out, when not recycled
 	headers envelope.Headers
 }
 
 // getChunk returns a chunk of n ≤ buildChunk deliveries that are zero or
-// recycled.
+// reused, with fresh messages and headers unless they are recycled.
 func (r *Runner) getChunk(n int) *chunk {
+	c, _ := r.chunks.Get().(*chunk)
+	if c == nil {
+		c = &chunk{ds: make([]engine.Delivery, buildChunk)}
+		if r.recycle {
+			c.headers = make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))
+		}
+	}
+	c.ds = c.ds[:n]
 	if !r.recycle {
-		return &chunk{ds: make([]engine.Delivery, n), headers: make(envelope.Headers, 0, n*(message.DeliveryHeaders+1))}
+		c.msgs = make([]message.Message, n)
+		c.headers = make(envelope.Headers, 0, n*(message.DeliveryHeaders+1))
 	}
-	if c, _ := r.chunks.Get().(*chunk); c != nil {
-		c.ds = c.ds[:n]
-		return c
-	}
-	return &chunk{ds: make([]engine.Delivery, n, buildChunk), headers: make(envelope.Headers, 0, buildChunk*(message.DeliveryHeaders+1))}
+	return c
 }
 
-// putChunks (RecycleMessages) recycles the deliveries of each chunk
-// (engine.Recycle, as long-running mode does), clears the headers the
-// messages held, and keeps the chunks for the next invocation.
+// putChunks readies the deliveries of each chunk for the next invocation
+// and keeps the chunks. Recycled, the deliveries are zeroed with their
+// messages (engine.Recycle, as long-running mode does) and the headers the
+// messages held cleared; otherwise the deliveries are readied without
+// touching the messages they handed out (engine.Reuse), which the chunk
+// lets go of.
 func (r *Runner) putChunks(cs []*chunk) {
 	for _, c := range cs {
-		engine.Recycle(c.ds)
-		clear(c.headers)
-		c.headers = c.headers[:0]
+		if r.recycle {
+			engine.Recycle(c.ds)
+			clear(c.headers)
+			c.headers = c.headers[:0]
+		} else {
+			engine.Reuse(c.ds)
+			c.msgs, c.headers = nil, nil
+		}
 		r.chunks.Put(c)
 	}
 }

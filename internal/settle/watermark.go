@@ -201,6 +201,39 @@ func (w *Watermark) DeliverEachIn(e Epoch, n int, seq func(i int) string, ticket
 	return n, nil
 }
 
+// DeliverEachOrderedIn is DeliverEachIn for sequence numbers the caller has
+// checked already: every seq(i) valid (ValidSequence) and, from the second
+// on, strictly greater (CompareSequence) than seq(i-1). Only seq(0) is
+// checked here, against the previous delivery and the position given to
+// Reset, as DeliverIn checks it; the rest are registered without looking
+// at their digits again (the Lambda runner checks an invocation's sequence
+// numbers before it registers any, so that an unusable invocation handles
+// nothing). It is safe for concurrent use.
+func (w *Watermark) DeliverEachOrderedIn(e Epoch, n int, seq func(i int) string, ticket func(i int, t Ticket)) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == 0 {
+		return 0, nil
+	}
+	if e != w.epoch {
+		return 0, w.staleLocked(seq(0), e)
+	}
+	t, err := w.deliver(seq(0), 1)
+	if err != nil {
+		return 0, err
+	}
+	ticket(0, t)
+	w.entries = slices.Grow(w.entries, n-1)
+	for i := 1; i < n; i++ {
+		s := seq(i)
+		w.entries = append(w.entries, entry{seq: s, parts: 1, left: 1})
+		w.last = s
+		w.pending++
+		ticket(i, Ticket{w: w, epoch: w.epoch, index: w.base + uint64(len(w.entries)-1)})
+	}
+	return n, nil
+}
+
 // staleLocked is the error for seq, read in epoch e, which is no longer
 // the Watermark's.
 func (w *Watermark) staleLocked(seq string, e Epoch) error {

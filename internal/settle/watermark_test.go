@@ -822,3 +822,50 @@ func TestDeliverEachInMatchesDeliverIn(t *testing.T) {
 		t.Errorf("stale epoch: %d, %v, pending %d", n, err, w.Pending())
 	}
 }
+
+// TestDeliverEachOrderedIn registers checked sequences as a batch: the same
+// tickets, state and checkpoints as one at a time; the first is checked
+// against the previous delivery and the epoch, as DeliverIn checks it.
+func TestDeliverEachOrderedIn(t *testing.T) {
+	seqs := []string{"99", "100", "1000", "1001"}
+	one, batch := NewWatermark("s"), NewWatermark("s")
+	var want []Ticket
+	for _, s := range seqs {
+		tk, err := one.DeliverIn(one.Epoch(), s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, tk)
+	}
+	got := make([]Ticket, len(seqs))
+	n, err := batch.DeliverEachOrderedIn(batch.Epoch(), len(seqs), func(i int) string { return seqs[i] }, func(i int, tk Ticket) { got[i] = tk })
+	if n != len(seqs) || err != nil {
+		t.Fatalf("registered %d, %v", n, err)
+	}
+	for i := range want {
+		if got[i].index != want[i].index || got[i].epoch != want[i].epoch || got[i].w != batch {
+			t.Errorf("ticket %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if one.Pending() != batch.Pending() || one.Span() != batch.Span() {
+		t.Errorf("pending/span %d/%d, one at a time %d/%d", batch.Pending(), batch.Span(), one.Pending(), one.Span())
+	}
+	for i := range got {
+		cp1, _, err1 := one.Settle(want[i])
+		cp2, _, err2 := batch.Settle(got[i])
+		if cp1 != cp2 || err1 != nil || err2 != nil {
+			t.Errorf("settling %d: %q, %v; one at a time %q, %v", i, cp2, err2, cp1, err1)
+		}
+	}
+	// The first is checked: not above the last delivery, invalid, stale.
+	for _, first := range []string{"1001", "5", "x"} {
+		if n, err := batch.DeliverEachOrderedIn(batch.Epoch(), 2, func(i int) string { return []string{first, "2000"}[i] }, func(int, Ticket) { t.Error("ticket for a refused delivery") }); n != 0 || err == nil {
+			t.Errorf("first %q: registered %d, %v", first, n, err)
+		}
+	}
+	old := batch.Epoch()
+	batch.Reset("")
+	if n, err := batch.DeliverEachOrderedIn(old, 1, func(int) string { return "1" }, func(int, Ticket) { t.Error("ticket for a stale delivery") }); n != 0 || !errors.Is(err, ErrStale) || batch.Pending() != 0 {
+		t.Errorf("stale epoch: %d, %v, pending %d", n, err, batch.Pending())
+	}
+}
