@@ -392,6 +392,8 @@ func (c *Consumer) stopContext() context.Context {
 func (c *Consumer) stopShards() {
 	c.mu.Lock()
 	c.stopped = true
+	gifts := c.gifts // given by the group's primary, not started: given back
+	c.gifts = nil
 	c.mu.Unlock()
 	close(c.leaving)
 	// Out of the fleet's plans first: a leader that still counted this
@@ -399,6 +401,7 @@ func (c *Consumer) stopShards() {
 	// their expiry).
 	c.resign()
 	c.unregister()
+	c.giveBack(gifts)
 	req := stopRequest{reason: stopShutdown, ctx: c.stopContext()}
 	held := c.heldShards()
 	for _, s := range held {
@@ -515,7 +518,10 @@ func (c *Consumer) report(ctx context.Context) {
 func (c *Consumer) abandon(dispatched <-chan struct{}) {
 	c.mu.Lock()
 	c.stopped = true
+	gifts := c.gifts
+	c.gifts = nil
 	c.mu.Unlock()
+	c.giveBack(gifts)
 	close(c.ch)
 	<-dispatched
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)

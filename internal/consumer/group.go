@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -149,17 +150,39 @@ func (g *Group) member(stream string) *Consumer {
 
 // give hands c the lease l, which the group's primary took in this
 // worker's name: c starts it in a balancing round it runs now, on its own
-// goroutine (follow), as it would once the owner index listed it.
+// goroutine (follow), as it would once the owner index listed it. A c that
+// stops (the members stop together, and the primary's round in flight
+// finishes its writes) never starts it: it releases it at once, so that
+// no worker waits for its expiry.
 func (c *Consumer) give(l lease.Lease) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		c.giveBack([]lease.Lease{l})
+		return
+	}
 	c.gifts = append(c.gifts, l)
 	c.mu.Unlock()
 	select {
 	case c.balanceNow <- struct{}{}:
 	default: // a round is pending already
+	}
+}
+
+// giveBack releases the leases given to c that it will not start: it
+// stops.
+func (c *Consumer) giveBack(ls []lease.Lease) {
+	for _, l := range ls {
+		ctx, cancel := c.storeContext(context.Background())
+		_, err := c.cfg.Store.Release(ctx, l)
+		cancel()
+		if err != nil && !lost(err) {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: releasing a lease given while stopping failed; it expires instead",
+				slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
 	}
 }
 

@@ -373,3 +373,50 @@ func TestGroupLeaderReadsOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestGiftToStoppingMemberGivenBack: the group's leader may take a lease
+// of another stream in this process's name while that stream's consumer
+// stops (their contexts end together, and a round in flight finishes its
+// writes). The stopping consumer never starts it: it releases it, so that
+// another worker takes it at once instead of after its expiry.
+func TestGiftToStoppingMemberGivenBack(t *testing.T) {
+	for _, when := range []string{"before the stop", "after the stop"} {
+		t.Run(when, func(t *testing.T) {
+			ctx := t.Context()
+			fk := awsfake.NewKinesis()
+			k := &stream{Kinesis: fk}
+			mem := lease.NewMemory()
+			var cs []*Consumer
+			for _, s := range []string{"a", "b"} {
+				fk.CreateStream(s, 1)
+				cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second}, handler(newRecorder())))
+			}
+			if _, err := NewGroup(cs...); err != nil {
+				t.Fatal(err)
+			}
+			b := cs[1]
+			row, err := mem.Ensure(ctx, lease.Key{Stream: "b", ShardID: shardID(0)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			given, err := mem.Take(ctx, row, "w0") // the leader's take in w0's name
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "before the stop" {
+				b.give(given)
+				b.stopShards()
+			} else {
+				b.stopShards()
+				b.give(given)
+			}
+			got, err := mem.Get(ctx, given.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Owner != "" {
+				t.Errorf("lease given to a stopping consumer: owner %q, want released", got.Owner)
+			}
+		})
+	}
+}
