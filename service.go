@@ -461,7 +461,8 @@ func (s *Service) Run(ctx context.Context) error {
 //
 // With several streams it moves the readers of every stream; AtSequence
 // names the shard as "stream:shardId" (the shard id alone means that shard
-// of whichever stream holds it).
+// of whichever stream holds it, and is an error, moving nothing, when this
+// instance holds a shard of that id in several streams).
 func (s *Service) Seek(ctx context.Context, pos Position) error { return s.group.Seek(ctx, pos) }
 
 // Owned returns the ids of the shards this instance holds now, sorted; with

@@ -211,10 +211,24 @@ func (g *Group) Run(ctx context.Context) error {
 
 // Seek moves the readers of every member (Consumer.Seek). AtSequence names
 // its shard by id, or as "stream:shardId" (Key.String) in a group of
-// several: the id alone is that shard of whichever stream holds it.
+// several: the id alone is that shard of whichever stream holds it, and an
+// error when several streams' shards of that id are held here (the
+// streams' shard ids are alike, a sequence number is of one stream), which
+// moves nothing.
 func (g *Group) Seek(ctx context.Context, pos Position) error {
 	if len(g.members) == 1 {
 		return g.members[0].Seek(ctx, pos)
+	}
+	if pos.kind == posSequence && !strings.Contains(pos.shard, ":") {
+		var holders []string
+		for _, c := range g.members {
+			if slices.Contains(c.Owned(), pos.shard) {
+				holders = append(holders, c.cfg.Stream)
+			}
+		}
+		if len(holders) > 1 {
+			return fmt.Errorf("consumer: seek: shard %s is held in streams %s: name it as stream:shardId", pos.shard, strings.Join(holders, ", "))
+		}
 	}
 	var errs []error
 	for _, c := range g.members {

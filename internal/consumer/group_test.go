@@ -420,3 +420,52 @@ func TestGiftToStoppingMemberGivenBack(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupSeekNamesTheStream: the streams of a group have shards of the
+// same ids. A sequence number belongs to one stream, so a Seek AtSequence
+// that names a shard by its id alone, which several members hold, is an
+// error and moves nothing; named as stream:shardId it moves that stream's
+// shard only.
+func TestGroupSeekNamesTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		recs := map[string]*recorder{}
+		var cs []*Consumer
+		for _, s := range []string{"a", "b"} {
+			fk.CreateStream(s, 1)
+			recs[s] = newRecorder()
+			cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: lease.NewMemory(), Owner: "w0", LeaseDuration: 3 * time.Second, Start: TrimHorizon()}, handler(recs[s])))
+		}
+		cs[1].cfg.Store = cs[0].cfg.Store
+		g, err := NewGroup(cs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := fk.PutTo("a", shardID(0), "k", []byte("a-0"))
+		fk.PutTo("b", shardID(0), "k", []byte("b-0"))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		waitFor(t, "both records handled", func() bool { return recs["a"].count() == 1 && recs["b"].count() == 1 })
+		if err := g.Seek(t.Context(), AtSequence(shardID(0), first)); err == nil {
+			t.Error("Seek by a shard id both streams hold: no error")
+		}
+		time.Sleep(5 * time.Second)
+		if recs["a"].count() != 1 || recs["b"].count() != 1 {
+			t.Errorf("an ambiguous Seek moved readers: handled %d in a, %d in b; want 1 and 1", recs["a"].count(), recs["b"].count())
+		}
+		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), first)); err != nil {
+			t.Errorf("Seek a:%s: %v", shardID(0), err)
+		}
+		waitFor(t, "a's record handled again", func() bool { return recs["a"].count() == 2 })
+		time.Sleep(5 * time.Second)
+		if recs["b"].count() != 1 {
+			t.Errorf("Seek of a's shard moved b's: handled %d in b, want 1", recs["b"].count())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
