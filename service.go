@@ -121,10 +121,20 @@ type streamSpec struct {
 // WithStreams' and WithStreamHandler's in order, each once.
 func (x *ecsConfig) streamList() ([]streamSpec, error) {
 	var list []streamSpec
+	if x.streamARN != "" {
+		// WithStreamARN is the ARN of WithStream's stream.
+		sp, err := parseStream(x.streamARN)
+		switch {
+		case err != nil || sp.arn == "":
+			return nil, fmt.Errorf("lambdaadapter: WithStreamARN: stream %q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", x.streamARN)
+		case x.stream == "":
+			return nil, errors.New("lambdaadapter: WithStreamARN needs WithStream, the stream's name (with WithStreams, give the stream by its ARN in the list)")
+		case sp.name != x.stream:
+			return nil, fmt.Errorf("lambdaadapter: WithStreamARN: %s is not stream %s's ARN (WithStream)", x.streamARN, x.stream)
+		}
+	}
 	if x.stream != "" {
 		list = append(list, streamSpec{name: x.stream, arn: x.streamARN})
-	} else if x.streamARN != "" && len(x.streams) == 0 {
-		return nil, errors.New("lambdaadapter: WithStreamARN needs WithStream, the stream's name")
 	}
 	for _, sp := range x.streams {
 		i := slices.IndexFunc(list, func(o streamSpec) bool { return o.name == sp.name })
@@ -133,6 +143,9 @@ func (x *ecsConfig) streamList() ([]streamSpec, error) {
 			list = append(list, sp)
 		case sp.h != nil && list[i].h != nil:
 			return nil, fmt.Errorf("lambdaadapter: stream %s has two handlers (WithStreamHandler twice)", sp.name)
+		case sp.arn != "" && list[i].arn != "" && sp.arn != list[i].arn:
+			// Lease keys use the name: one service reads one stream of a name.
+			return nil, fmt.Errorf("lambdaadapter: stream %s is given with two ARNs, %s and %s (a service reads one stream of a name)", sp.name, list[i].arn, sp.arn)
 		default:
 			if sp.h != nil {
 				list[i].h = sp.h
@@ -234,7 +247,9 @@ func WithStream(name string) ServiceOption {
 // first stream (WithStream's, else the first listed) names the group in
 // the lease table: keep it first when the list changes. Adding a stream
 // to the list, or removing one, needs no migration (docs/long-running.md,
-// "Several streams"). A Message's StreamARN says which stream it came
+// "Several streams"). A stream named again (by WithStream, its name or its
+// ARN) is read once; one name with two different ARNs is an error (lease
+// keys use the name). A Message's StreamARN says which stream it came
 // from.
 func WithStreams(streams ...string) ServiceOption {
 	return serviceOpt(func(c *config) {
@@ -268,7 +283,10 @@ func WithStreamHandler(stream string, h Handler) ServiceOption {
 	})
 }
 
-// WithStreamARN sets the stream's ARN: API calls and copies then use it.
+// WithStreamARN sets the ARN of WithStream's stream: API calls and copies
+// then use it. NewService returns an error when it is not a Kinesis stream
+// ARN, names another stream than WithStream, or comes without WithStream
+// (give the other streams' ARNs in WithStreams).
 func WithStreamARN(arn string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.streamARN = arn })
 }

@@ -159,6 +159,15 @@ func TestServiceStreamsValidated(t *testing.T) {
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", h), lambdaadapter.WithStreamHandler("a", h)}, "two handlers"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", nil)}, "nil handler"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a")}, "needs WithStream"},
+		// WithStreamARN is WithStream's stream's: with WithStreams alone it
+		// was silently ignored.
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b"), lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a")}, "needs WithStream"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/b")}, "is not stream a's"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreamARN("a")}, "not a Kinesis stream ARN"},
+		// One name, two streams (accounts or regions): lease keys use the
+		// name, so one of them was silently dropped.
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "arn:aws:kinesis:eu-west-1:2:stream/a")}, "two ARNs"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("arn:aws:kinesis:eu-west-1:1:stream/a"), lambdaadapter.WithStreamHandler("arn:aws:kinesis:us-east-1:1:stream/a", h)}, "two ARNs"},
 		{nil, "needs the stream"},
 	} {
 		_, err := lambdaadapter.NewService(h, append(c.opts, lambdaadapter.WithKinesisClient(k))...)
