@@ -29,7 +29,8 @@ const (
 
 // ErrStreamNotFound is matched by the error Run returns when the stream
 // does not exist when it starts (Kinesis answers ResourceNotFoundException).
-// Later, a stream that disappears is logged at every listing and retried.
+// Later, a stream that disappears is logged at every listing and retried,
+// and its leases are not taken until a listing finds it again.
 // It is publish.ErrStreamNotFound, the error of a write to a missing
 // stream, so that errors.Is matches either with either.
 var ErrStreamNotFound = publish.ErrStreamNotFound

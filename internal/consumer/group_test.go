@@ -2,8 +2,10 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -468,4 +470,52 @@ func TestGroupSeekNamesTheStream(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// TestGroupStreamMissing: a group one of whose streams does not exist
+// when it starts stops as a single stream's consumer does: Run returns
+// ErrStreamNotFound naming that stream, after the other members stopped
+// gracefully (their leases released, every worker row removed).
+func TestGroupStreamMissing(t *testing.T) {
+	for _, missing := range []string{"a", "b"} {
+		t.Run(missing, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fk := awsfake.NewKinesis()
+				k := &stream{Kinesis: fk}
+				mem := lease.NewMemory()
+				var cs []*Consumer
+				for _, s := range []string{"a", "b", "c"} {
+					if s != missing {
+						fk.CreateStream(s, 2)
+					}
+					cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second}, handler(newRecorder())))
+				}
+				g, err := NewGroup(cs...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = g.Run(t.Context())
+				if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "stream not found: "+missing) {
+					t.Errorf("Run = %v, want ErrStreamNotFound naming %s", err, missing)
+				}
+				for _, s := range []string{"a", "b", "c"} {
+					snap, err := mem.Snapshot(context.Background(), s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, l := range snap.Leases {
+						if l.Owner != "" {
+							t.Errorf("%s held by %s after Run returned", l.Key, l.Owner)
+						}
+					}
+					if len(snap.Workers) != 0 {
+						t.Errorf("stream %s: worker rows %+v after Run returned", s, snap.Workers)
+					}
+				}
+				if l, err := mem.Get(context.Background(), lease.LeaderKey("a")); err == nil && l.Owner != "" {
+					t.Errorf("leader row held by %s after Run returned", l.Owner)
+				}
+			})
+		})
+	}
 }
