@@ -139,13 +139,15 @@ func environment(getenv func(string) string) ([]Option, error) {
 	if v := getenv("LAMBDAADAPTER_STREAM"); v != "" {
 		// One stream, or several separated by commas (WithStreams).
 		first, rest, _ := strings.Cut(v, ",")
-		if strings.TrimSpace(first) == "" {
-			// WithStream("") would be no stream, not a bad one.
-			errs = append(errs, fmt.Errorf("lambdaadapter: LAMBDAADAPTER_STREAM=%q: the first stream name \"\" is not valid", v))
-		}
 		// The first is WithStream's (its ARN may come from
 		// LAMBDAADAPTER_STREAM_ARN), given by name or ARN like the rest.
-		ecsOnly = append(ecsOnly, WithStream(strings.TrimSpace(first)))
+		if first = strings.TrimSpace(first); first != "" {
+			ecsOnly = append(ecsOnly, WithStream(first))
+		} else {
+			// WithStream("") would be no stream, not a bad one: an empty
+			// name is an error as in the rest of the list.
+			ecsOnly = append(ecsOnly, WithStreams(first))
+		}
 		if rest != "" {
 			var more []string
 			for s := range strings.SplitSeq(rest, ",") {
