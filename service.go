@@ -475,7 +475,9 @@ func (s *Service) Run(ctx context.Context) error {
 // Seek moves the running readers: every shard this instance holds to pos,
 // or, for AtSequence, that one shard. Records read before the seek are
 // dropped on their way to the handler; their late outcomes change nothing.
-// The checkpoint follows the new position as records settle.
+// The checkpoint follows the new position as records settle. A sequence
+// number that is not one (decimal digits; a lease's LATEST@ checkpoint is
+// not) is an error, and moves nothing.
 //
 // With several streams it moves the readers of every stream; AtSequence
 // names the shard as "stream:shardId" (the shard id alone means that shard

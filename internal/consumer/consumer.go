@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
@@ -599,6 +601,9 @@ func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 // lane, and their late settlements change nothing. Seeks of one shard are
 // serialised: a shard has one reader at a time, always.
 func (c *Consumer) Seek(ctx context.Context, pos Position) error {
+	if err := pos.checkSeek(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	var targets []*shard
 	for id, s := range c.shards {
@@ -628,6 +633,16 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 		s.startReaderLocked(p, e)
 		s.rmu.Unlock()
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: seek", slog.String(attrShardID, s.id), slog.String("position", pos.String()))
+	}
+	return nil
+}
+
+// checkSeek refuses a seek to a sequence number that is not one (a lease's
+// LATEST@ checkpoint, say): its reader would ask Kinesis for an iterator in
+// vain, and read the shard no more.
+func (p Position) checkSeek() error {
+	if p.kind == posSequence && !settle.ValidSequence(p.seq) {
+		return fmt.Errorf("consumer: seek: %q is not a sequence number (shard %s)", p.seq, p.shard)
 	}
 	return nil
 }

@@ -219,6 +219,9 @@ func (g *Group) Seek(ctx context.Context, pos Position) error {
 	if len(g.members) == 1 {
 		return g.members[0].Seek(ctx, pos)
 	}
+	if err := pos.checkSeek(); err != nil {
+		return err
+	}
 	if pos.kind == posSequence && !strings.Contains(pos.shard, ":") {
 		var holders []string
 		for _, c := range g.members {

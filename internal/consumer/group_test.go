@@ -457,6 +457,9 @@ func TestGroupSeekNamesTheStream(t *testing.T) {
 		if recs["a"].count() != 1 || recs["b"].count() != 1 {
 			t.Errorf("an ambiguous Seek moved readers: handled %d in a, %d in b; want 1 and 1", recs["a"].count(), recs["b"].count())
 		}
+		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), "LATEST@1765000000000")); err == nil {
+			t.Error("Seek to a LATEST@ checkpoint: no error")
+		}
 		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), first)); err != nil {
 			t.Errorf("Seek a:%s: %v", shardID(0), err)
 		}
