@@ -314,6 +314,15 @@ func (c *Consumer) loop(ctx context.Context) {
 		case <-c.shutdown:
 			return
 		case <-take.C:
+			if !c.listedOnce() && !c.following() {
+				// The first listing failed: balancing (the group's leader's
+				// planning of this stream, or of every stream for its
+				// primary) waits for one, so it is tried again at every
+				// round, not a listing interval later.
+				if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
+					c.listFailed(ctx, err)
+				}
+			}
 			c.balance(ctx)
 		case <-c.balanceNow:
 			c.balance(ctx)
@@ -354,6 +363,14 @@ func (c *Consumer) balanceAgain() bool {
 	again := c.leader.again
 	c.leader.again = false
 	return again
+}
+
+// listedOnce reports whether a listing of the shards succeeded since Run
+// started.
+func (c *Consumer) listedOnce() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listed != nil
 }
 
 // Shutdown stops Run gracefully, as cancelling Run's context does, and

@@ -149,3 +149,74 @@ func TestGroupStreamDeleted(t *testing.T) {
 		})
 	}
 }
+
+// listFails fails the first n ListShards calls about one stream, as a
+// throttled or unreachable Kinesis would.
+type listFails struct {
+	*stream
+	name string
+	n    atomic.Int64
+}
+
+func (l *listFails) ListShards(ctx context.Context, in *kinesis.ListShardsInput, o ...func(*kinesis.Options)) (*kinesis.ListShardsOutput, error) {
+	if (aws.ToString(in.StreamName) == l.name || strings.HasSuffix(aws.ToString(in.StreamARN), ":stream/"+l.name)) && l.n.Add(-1) >= 0 {
+		return nil, &kinesistypes.LimitExceededException{Message: aws.String("Rate exceeded for stream " + l.name)}
+	}
+	return l.stream.ListShards(ctx, in, o...)
+}
+
+// TestGroupFirstListingFails: a worker whose first listing of a stream
+// fails (throttled) lists it again at its next balancing round, not a
+// listing interval later: until a stream is listed the group's leader
+// plans none of its leases (the primary's: none of any stream), and the
+// leader row, written by the fleet's last leader, keeps every member from
+// balancing for itself meanwhile.
+func TestGroupFirstListingFails(t *testing.T) {
+	for _, failing := range []string{"a", "b"} {
+		t.Run(failing, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fk := awsfake.NewKinesis()
+				k := &listFails{stream: &stream{Kinesis: fk}, name: failing}
+				mem := lease.NewMemory()
+				streams := []string{"a", "b"}
+				for _, s := range streams {
+					fk.CreateStream(s, 2)
+				}
+				start := func(owner string) worker {
+					var cs []*Consumer
+					for _, s := range streams {
+						cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: mem, Owner: owner, LeaseDuration: 3 * time.Second, ListInterval: 2 * time.Minute, Start: TrimHorizon()}, handler(newRecorder())))
+					}
+					g, err := NewGroup(cs...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ctx, cancel := context.WithCancel(t.Context())
+					done := make(chan error, 1)
+					go func() { done <- g.Run(ctx) }()
+					return worker{cs: cs, stop: func() {
+						cancel()
+						if err := <-done; err != nil {
+							t.Errorf("Run: %v", err)
+						}
+					}}
+				}
+				// The fleet's last leader planned both streams, and stopped.
+				old := start("w9")
+				waitFor(t, "the old worker holds every lease, planning both streams", func() bool {
+					l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
+					return old.owned() == 4 && l.Checkpoint == "plan:leader:a,b"
+				})
+				old.stop()
+				k.n.Store(1)
+				began := time.Now()
+				w := start("w0")
+				waitFor(t, "every lease held", func() bool { return w.owned() == 4 })
+				if took := time.Since(began); took > 15*time.Second {
+					t.Errorf("the first listing of %s failed: every lease held after %v, want a few balancing rounds", failing, took)
+				}
+				w.stop()
+			})
+		})
+	}
+}
