@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -521,4 +524,74 @@ func TestGroupStreamMissing(t *testing.T) {
 			})
 		})
 	}
+}
+
+// warnLog is a slog.Handler that keeps the messages of warnings and
+// errors.
+type warnLog struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func newWarnLog() warnLog { return warnLog{mu: new(sync.Mutex), msgs: new([]string)} }
+
+func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnLog) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w warnLog) WithGroup(string) slog.Handler                { return w }
+func (w warnLog) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	*w.msgs = append(*w.msgs, r.Message)
+	return nil
+}
+
+func (w warnLog) messages() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(*w.msgs)
+}
+
+// TestGroupForwardsTheDelayQueueOnce: the group's primary forwards the
+// delay queue for every stream (a service gives the receiver to it
+// alone); the other members say nothing of it (each warned that the
+// process did not forward the queue, and that its delayed records would
+// stay there).
+func TestGroupForwardsTheDelayQueueOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		q := &fakeQueue{}
+		queue, err := publish.NewQueue(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warns := newWarnLog()
+		mem := lease.NewMemory()
+		var cs []*Consumer
+		for i, s := range []string{"a", "b", "c"} {
+			fk.CreateStream(s, 1)
+			cfg := Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second, Logger: slog.New(warns)}
+			if i == 0 {
+				cfg.DelayReceiver = q
+			}
+			cs = append(cs, newConsumer(t, cfg, engineConfig{Handler: newRecorder(), Publisher: newPublisher(t, fk), Queue: queue,
+				DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays"}))
+		}
+		g, err := NewGroup(cs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		waitFor(t, "every lease held", func() bool { return len(g.Owned()) == 3 })
+		time.Sleep(10 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if msgs := warns.messages(); len(msgs) > 0 {
+			t.Errorf("warnings: %q", msgs)
+		}
+	})
 }
