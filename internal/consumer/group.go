@@ -222,6 +222,9 @@ func (g *Group) Seek(ctx context.Context, pos Position) error {
 	if err := pos.checkSeek(); err != nil {
 		return err
 	}
+	if stream, _, ok := strings.Cut(pos.shard, ":"); pos.kind == posSequence && ok && g.member(stream) == nil {
+		return fmt.Errorf("consumer: seek: stream %s is not one of the streams read (%s)", stream, strings.Join(g.Streams(), ", "))
+	}
 	if pos.kind == posSequence && !strings.Contains(pos.shard, ":") {
 		var holders []string
 		for _, c := range g.members {
@@ -239,10 +242,13 @@ func (g *Group) Seek(ctx context.Context, pos Position) error {
 			errs = append(errs, err)
 		}
 	}
-	if pos.kind == posSequence && len(errs) < len(g.members) {
+	switch {
+	case pos.kind != posSequence:
+		return errors.Join(errs...)
+	case len(errs) < len(g.members):
 		return nil // the others do not hold the shard
 	}
-	return errors.Join(errs...)
+	return errs[0] // held by none: each member says so alike
 }
 
 // Owned returns the shards the members hold, sorted: their ids in a group

@@ -460,6 +460,15 @@ func TestGroupSeekNamesTheStream(t *testing.T) {
 		if recs["a"].count() != 1 || recs["b"].count() != 1 {
 			t.Errorf("an ambiguous Seek moved readers: handled %d in a, %d in b; want 1 and 1", recs["a"].count(), recs["b"].count())
 		}
+		for key, want := range map[string]string{
+			"z:" + shardID(0): "consumer: seek: stream z is not one of the streams read (a, b)",
+			"b:" + shardID(9): "consumer: seek: shard b:" + shardID(9) + " is not held by this worker",
+			shardID(9):        "consumer: seek: shard " + shardID(9) + " is not held by this worker",
+		} {
+			if err := g.Seek(t.Context(), AtSequence(key, first)); err == nil || err.Error() != want {
+				t.Errorf("Seek %s: %v, want %q", key, err, want)
+			}
+		}
 		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), "LATEST@1765000000000")); err == nil {
 			t.Error("Seek to a LATEST@ checkpoint: no error")
 		}
