@@ -71,6 +71,9 @@ type Consumer struct {
 	// unregistered: the graceful stop removed this worker's row, and no
 	// heartbeat wrote it since.
 	unregistered bool
+	// hbTurn serialises heartbeat and unregister (taken before mu; a
+	// channel, as a wait for it is a durable block in a synctest bubble).
+	hbTurn chan struct{}
 	// meter measures the load each heartbeat publishes (used by one
 	// heartbeat at a time); lastLoad is the last it measured.
 	meter    *loadMeter
@@ -132,6 +135,7 @@ func New(cfg Config) (*Consumer, error) {
 		meter:    newLoadMeter(cfg),
 
 		balanceNow: make(chan struct{}, 1),
+		hbTurn:     make(chan struct{}, 1),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
 	}
