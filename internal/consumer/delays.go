@@ -115,9 +115,8 @@ func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 // forwarder runs the delay-queue forwarder while ctx lives, when the
 // engine has a delay queue (in a group of several, the primary alone has
 // the receiver and forwards for every stream): receiving stops with ctx; a
-// forward under way
-// then gets at most ShutdownTimeout to finish (what it did not delete comes
-// again).
+// forward under way then gets at most ShutdownTimeout to finish (what it
+// did not delete comes again).
 func (c *Consumer) forwarder(ctx context.Context) {
 	queue := c.cfg.Engine.Config().DelayQueue
 	if queue == "" {
