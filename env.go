@@ -141,7 +141,13 @@ func environment(getenv func(string) string) ([]Option, error) {
 		first, rest, _ := strings.Cut(v, ",")
 		// The first is WithStream's (its ARN may come from
 		// LAMBDAADAPTER_STREAM_ARN), given by name or ARN like the rest.
-		ecsOnly = append(ecsOnly, WithStream(strings.TrimSpace(first)))
+		if strings.TrimSpace(first) == "" {
+			// WithStream("") would be no stream, not a bad one: an empty
+			// name is an error as in the rest of the list.
+			ecsOnly = append(ecsOnly, WithStreams(""))
+		} else {
+			ecsOnly = append(ecsOnly, WithStream(strings.TrimSpace(first)))
+		}
 		if rest != "" {
 			var more []string
 			for s := range strings.SplitSeq(rest, ",") {

@@ -198,8 +198,10 @@ func TestEnvironmentSeveralStreams(t *testing.T) {
 	if got := s.group.Streams(); strings.Join(got, ",") != "orders,payments" {
 		t.Errorf("streams %v from an ARN and a name, want orders and payments", got)
 	}
-	env["LAMBDAADAPTER_STREAM"] = "orders,,payments"
-	if _, _, err := fromProcess(nopHandler, nil, envOf(env), clients); err == nil || !strings.Contains(err.Error(), `""`) {
-		t.Errorf("an empty name in the list: %v, want an error", err)
+	for _, v := range []string{"orders,,payments", ",payments", " ,payments"} {
+		env["LAMBDAADAPTER_STREAM"] = v
+		if _, _, err := fromProcess(nopHandler, nil, envOf(env), clients); err == nil || !strings.Contains(err.Error(), `""`) {
+			t.Errorf("LAMBDAADAPTER_STREAM=%q, an empty name in the list: %v, want an error", v, err)
+		}
 	}
 }

@@ -121,10 +121,20 @@ type streamSpec struct {
 // WithStreams' and WithStreamHandler's in order, each once.
 func (x *ecsConfig) streamList() ([]streamSpec, error) {
 	var list []streamSpec
+	if x.streamARN != "" {
+		// WithStreamARN is the ARN of WithStream's stream.
+		sp, err := parseStream(x.streamARN)
+		switch {
+		case err != nil || sp.arn == "":
+			return nil, fmt.Errorf("lambdaadapter: WithStreamARN: stream %q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", x.streamARN)
+		case x.stream == "":
+			return nil, errors.New("lambdaadapter: WithStreamARN needs WithStream, the stream's name (with WithStreams, give the stream by its ARN in the list)")
+		case sp.name != x.stream:
+			return nil, fmt.Errorf("lambdaadapter: WithStreamARN: %s is not stream %s's ARN (WithStream)", x.streamARN, x.stream)
+		}
+	}
 	if x.stream != "" {
 		list = append(list, streamSpec{name: x.stream, arn: x.streamARN})
-	} else if x.streamARN != "" && len(x.streams) == 0 {
-		return nil, errors.New("lambdaadapter: WithStreamARN needs WithStream, the stream's name")
 	}
 	for _, sp := range x.streams {
 		i := slices.IndexFunc(list, func(o streamSpec) bool { return o.name == sp.name })
@@ -133,6 +143,9 @@ func (x *ecsConfig) streamList() ([]streamSpec, error) {
 			list = append(list, sp)
 		case sp.h != nil && list[i].h != nil:
 			return nil, fmt.Errorf("lambdaadapter: stream %s has two handlers (WithStreamHandler twice)", sp.name)
+		case sp.arn != "" && list[i].arn != "" && sp.arn != list[i].arn:
+			// Lease keys use the name: one service reads one stream of a name.
+			return nil, fmt.Errorf("lambdaadapter: stream %s is given with two ARNs, %s and %s (a service reads one stream of a name)", sp.name, list[i].arn, sp.arn)
 		default:
 			if sp.h != nil {
 				list[i].h = sp.h
@@ -152,16 +165,35 @@ func (x *ecsConfig) streamList() ([]streamSpec, error) {
 // (arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME).
 func parseStream(s string) (streamSpec, error) {
 	if strings.HasPrefix(s, "arn:") {
-		i := strings.LastIndex(s, ":stream/")
-		if i < 0 || !strings.Contains(s[:i], ":kinesis:") || s[i+len(":stream/"):] == "" {
+		// The name after "stream/" is a stream's name: not, say, an
+		// enhanced fan-out consumer's ARN (stream/NAME/consumer/...).
+		i := strings.Index(s, ":stream/")
+		if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !validStreamName(s[i+len(":stream/"):]) {
 			return streamSpec{}, fmt.Errorf("stream %q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", s)
 		}
 		return streamSpec{name: s[i+len(":stream/"):], arn: s}, nil
 	}
-	if s == "" || strings.ContainsAny(s, ":,/ ") {
-		return streamSpec{}, fmt.Errorf("stream name %q is not valid (letters, digits, '_', '-' and '.')", s)
+	if !validStreamName(s) {
+		return streamSpec{}, fmt.Errorf("stream name %q is not valid (1 to 128 letters, digits, '_', '-' and '.')", s)
 	}
 	return streamSpec{name: s}, nil
+}
+
+// validStreamName reports whether s is a valid Kinesis stream name: 1 to
+// 128 letters, digits, '_', '-' and '.' (so none of the characters that
+// separate the names of a list or a lease key).
+func validStreamName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Position is where a Service starts reading a shard that has no
@@ -234,7 +266,9 @@ func WithStream(name string) ServiceOption {
 // first stream (WithStream's, else the first listed) names the group in
 // the lease table: keep it first when the list changes. Adding a stream
 // to the list, or removing one, needs no migration (docs/long-running.md,
-// "Several streams"). A Message's StreamARN says which stream it came
+// "Several streams"). A stream named again (by WithStream, its name or its
+// ARN) is read once; one name with two different ARNs is an error (lease
+// keys use the name). A Message's StreamARN says which stream it came
 // from.
 func WithStreams(streams ...string) ServiceOption {
 	return serviceOpt(func(c *config) {
@@ -268,7 +302,10 @@ func WithStreamHandler(stream string, h Handler) ServiceOption {
 	})
 }
 
-// WithStreamARN sets the stream's ARN: API calls and copies then use it.
+// WithStreamARN sets the ARN of WithStream's stream: API calls and copies
+// then use it. NewService returns an error when it is not a Kinesis stream
+// ARN, names another stream than WithStream, or comes without WithStream
+// (give the other streams' ARNs in WithStreams).
 func WithStreamARN(arn string) ServiceOption {
 	return serviceOpt(func(c *config) { c.ecs.streamARN = arn })
 }
@@ -457,11 +494,14 @@ func (s *Service) Run(ctx context.Context) error {
 // Seek moves the running readers: every shard this instance holds to pos,
 // or, for AtSequence, that one shard. Records read before the seek are
 // dropped on their way to the handler; their late outcomes change nothing.
-// The checkpoint follows the new position as records settle.
+// The checkpoint follows the new position as records settle. A sequence
+// number that is not one (decimal digits; a lease's LATEST@ checkpoint is
+// not) is an error, and moves nothing.
 //
 // With several streams it moves the readers of every stream; AtSequence
 // names the shard as "stream:shardId" (the shard id alone means that shard
-// of whichever stream holds it).
+// of whichever stream holds it, and is an error, moving nothing, when this
+// instance holds a shard of that id in several streams).
 func (s *Service) Seek(ctx context.Context, pos Position) error { return s.group.Seek(ctx, pos) }
 
 // Owned returns the ids of the shards this instance holds now, sorted; with

@@ -149,21 +149,37 @@ func TestServiceSeveralStreams(t *testing.T) {
 func TestServiceStreamsValidated(t *testing.T) {
 	k := awsfake.NewKinesis()
 	h := lambdaadapter.HandlerFunc(func(context.Context, *lambdaadapter.Message) lambdaadapter.Outcome { return lambdaadapter.Ack() })
-	for _, c := range []struct {
+	for i, c := range []struct {
 		opts []lambdaadapter.ServiceOption
 		want string
 	}{
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b:c")}, "not valid"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a b")}, "not valid"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("orders#1")}, "not valid"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams(strings.Repeat("s", 129))}, "not valid"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:sqs:eu-west-1:1:stream/x")}, "not a Kinesis stream ARN"},
+		// An enhanced fan-out consumer's ARN, and ARNs whose names no
+		// stream has (a comma would split the leader row's list).
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("arn:aws:kinesis:eu-west-1:1:stream/a/consumer/c:1700000000")}, "not a Kinesis stream ARN"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a,b")}, "not a Kinesis stream ARN"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("arn:aws:kinesis:eu-west-1:1:stream/a b", h)}, "not a Kinesis stream ARN"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", h), lambdaadapter.WithStreamHandler("a", h)}, "two handlers"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamHandler("a", nil)}, "nil handler"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a")}, "needs WithStream"},
+		// WithStreamARN is WithStream's stream's: with WithStreams alone it
+		// was silently ignored.
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b"), lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a")}, "needs WithStream"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/b")}, "is not stream a's"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreamARN("a")}, "not a Kinesis stream ARN"},
+		// One name, two streams (accounts or regions): lease keys use the
+		// name, so one of them was silently dropped.
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "arn:aws:kinesis:eu-west-1:2:stream/a")}, "two ARNs"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("arn:aws:kinesis:eu-west-1:1:stream/a"), lambdaadapter.WithStreamHandler("arn:aws:kinesis:us-east-1:1:stream/a", h)}, "two ARNs"},
 		{nil, "needs the stream"},
 	} {
 		_, err := lambdaadapter.NewService(h, append(c.opts, lambdaadapter.WithKinesisClient(k))...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewService(%d options): %v, want %q", len(c.opts), err, c.want)
+			t.Errorf("NewService(%d options) case %d: %v, want %q", len(c.opts), i, err, c.want)
 		}
 	}
 	s, err := lambdaadapter.NewService(h, lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "b", "a"), lambdaadapter.WithKinesisClient(k))

@@ -244,8 +244,9 @@ const (
 // adapterStreams reads v, a LAMBDAADAPTER_STREAM, as lambdaadapter does:
 // env.go cuts it at its commas (the first element WithStream's, the rest
 // WithStreams', each trimmed) and service.go's parseStream takes an element
-// starting with arn: as a Kinesis stream's ARN and any other as a name
-// without ':', ',', '/' or ' '. It fails t when either source no longer
+// starting with arn: as a Kinesis stream's ARN, whose name after stream/ is
+// a stream name as any other element: 1 to 128 letters, digits, '_', '-'
+// and '.' (adapterStreamName). It fails t when either source no longer
 // reads that way, and for an element the adapter would refuse.
 func adapterStreams(t *testing.T, v string) []adaptedStream {
 	t.Helper()
@@ -263,8 +264,9 @@ func adapterStreams(t *testing.T, v string) []adaptedStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`if strings.HasPrefix(s, "arn:") {`, `i := strings.LastIndex(s, ":stream/")`,
-		`if i < 0 || !strings.Contains(s[:i], ":kinesis:") || s[i+len(":stream/"):] == "" {`, `if s == "" || strings.ContainsAny(s, ":,/ ") {`} {
+	for _, want := range []string{`if strings.HasPrefix(s, "arn:") {`, `i := strings.Index(s, ":stream/")`,
+		`if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !validStreamName(s[i+len(":stream/"):]) {`, `if !validStreamName(s) {`,
+		`if s == "" || len(s) > 128 {`, `case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':`} {
 		if !strings.Contains(string(src), want) {
 			t.Fatalf("%s no longer contains %q: check parseStream and update adapterStreams", parseStreamSource, want)
 		}
@@ -273,21 +275,41 @@ func adapterStreams(t *testing.T, v string) []adaptedStream {
 	for _, el := range strings.Split(v, ",") {
 		s := strings.TrimSpace(el)
 		if strings.HasPrefix(s, "arn:") {
-			i := strings.LastIndex(s, ":stream/")
-			if i < 0 || !strings.Contains(s[:i], ":kinesis:") || s[i+len(":stream/"):] == "" {
+			i := strings.Index(s, ":stream/")
+			if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !adapterStreamName(s[i+len(":stream/"):]) {
 				t.Errorf("LAMBDAADAPTER_STREAM=%q: %q is not a Kinesis stream ARN the adapter accepts", v, s)
 				continue
 			}
 			out = append(out, adaptedStream{name: s[i+len(":stream/"):], arn: s})
 			continue
 		}
-		if s == "" || strings.ContainsAny(s, ":,/ ") {
+		if !adapterStreamName(s) {
 			t.Errorf("LAMBDAADAPTER_STREAM=%q: %q is not a stream name the adapter accepts", v, s)
 			continue
 		}
 		out = append(out, adaptedStream{name: s})
 	}
 	return out
+}
+
+// adapterStreamName is service.go's validStreamName: 1 to 128 letters,
+// digits, '_', '-' and '.'. A reference of the template (${Stream}, the
+// stream the stack creates) stands for the name it resolves to.
+func adapterStreamName(s string) bool {
+	if strings.HasPrefix(s, "${") && strings.HasSuffix(s, "}") {
+		return true
+	}
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // TestAdditionalStreamsRules checks the parameter's pattern and the rules:

@@ -19,6 +19,10 @@ import (
 // heartbeat bumps this worker's row in the lease table, so other workers
 // count it when they balance.
 func (c *Consumer) heartbeat(ctx context.Context) error {
+	// One at a time with unregister: a heartbeat under way when the stop
+	// removes the row would write it back.
+	c.hbTurn <- struct{}{}
+	defer func() { <-c.hbTurn }()
 	c.mu.Lock()
 	stopped := c.stopped
 	c.mu.Unlock()
@@ -49,6 +53,8 @@ func (c *Consumer) heartbeat(ctx context.Context) error {
 // unknown or stale (a failed heartbeat may have been applied), as the
 // table has it now.
 func (c *Consumer) unregister() {
+	c.hbTurn <- struct{}{} // after a heartbeat under way (see heartbeat)
+	defer func() { <-c.hbTurn }()
 	ctx, cancel := c.storeContext(context.Background())
 	defer cancel()
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/shardsettle/lambdaadapter/internal/getrecords"
 	"github.com/shardsettle/lambdaadapter/internal/hooks"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
+	"github.com/shardsettle/lambdaadapter/internal/settle"
 	"github.com/shardsettle/lambdaadapter/lease"
 	"github.com/shardsettle/lambdaadapter/observe"
 )
@@ -29,7 +31,8 @@ const (
 
 // ErrStreamNotFound is matched by the error Run returns when the stream
 // does not exist when it starts (Kinesis answers ResourceNotFoundException).
-// Later, a stream that disappears is logged at every listing and retried.
+// Later, a stream that disappears is logged at every listing and retried,
+// and its leases are not taken until a listing finds it again.
 // It is publish.ErrStreamNotFound, the error of a write to a missing
 // stream, so that errors.Is matches either with either.
 var ErrStreamNotFound = publish.ErrStreamNotFound
@@ -68,6 +71,9 @@ type Consumer struct {
 	// unregistered: the graceful stop removed this worker's row, and no
 	// heartbeat wrote it since.
 	unregistered bool
+	// hbTurn serialises heartbeat and unregister (taken before mu; a
+	// channel, as a wait for it is a durable block in a synctest bubble).
+	hbTurn chan struct{}
 	// meter measures the load each heartbeat publishes (used by one
 	// heartbeat at a time); lastLoad is the last it measured.
 	meter    *loadMeter
@@ -129,6 +135,7 @@ func New(cfg Config) (*Consumer, error) {
 		meter:    newLoadMeter(cfg),
 
 		balanceNow: make(chan struct{}, 1),
+		hbTurn:     make(chan struct{}, 1),
 
 		getRecordsOpts: []func(*kinesis.Options){getrecords.Fast},
 	}
@@ -311,6 +318,15 @@ func (c *Consumer) loop(ctx context.Context) {
 		case <-c.shutdown:
 			return
 		case <-take.C:
+			if !c.listedOnce() && !c.following() {
+				// The first listing failed: balancing (the group's leader's
+				// planning of this stream, or of every stream for its
+				// primary) waits for one, so it is tried again at every
+				// round, not a listing interval later.
+				if _, err := c.discover(ctx); err != nil && ctx.Err() == nil {
+					c.listFailed(ctx, err)
+				}
+			}
 			c.balance(ctx)
 		case <-c.balanceNow:
 			c.balance(ctx)
@@ -353,6 +369,14 @@ func (c *Consumer) balanceAgain() bool {
 	return again
 }
 
+// listedOnce reports whether a listing of the shards succeeded since Run
+// started.
+func (c *Consumer) listedOnce() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listed != nil
+}
+
 // Shutdown stops Run gracefully, as cancelling Run's context does, and
 // waits until Run returned or ctx ended. ctx bounds the wait for the
 // records in flight too (besides ShutdownTimeout): when it ends, each
@@ -392,6 +416,8 @@ func (c *Consumer) stopContext() context.Context {
 func (c *Consumer) stopShards() {
 	c.mu.Lock()
 	c.stopped = true
+	gifts := c.gifts // given by the group's primary, not started: given back
+	c.gifts = nil
 	c.mu.Unlock()
 	close(c.leaving)
 	// Out of the fleet's plans first: a leader that still counted this
@@ -399,6 +425,7 @@ func (c *Consumer) stopShards() {
 	// their expiry).
 	c.resign()
 	c.unregister()
+	c.giveBack(gifts)
 	req := stopRequest{reason: stopShutdown, ctx: c.stopContext()}
 	held := c.heldShards()
 	for _, s := range held {
@@ -515,7 +542,10 @@ func (c *Consumer) report(ctx context.Context) {
 func (c *Consumer) abandon(dispatched <-chan struct{}) {
 	c.mu.Lock()
 	c.stopped = true
+	gifts := c.gifts
+	c.gifts = nil
 	c.mu.Unlock()
+	c.giveBack(gifts)
 	close(c.ch)
 	<-dispatched
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout)
@@ -592,6 +622,9 @@ func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 // lane, and their late settlements change nothing. Seeks of one shard are
 // serialised: a shard has one reader at a time, always.
 func (c *Consumer) Seek(ctx context.Context, pos Position) error {
+	if err := pos.checkSeek(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	var targets []*shard
 	for id, s := range c.shards {
@@ -621,6 +654,16 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 		s.startReaderLocked(p, e)
 		s.rmu.Unlock()
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: seek", slog.String(attrShardID, s.id), slog.String("position", pos.String()))
+	}
+	return nil
+}
+
+// checkSeek refuses a seek to a sequence number that is not one (a lease's
+// LATEST@ checkpoint, say): its reader would ask Kinesis for an iterator in
+// vain, and read the shard no more.
+func (p Position) checkSeek() error {
+	if p.kind == posSequence && !settle.ValidSequence(p.seq) {
+		return fmt.Errorf("consumer: seek: %q is not a sequence number (shard %s)", p.seq, p.shard)
 	}
 	return nil
 }

@@ -698,6 +698,30 @@ func TestSeekSequenceOneShard(t *testing.T) {
 	})
 }
 
+// TestSeekRefusesBadSequence: a sequence number that is not one (a lease's
+// LATEST@ checkpoint copied from bootstrap leases, a typo) is an error, and
+// the shard reads on; it used to restart the reader on it, which then asked
+// Kinesis for an iterator every second, never read the shard again and
+// kept its lease.
+func TestSeekRefusesBadSequence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(1)
+		s0 := shardID(0)
+		f.put(s0, "k", "0")
+		h := newRecorder()
+		c, stop := run(t, Config{Kinesis: f, Start: TrimHorizon(), Owner: "w1"}, handler(h))
+		defer stop()
+		waitFor(t, "the first record", func() bool { return h.count() == 1 })
+		for _, seq := range []string{"", "LATEST@1765000000000", "49xyz", "007"} {
+			if err := c.Seek(t.Context(), AtSequence(s0, seq)); err == nil || !strings.Contains(err.Error(), "not a sequence number") {
+				t.Errorf("Seek to %q: %v, want an error saying it is not a sequence number", seq, err)
+			}
+		}
+		f.put(s0, "k", "1")
+		waitFor(t, "the shard read on", func() bool { return h.count() == 2 })
+	})
+}
+
 // TestConcurrentSeeks (fault: two concurrent Seeks leaked a reader and froze
 // the shard): many seeks at once leave one reader per shard, the shard's
 // records in flight drain, and records written afterwards are read once

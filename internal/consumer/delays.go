@@ -113,15 +113,19 @@ func (c *Consumer) forward(ctx context.Context, msgs []sqstypes.Message) {
 }
 
 // forwarder runs the delay-queue forwarder while ctx lives, when the
-// engine has a delay queue: receiving stops with ctx; a forward under way
-// then gets at most ShutdownTimeout to finish (what it did not delete comes
-// again).
+// engine has a delay queue (in a group of several, the primary alone has
+// the receiver and forwards for every stream): receiving stops with ctx; a
+// forward under way then gets at most ShutdownTimeout to finish (what it
+// did not delete comes again).
 func (c *Consumer) forwarder(ctx context.Context) {
 	queue := c.cfg.Engine.Config().DelayQueue
 	if queue == "" {
 		return
 	}
 	if c.cfg.DelayReceiver == nil {
+		if !c.isPrimary() {
+			return // the group's primary forwards it for every stream
+		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: this process does not forward the delay queue (no DelayReceiver); subscribe a function running this adapter to it, or its delayed records stay there",
 			slog.String("queue", queue))
 		return

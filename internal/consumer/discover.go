@@ -54,6 +54,15 @@ func (c *Consumer) discover(ctx context.Context) (lease.Snapshot, error) {
 		cancel()
 		var missing *kinesistypes.ResourceNotFoundException
 		if errors.As(err, &missing) {
+			// A stream deleted since the last listing: none of its shards
+			// is listed now, so balancing takes none of its leases (each
+			// would be taken and released as gone every round) until a
+			// listing finds it again; its rows stay.
+			c.mu.Lock()
+			if c.listed != nil {
+				c.listed, c.maxListed = map[string]kinesistypes.Shard{}, ""
+			}
+			c.mu.Unlock()
 			return lease.Snapshot{}, &streamNotFound{fmt.Sprintf("consumer: stream not found: %s (ListShards: %s)", c.streamRef(), aws.ToString(missing.Message))}
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -149,17 +150,39 @@ func (g *Group) member(stream string) *Consumer {
 
 // give hands c the lease l, which the group's primary took in this
 // worker's name: c starts it in a balancing round it runs now, on its own
-// goroutine (follow), as it would once the owner index listed it.
+// goroutine (follow), as it would once the owner index listed it. A c that
+// stops (the members stop together, and the primary's round in flight
+// finishes its writes) never starts it: it releases it at once, so that
+// no worker waits for its expiry.
 func (c *Consumer) give(l lease.Lease) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		c.giveBack([]lease.Lease{l})
+		return
+	}
 	c.gifts = append(c.gifts, l)
 	c.mu.Unlock()
 	select {
 	case c.balanceNow <- struct{}{}:
 	default: // a round is pending already
+	}
+}
+
+// giveBack releases the leases given to c that it will not start: it
+// stops.
+func (c *Consumer) giveBack(ls []lease.Lease) {
+	for _, l := range ls {
+		ctx, cancel := c.storeContext(context.Background())
+		_, err := c.cfg.Store.Release(ctx, l)
+		cancel()
+		if err != nil && !lost(err) {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: releasing a lease given while stopping failed; it expires instead",
+				slog.String(attrShardID, l.Key.ShardID), slog.String(attrError, err.Error()))
+		}
 	}
 }
 
@@ -188,10 +211,30 @@ func (g *Group) Run(ctx context.Context) error {
 
 // Seek moves the readers of every member (Consumer.Seek). AtSequence names
 // its shard by id, or as "stream:shardId" (Key.String) in a group of
-// several: the id alone is that shard of whichever stream holds it.
+// several: the id alone is that shard of whichever stream holds it, and an
+// error when several streams' shards of that id are held here (the
+// streams' shard ids are alike, a sequence number is of one stream), which
+// moves nothing.
 func (g *Group) Seek(ctx context.Context, pos Position) error {
 	if len(g.members) == 1 {
 		return g.members[0].Seek(ctx, pos)
+	}
+	if err := pos.checkSeek(); err != nil {
+		return err
+	}
+	if stream, _, ok := strings.Cut(pos.shard, ":"); pos.kind == posSequence && ok && g.member(stream) == nil {
+		return fmt.Errorf("consumer: seek: stream %s is not one of the streams read (%s)", stream, strings.Join(g.Streams(), ", "))
+	}
+	if pos.kind == posSequence && !strings.Contains(pos.shard, ":") {
+		var holders []string
+		for _, c := range g.members {
+			if slices.Contains(c.Owned(), pos.shard) {
+				holders = append(holders, c.cfg.Stream)
+			}
+		}
+		if len(holders) > 1 {
+			return fmt.Errorf("consumer: seek: shard %s is held in streams %s: name it as stream:shardId", pos.shard, strings.Join(holders, ", "))
+		}
 	}
 	var errs []error
 	for _, c := range g.members {
@@ -199,10 +242,13 @@ func (g *Group) Seek(ctx context.Context, pos Position) error {
 			errs = append(errs, err)
 		}
 	}
-	if pos.kind == posSequence && len(errs) < len(g.members) {
+	switch {
+	case pos.kind != posSequence:
+		return errors.Join(errs...)
+	case len(errs) < len(g.members):
 		return nil // the others do not hold the shard
 	}
-	return errors.Join(errs...)
+	return errs[0] // held by none: each member says so alike
 }
 
 // Owned returns the shards the members hold, sorted: their ids in a group

@@ -2,13 +2,18 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -370,6 +375,232 @@ func TestGroupLeaderReadsOnce(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
+		}
+	})
+}
+
+// TestGiftToStoppingMemberGivenBack: the group's leader may take a lease
+// of another stream in this process's name while that stream's consumer
+// stops (their contexts end together, and a round in flight finishes its
+// writes). The stopping consumer never starts it: it releases it, so that
+// another worker takes it at once instead of after its expiry.
+func TestGiftToStoppingMemberGivenBack(t *testing.T) {
+	for _, when := range []string{"before the stop", "after the stop"} {
+		t.Run(when, func(t *testing.T) {
+			ctx := t.Context()
+			fk := awsfake.NewKinesis()
+			k := &stream{Kinesis: fk}
+			mem := lease.NewMemory()
+			var cs []*Consumer
+			for _, s := range []string{"a", "b"} {
+				fk.CreateStream(s, 1)
+				cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second}, handler(newRecorder())))
+			}
+			if _, err := NewGroup(cs...); err != nil {
+				t.Fatal(err)
+			}
+			b := cs[1]
+			row, err := mem.Ensure(ctx, lease.Key{Stream: "b", ShardID: shardID(0)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			given, err := mem.Take(ctx, row, "w0") // the leader's take in w0's name
+			if err != nil {
+				t.Fatal(err)
+			}
+			if when == "before the stop" {
+				b.give(given)
+				b.stopShards()
+			} else {
+				b.stopShards()
+				b.give(given)
+			}
+			got, err := mem.Get(ctx, given.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Owner != "" {
+				t.Errorf("lease given to a stopping consumer: owner %q, want released", got.Owner)
+			}
+		})
+	}
+}
+
+// TestGroupSeekNamesTheStream: the streams of a group have shards of the
+// same ids. A sequence number belongs to one stream, so a Seek AtSequence
+// that names a shard by its id alone, which several members hold, is an
+// error and moves nothing; named as stream:shardId it moves that stream's
+// shard only.
+func TestGroupSeekNamesTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		recs := map[string]*recorder{}
+		var cs []*Consumer
+		for _, s := range []string{"a", "b"} {
+			fk.CreateStream(s, 1)
+			recs[s] = newRecorder()
+			cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: lease.NewMemory(), Owner: "w0", LeaseDuration: 3 * time.Second, Start: TrimHorizon()}, handler(recs[s])))
+		}
+		cs[1].cfg.Store = cs[0].cfg.Store
+		g, err := NewGroup(cs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := fk.PutTo("a", shardID(0), "k", []byte("a-0"))
+		fk.PutTo("b", shardID(0), "k", []byte("b-0"))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		waitFor(t, "both records handled", func() bool { return recs["a"].count() == 1 && recs["b"].count() == 1 })
+		if err := g.Seek(t.Context(), AtSequence(shardID(0), first)); err == nil {
+			t.Error("Seek by a shard id both streams hold: no error")
+		}
+		time.Sleep(5 * time.Second)
+		if recs["a"].count() != 1 || recs["b"].count() != 1 {
+			t.Errorf("an ambiguous Seek moved readers: handled %d in a, %d in b; want 1 and 1", recs["a"].count(), recs["b"].count())
+		}
+		for key, want := range map[string]string{
+			"z:" + shardID(0): "consumer: seek: stream z is not one of the streams read (a, b)",
+			"b:" + shardID(9): "consumer: seek: shard b:" + shardID(9) + " is not held by this worker",
+			shardID(9):        "consumer: seek: shard " + shardID(9) + " is not held by this worker",
+		} {
+			if err := g.Seek(t.Context(), AtSequence(key, first)); err == nil || err.Error() != want {
+				t.Errorf("Seek %s: %v, want %q", key, err, want)
+			}
+		}
+		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), "LATEST@1765000000000")); err == nil {
+			t.Error("Seek to a LATEST@ checkpoint: no error")
+		}
+		if err := g.Seek(t.Context(), AtSequence("a:"+shardID(0), first)); err != nil {
+			t.Errorf("Seek a:%s: %v", shardID(0), err)
+		}
+		waitFor(t, "a's record handled again", func() bool { return recs["a"].count() == 2 })
+		time.Sleep(5 * time.Second)
+		if recs["b"].count() != 1 {
+			t.Errorf("Seek of a's shard moved b's: handled %d in b, want 1", recs["b"].count())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// TestGroupStreamMissing: a group one of whose streams does not exist
+// when it starts stops as a single stream's consumer does: Run returns
+// ErrStreamNotFound naming that stream, after the other members stopped
+// gracefully (their leases released, every worker row removed).
+func TestGroupStreamMissing(t *testing.T) {
+	for _, missing := range []string{"a", "b"} {
+		t.Run(missing, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fk := awsfake.NewKinesis()
+				k := &stream{Kinesis: fk}
+				mem := lease.NewMemory()
+				var cs []*Consumer
+				for _, s := range []string{"a", "b", "c"} {
+					if s != missing {
+						fk.CreateStream(s, 2)
+					}
+					cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second}, handler(newRecorder())))
+				}
+				g, err := NewGroup(cs...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = g.Run(t.Context())
+				if !errors.Is(err, ErrStreamNotFound) || !strings.Contains(err.Error(), "stream not found: "+missing) {
+					t.Errorf("Run = %v, want ErrStreamNotFound naming %s", err, missing)
+				}
+				for _, s := range []string{"a", "b", "c"} {
+					snap, err := mem.Snapshot(context.Background(), s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, l := range snap.Leases {
+						if l.Owner != "" {
+							t.Errorf("%s held by %s after Run returned", l.Key, l.Owner)
+						}
+					}
+					if len(snap.Workers) != 0 {
+						t.Errorf("stream %s: worker rows %+v after Run returned", s, snap.Workers)
+					}
+				}
+				if l, err := mem.Get(context.Background(), lease.LeaderKey("a")); err == nil && l.Owner != "" {
+					t.Errorf("leader row held by %s after Run returned", l.Owner)
+				}
+			})
+		})
+	}
+}
+
+// warnLog is a slog.Handler that keeps the messages of warnings and
+// errors.
+type warnLog struct {
+	mu   *sync.Mutex
+	msgs *[]string
+}
+
+func newWarnLog() warnLog { return warnLog{mu: new(sync.Mutex), msgs: new([]string)} }
+
+func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnLog) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w warnLog) WithGroup(string) slog.Handler                { return w }
+func (w warnLog) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	*w.msgs = append(*w.msgs, r.Message)
+	return nil
+}
+
+func (w warnLog) messages() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(*w.msgs)
+}
+
+// TestGroupForwardsTheDelayQueueOnce: the group's primary forwards the
+// delay queue for every stream (a service gives the receiver to it
+// alone); the other members say nothing of it (each warned that the
+// process did not forward the queue, and that its delayed records would
+// stay there).
+func TestGroupForwardsTheDelayQueueOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		q := &fakeQueue{}
+		queue, err := publish.NewQueue(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warns := newWarnLog()
+		mem := lease.NewMemory()
+		var cs []*Consumer
+		for i, s := range []string{"a", "b", "c"} {
+			fk.CreateStream(s, 1)
+			cfg := Config{Stream: s, Kinesis: k, Store: mem, Owner: "w0", LeaseDuration: 3 * time.Second, Logger: slog.New(warns)}
+			if i == 0 {
+				cfg.DelayReceiver = q
+			}
+			cs = append(cs, newConsumer(t, cfg, engineConfig{Handler: newRecorder(), Publisher: newPublisher(t, fk), Queue: queue,
+				DelayQueue: "https://sqs.us-east-1.amazonaws.com/000000000000/delays"}))
+		}
+		g, err := NewGroup(cs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- g.Run(ctx) }()
+		waitFor(t, "every lease held", func() bool { return len(g.Owned()) == 3 })
+		time.Sleep(10 * time.Second)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if msgs := warns.messages(); len(msgs) > 0 {
+			t.Errorf("warnings: %q", msgs)
 		}
 	})
 }

@@ -63,6 +63,7 @@ func TestStore(t *testing.T, newStore func(t *testing.T) lease.Store) {
 		{"RequestHandoff", testRequestHandoff},
 		{"Transfer", testTransfer},
 		{"LastCheckpointWithReleaseOrTransfer", testLastCheckpoint},
+		{"SentinelCheckpoints", testSentinelCheckpoints},
 		{"Heartbeat", testHeartbeat},
 		{"Snapshot", testSnapshot},
 		{"WorkerRowsAreNotLeases", testWorkerRowsAreNotLeases},
@@ -1009,6 +1010,28 @@ func testLastCheckpoint(t *testing.T, s lease.Store) {
 		}
 	}
 	checkStored(t, s, held)
+}
+
+// testSentinelCheckpoints: the checkpoints that are not sequence numbers
+// (a child started where its parents left off, and a shard the
+// long-running mode started at the tip: "LATEST@" and a time in Unix
+// milliseconds) are kept as any other, by Checkpoint, Renew, Release,
+// Transfer and Take: the store keeps any non-empty string.
+func testSentinelCheckpoints(t *testing.T, s lease.Store) {
+	for i, cp := range []string{lease.TrimHorizon, lease.AtTimestamp, "LATEST@1765000000000"} {
+		k := key("sentinels", i)
+		held := checkpoint(t, s, take(t, s, ensure(t, s, k), "w1"), cp)
+		held = renew(t, s, held)
+		free := release(t, s, held)
+		checkLease(t, "Release after a checkpoint "+cp, free, lease.Lease{Key: k, Counter: 4, OwnerSwitches: 1, Checkpoint: cp})
+		held = take(t, s, free, "w2")
+		checkLease(t, "Take of a lease at "+cp, held, lease.Lease{Key: k, Owner: "w2", Counter: 5, OwnerSwitches: 2, Checkpoint: cp})
+		moved := transfer(t, s, held, "w3")
+		checkLease(t, "Transfer of a lease at "+cp, moved, lease.Lease{Key: k, Owner: "w3", Counter: 6, OwnerSwitches: 3, Checkpoint: cp})
+		free = release(t, s, moved)
+		checkLease(t, "Release with the checkpoint "+cp+" held", free, lease.Lease{Key: k, Counter: 7, OwnerSwitches: 3, Checkpoint: cp})
+		checkStored(t, s, free)
+	}
 }
 
 func testHeartbeat(t *testing.T, s lease.Store) {
