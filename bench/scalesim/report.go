@@ -56,7 +56,7 @@ func (r *Report) Format(w io.Writer) error {
 		assign = "count (AssignByCount)"
 	}
 	fmt.Fprintf(&b, "%d shards, %d workers at the start, %d records/s written %s, start TRIM_HORIZON, assignment by %s\n", c.Shards, c.Workers, c.WriteRate, writes, assign)
-	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU over the last lease duration\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll)
+	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU over the last lease duration (measured); expected end: max/mean of each worker's expected CPU at the phase's end, the CPU model's cost of each shard it owns at the shard's true write rate (and its polls), without the window's noise\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll)
 	fmt.Fprintf(&b, "lease duration %s (renewal every %s, balancing every %s, expiry after %s, store call deadline %s), list interval %s, checkpoint interval %s, shutdown timeout %s\n",
 		c.LeaseDuration, c.LeaseDuration/3, c.LeaseDuration/2, c.LeaseDuration, max(c.LeaseDuration/3, time.Second), c.ListInterval, c.CheckpointInterval, c.ShutdownTimeout)
 	if c.Assignment == consumer.AssignByCount {
@@ -67,7 +67,7 @@ func (r *Report) Format(w io.Writer) error {
 	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f and a lease on every worker (a leaving worker's leases, plus the costliest leases off workers above the limit; at least one per joining worker)\n\n", balanceRatio)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
+	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\texpected end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
 	for _, p := range r.Phases {
 		bal, rd := "-", "NOT CONVERGED"
 		if p.Balanced > 0 {
@@ -80,8 +80,8 @@ func (r *Report) Format(w io.Writer) error {
 		if p.Fewest > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(p.Moves)/float64(p.Fewest))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
-			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, ratio, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
+			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, ratio, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
 			p.MinHeld, p.MaxHeld, p.Unowned, p.Flaps, p.Duplicates)
 	}
 	if err := tw.Flush(); err != nil {

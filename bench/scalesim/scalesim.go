@@ -300,6 +300,18 @@ type Phase struct {
 	// over the last lease duration, when the phase converged; MaxMeanEnd
 	// at its end (after Settle); MeanCPU the mean utilization then.
 	MaxMean, MaxMeanEnd, MeanCPU float64
+	// ExpectedEnd is the highest worker's expected CPU over the mean at the
+	// phase's end: each live worker's expected load is the sum of the
+	// modelled costs (see costs: each shard's true write rate and its polls
+	// priced by the CPU model) of the shards it owns then, so it has none
+	// of the noise of MaxMeanEnd's measured window. It tells whether the
+	// placement holds the target and the rest is measurement.
+	// The start's is figured after the steady window, which measures each
+	// shard's polls (before it, they are not known).
+	ExpectedEnd float64
+	// ownedEnd is each live worker's shards at the phase's end, for
+	// ExpectedEnd.
+	ownedEnd observation
 	// Store counts the lease-store calls in the phase; its FreeTakes,
 	// ExpiredTakes and Transfers break Moves down by cause.
 	Store Counts
@@ -505,6 +517,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
+	rep.Phases[0].ExpectedEnd = s.expectedMaxMean(rep.Phases[0].ownedEnd) // with the polls measured now
 	for _, e := range cfg.Events {
 		var ideal, fewest int64
 		change := func() {}
@@ -573,6 +586,20 @@ func (s *sim) costs(shards []string) []float64 {
 		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+polls*s.cfg.CPUPerPoll.Seconds())
 	}
 	return out
+}
+
+// expectedMaxMean returns the highest live worker's expected CPU (the sum
+// of costs of the shards it owns in o) over the mean of the live workers'.
+func (s *sim) expectedMaxMean(o observation) float64 {
+	u := make(map[string]float64, len(o.held))
+	for id := range o.held { // a worker owning nothing counts, at 0
+		u[id] = 0
+		for _, c := range s.costs(o.owned[id]) {
+			u[id] += c
+		}
+	}
+	r, _ := maxMean(u)
+	return r
 }
 
 // startWorker starts a new worker.
@@ -810,14 +837,15 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	p.Duplicates = s.tally.dups.Load() - dups0
 	p.MinHeld, p.MaxHeld = o.min, o.max
 	p.MaxMeanEnd, p.MeanCPU = o.maxMean, o.meanCPU
+	p.ExpectedEnd, p.ownedEnd = s.expectedMaxMean(o), o
 	p.Length = time.Since(began)
 	if cfg.Progress != nil {
 		state := fmt.Sprintf("converged in %s (balanced %s)", round(p.Reading), round(p.Balanced))
 		if !p.Converged {
 			state = fmt.Sprintf("NOT converged in %s", cfg.ConvergeTimeout)
 		}
-		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d, fewest %d, joiners hold %d), held %d-%d, max/mean CPU %.2f at convergence, %.2f at the end (mean %.2f), %d duplicates",
-			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.MeanCPU, p.Duplicates))
+		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d, fewest %d, joiners hold %d), held %d-%d, max/mean CPU %.2f at convergence, %.2f at the end (expected %.2f, mean %.2f), %d duplicates",
+			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Duplicates))
 	}
 	return p, nil
 }

@@ -51,7 +51,17 @@ type assignInput struct {
 	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
 	// least twice the relative noise of the figures.
 	tolerance float64
+	// joined is how many of workers joined since the fleet was last even
+	// (assignment.even) or last shrank: the drop of the mean they caused
+	// does not by itself put a worker above the tolerance (see
+	// planAssignment). 0: none.
+	joined int
 }
+
+// joinedLimit is the most a worker may carry over the mean, after workers
+// joined (assignInput.joined), before leases move off it: the balance the
+// fleet keeps, 1.2 × the mean.
+const joinedLimit = 0.2
 
 // workerLoad is what a worker publishes in its row: its CPU utilization
 // over the last interval and the throughput of each shard it held in it.
@@ -109,6 +119,9 @@ type assignment struct {
 	// scales are the settled workers' smoothing factors, averaged over
 	// plans; the leader passes them as recentScales to its next plan.
 	scales map[string]averaged
+	// even: the plan gives and moves nothing and no worker is above the
+	// tolerance of the mean (by its load and its fitted costs).
+	even bool
 }
 
 // averaged is a figure averaged over plans (planSmoothing), and how many
@@ -213,7 +226,10 @@ func rate(x float64) float64 {
 // the guess moves leases that the figures then move back.
 //
 // Load-aware, moves go on while a worker is above mean × (1+tolerance) by
-// its fitted costs as well as by its CPU reading (busier, inflation:
+// its fitted costs as well as by its CPU reading (after workers joined,
+// assignInput.joined, the mean is the one without them, but the bound is
+// at most mean × (1+joinedLimit): the drop of the mean they caused moves
+// no lease by itself; high) (busier, inflation:
 // noise in one figure moves no lease), or while a worker carries less
 // than half the mean (lowShare) or nothing: a worker that joins a fleet
 // where nobody is above the tolerance gets a share, half the mean, not
@@ -269,6 +285,7 @@ func planAssignment(in assignInput) assignment {
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
 	out.seen, out.scales = p.seen, p.scales
+	out.even = len(out.takes) == 0 && len(out.moves) == 0 && !p.above()
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -884,6 +901,35 @@ func (p *planner) movesBound(maxMoves int, mean float64) int {
 	return maxMoves
 }
 
+// above reports whether a worker is above the tolerance of the mean, by
+// its load and by its fitted costs (load less inflation).
+func (p *planner) above() bool {
+	total := 0.0
+	for _, w := range p.workers {
+		total += w.load
+	}
+	hi := total / float64(len(p.workers)) * (1 + p.in.tolerance)
+	for _, w := range p.workers {
+		if w.load-w.inflation > hi {
+			return true
+		}
+	}
+	return false
+}
+
+// high is the load above which a worker gives leases by load: the
+// tolerance above the mean; after workers joined (assignInput.joined),
+// the tolerance above the mean of the workers before them, but at most
+// joinedLimit above the mean.
+func (p *planner) high(total float64) float64 {
+	mean := total / float64(len(p.workers))
+	hi := mean * (1 + p.in.tolerance)
+	if n := len(p.workers) - p.in.joined; p.in.joined > 0 && n > 0 {
+		hi = max(hi, min(total/float64(n)*(1+p.in.tolerance), mean*(1+joinedLimit)))
+	}
+	return hi
+}
+
 // move plans up to movesBound hand-overs.
 func (p *planner) move(maxMoves int) []move {
 	total := 0.0
@@ -891,7 +937,7 @@ func (p *planner) move(maxMoves int) []move {
 		total += w.load
 	}
 	mean := total / float64(len(p.workers))
-	hi, lo := mean*(1+p.in.tolerance), mean*lowShare
+	hi, lo := p.high(total), mean*lowShare
 	bound := p.movesBound(maxMoves, mean)
 	var out []move
 	for len(out) < bound {

@@ -1332,3 +1332,74 @@ func TestAssignWaitsForStartingFleet(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignJoinedMeanDrop: a worker that joined lowers the mean; a worker
+// within the tolerance of the mean before it joined, and within
+// joinedLimit of the mean now, gives nothing (assignInput.joined), while
+// one above joinedLimit of the mean now still gives, and without joined
+// the first gives too.
+func TestAssignJoinedMeanDrop(t *testing.T) {
+	fleet := func(w0 int) assignInput {
+		var owners []string
+		for range w0 {
+			owners = append(owners, "w0")
+		}
+		for i := 1; i < 10; i++ {
+			for range 20 {
+				owners = append(owners, fmt.Sprintf("w%d", i))
+			}
+		}
+		for range 12 {
+			owners = append(owners, "x") // joined, holds more than half the mean
+		}
+		s := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "x")
+		in := s.input(nil, 0)
+		in.tolerance = 0.15
+		return in
+	}
+	tests := []struct {
+		name   string
+		w0     int // leases of w0: 23 is 1.18 × the mean of 215/11, 1.07 × that of 215/10
+		joined int
+		moves  bool
+	}{
+		{"within the limit after a join", 23, 1, false},
+		{"no join counted", 23, 0, true},
+		{"above the limit after a join", 25, 1, true}, // 1.26 × the mean of 217/11
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := fleet(tt.w0)
+			in.joined = tt.joined
+			a := planAssignment(in)
+			if got := len(a.moves) > 0; got != tt.moves {
+				t.Errorf("moves %v, want some: %v", moved(a.moves), tt.moves)
+			}
+			for _, m := range a.moves {
+				if m.lease.Owner != "w0" {
+					t.Errorf("moved %s of %s, want only w0's", m.lease.Key.ShardID, m.lease.Owner)
+				}
+			}
+			if a.even {
+				// w0 is above the tolerance of the mean now: the join
+				// still counts in the next plan.
+				t.Errorf("even, with w0 above the tolerance; moves %v", moved(a.moves))
+			}
+		})
+	}
+}
+
+// TestAssignEven: a plan that gives and moves nothing on a fleet within
+// the tolerance says so (assignment.even), and the leader forgets the
+// workers that joined.
+func TestAssignEven(t *testing.T) {
+	var owners []string
+	for i := range 100 {
+		owners = append(owners, fmt.Sprintf("w%d", i%10))
+	}
+	in := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9").input(nil, 0)
+	in.joined = 2
+	if a := planAssignment(in); !a.even || len(a.moves) != 0 {
+		t.Errorf("even %v, moves %v; want even, none", a.even, moved(a.moves))
+	}
+}

@@ -261,6 +261,12 @@
 //     by the leader over its rounds (planSmoothing: about ten rounds), so
 //     that one interval's noise moves no lease; a worker that joins a led
 //     fleet follows from its first round and waits to be given its share.
+//     The drop of the mean that joiners cause does not by itself move
+//     leases: until a plan finds the fleet even (nothing to give or move,
+//     nobody above the tolerance), a worker gives by load only above the
+//     tolerance over the mean without the workers that joined since, and
+//     at most 1.2 × the mean now (joinedLimit), the balance the fleet
+//     keeps; the leader counts the joiners (assignInput.joined).
 //     A worker that finds the leader row held but not yet saying how the
 //     fleet balances (a leader in its first round) follows too. A leader
 //     whose fleet is starting (most leases free) gives nothing out while

@@ -68,6 +68,10 @@ type leadership struct {
 	// for another round in formingWait (a plan waited for a starting fleet).
 	formed time.Time
 	again  bool
+	// joined counts the workers that joined the fleet since the leader's
+	// plan last found it even (assignment.even), those that left since
+	// included (assignInput.joined).
+	joined int
 }
 
 // leading reports whether this worker holds the leader row, renewed within
@@ -315,7 +319,17 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 	// A starting fleet is waited for (formingWait) while its workers
 	// change, up to half a round after the leader's first plan.
 	in.forming = (c.leader.fleet == nil || !slices.Equal(c.leader.fleet, owners)) && time.Since(c.leader.formed) < c.cfg.LeaseDuration/4
+	if in.forming || c.leader.fleet == nil {
+		c.leader.joined = 0
+	} else {
+		for _, o := range owners {
+			if _, found := slices.BinarySearch(c.leader.fleet, o); !found {
+				c.leader.joined++
+			}
+		}
+	}
 	c.leader.fleet = owners
+	in.joined = min(c.leader.joined, len(owners)-1)
 	c.mu.Unlock()
 	a := planAssignment(in)
 	if a.waiting {
@@ -325,6 +339,9 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 	}
 	c.mu.Lock()
 	c.lastSeen, c.lastScales = a.seen, a.scales
+	if a.even {
+		c.leader.joined = 0
+	}
 	c.mu.Unlock()
 	p := own.p
 	p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
