@@ -28,7 +28,17 @@ func decodeKinesisChunked(payload []byte, buf *Buffers, size int) (*Kinesis, err
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
-	d := decoder{buf: payload, out: buf, recs: getRecs(payload)}
+	k, err := decodeChunks(payload, buf, size, true)
+	if err != nil {
+		// The error of the full scan (see decoder.lazy).
+		k, err = decodeChunks(payload, buf, size, false)
+	}
+	return k, err
+}
+
+// decodeChunks is decodeKinesisChunked with lazy as decoder.lazy.
+func decodeChunks(payload []byte, buf *Buffers, size int, lazy bool) (*Kinesis, error) {
+	d := decoder{buf: payload, out: buf, recs: getRecs(payload), lazy: lazy}
 	c := &d.ck
 	c.size = size
 	if buf != nil {
@@ -71,6 +81,7 @@ type fillJob struct {
 	recs                []wrec
 	at                  int // the payload offset the parse had reached
 	dataTotal, strTotal int
+	lazy                bool // decoder.lazy
 }
 
 // fillChunk fills the records parsed and not filled yet; at is the payload
@@ -81,7 +92,7 @@ func (d *decoder) fillChunk(at int) {
 		return
 	}
 	c.queued = d.done
-	j := fillJob{buf: d.buf, esc: d.esc, bin: d.bin, recs: d.recs[:d.done:d.done], at: at, dataTotal: d.dataTotal, strTotal: d.strTotal}
+	j := fillJob{buf: d.buf, esc: d.esc, bin: d.bin, recs: d.recs[:d.done:d.done], at: at, dataTotal: d.dataTotal, strTotal: d.strTotal, lazy: d.lazy}
 	c.fill(j)
 }
 
@@ -109,7 +120,7 @@ func (c *filler) fill(j fillJob) {
 		c.sb = strings.Builder{}
 		c.sb.Grow(needStr + predictRest(j.strTotal, j.at, len(j.buf)))
 	}
-	view := decoder{buf: j.buf, esc: j.esc, bin: j.bin} // what fill reads
+	view := decoder{buf: j.buf, esc: j.esc, bin: j.bin, lazy: j.lazy} // what fill reads
 	agg, err := view.fill(c.out, j.recs, lo, arena, &c.sb)
 	if err != nil {
 		c.err = err

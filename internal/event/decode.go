@@ -3,6 +3,7 @@ package event
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -103,6 +104,52 @@ type decoder struct {
 	// ck fills the records as the parse completes them when its size is
 	// not 0 (DecodeKinesisChunked).
 	ck filler
+	// lazy: a base64 data string without a backslash is taken without
+	// checking its bytes (see lazyData), and its decoding, which checks
+	// them, reports errLazy for anything the scan would have rejected.
+	lazy bool
+}
+
+// errLazy reports that a data string taken by lazyData did not decode as
+// plain base64: what the caller then does is decode again without lazy,
+// which gives the error (or the result) of the full scan.
+var errLazy = errors.New("event: data string needs the full scan")
+
+// lazyData is the fast path of data for a string whose opening quote is at
+// i: when the closing quote bytes.IndexByte finds has no backslash before
+// it, that quote ends the string, and the index past it is returned. The
+// bytes between are not checked here: base64 has no escapes, and decoding
+// the string later checks that every byte is of the base64 alphabet or
+// padding (plainBase64), which the string scan accepts too. Anything else
+// (a control character, a line break, non-ASCII, bad base64) makes the
+// decoding fail, and the whole payload is then decoded again with the full
+// scan, so that every error is the one it reports.
+func (d *decoder) lazyData(i int) (int, bool) {
+	b := d.buf[i+1:]
+	q := bytes.IndexByte(b, '"')
+	if q < 0 || bytes.IndexByte(b[:q], '\\') >= 0 {
+		return 0, false
+	}
+	return i + 2 + q, true
+}
+
+// plainBase64 reports whether m bytes of base64 that decoded without error
+// to n bytes held no line breaks, which the decoder skips: then m is a
+// multiple of 4 and at most 2 of the m/4*3 bytes are padding, while k > 0
+// line breaks need k a multiple of 4 too and leave at most (m-4)/4*3.
+func plainBase64(m, n int) bool {
+	return m%4 == 0 && n+2 >= m/4*3
+}
+
+// lazyPlain reports whether the data of r, which decoded without error to
+// n bytes, is what the full scan would also have accepted: always unless
+// lazyData took it.
+func (d *decoder) lazyPlain(r *wrec, n int) bool {
+	if !d.lazy || r.esc&(1<<fData) != 0 {
+		return true
+	}
+	sp := r.span[fData]
+	return plainBase64(int(sp.end-sp.off), n)
 }
 
 // fail records err unless an earlier semantic error is already recorded.
@@ -737,6 +784,14 @@ func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
 	b := d.buf
 	switch b[i] {
 	case '"':
+		if d.lazy {
+			if end, ok := d.lazyData(i); ok {
+				d.retireData(r, idx)
+				d.setString(r, fData, i+1, end-1, 0)
+				r.dkind = dataB64
+				return end, nil
+			}
+		}
 		end, flags, err := jsonscan.String(b, i)
 		if err != nil {
 			return end, err
@@ -766,19 +821,23 @@ func (d *decoder) retireData(r *wrec, idx int) {
 		return
 	}
 	off := len(d.bin)
-	if _, err := d.decodeToBin(d.field(r, fData)); err != nil {
+	if _, err := d.decodeToBin(r); err != nil {
 		d.fail(base64Error(idx, err))
 	}
 	d.bin = d.bin[:off]
 }
 
-// decodeToBin appends the base64 decoding of src to bin and returns the
-// number of bytes appended.
-func (d *decoder) decodeToBin(src []byte) (int, error) {
+// decodeToBin appends the base64 decoding of r's data to bin and returns
+// the number of bytes appended.
+func (d *decoder) decodeToBin(r *wrec) (int, error) {
+	src := d.field(r, fData)
 	off := len(d.bin)
 	need := base64.DecodedLen(len(src))
 	d.bin = grow(d.bin, need)
 	n, err := base64.Decode(d.bin[off:off+need], src)
+	if err == nil && !d.lazyPlain(r, n) {
+		err = errLazy
+	}
 	if err != nil {
 		n = 0
 	}
@@ -796,7 +855,7 @@ func (d *decoder) dataArray(i int, r *wrec, idx int) (int, error) {
 	switch r.dkind {
 	case dataB64:
 		off = len(d.bin)
-		n, err := d.decodeToBin(d.field(r, fData))
+		n, err := d.decodeToBin(r)
 		if err != nil {
 			d.fail(base64Error(idx, err))
 		}

@@ -71,6 +71,7 @@ func checkOracle(t *testing.T, in []byte) {
 	t.Helper()
 	got, err := DecodeKinesis(in)
 	checkChunked(t, in, got, err)
+	checkLazy(t, in, got, err)
 	var ref events.KinesisEvent
 	refErr := json.Unmarshal(in, &ref)
 

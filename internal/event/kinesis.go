@@ -198,7 +198,17 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 	if len(payload) > maxPayload {
 		return nil, fmt.Errorf("event: payload of %d bytes exceeds the limit of %d", len(payload), maxPayload)
 	}
-	d := decoder{buf: payload, out: buf, recs: getRecs(payload)}
+	k, err := decodeKinesisWith(payload, buf, true)
+	if err != nil {
+		// The error of the full scan (see decoder.lazy).
+		k, err = decodeKinesisWith(payload, buf, false)
+	}
+	return k, err
+}
+
+// decodeKinesisWith is DecodeKinesisWith, with lazy as decoder.lazy.
+func decodeKinesisWith(payload []byte, buf *Buffers, lazy bool) (*Kinesis, error) {
+	d := decoder{buf: payload, out: buf, recs: getRecs(payload), lazy: lazy}
 	err := d.parse()
 	if se, ok := err.(*jsonscan.SyntaxError); ok {
 		err = (*SyntaxError)(se) // the same fields, with this package's message
@@ -327,6 +337,9 @@ func (d *decoder) fill(out []KinesisRecord, recs []wrec, lo int, arena []byte, s
 			n, err := base64.Decode(arena[off:], d.field(r, fData))
 			if err != nil {
 				return false, base64Error(i, err)
+			}
+			if !d.lazyPlain(r, n) {
+				return false, errLazy
 			}
 			o.Data = arena[off : off+n : off+n]
 			off += n
