@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 
+	"github.com/shardsettle/lambdaadapter/internal/ascii"
 	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
@@ -168,32 +169,15 @@ func parseStream(s string) (streamSpec, error) {
 		// The name after "stream/" is a stream's name: not, say, an
 		// enhanced fan-out consumer's ARN (stream/NAME/consumer/...).
 		i := strings.Index(s, ":stream/")
-		if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !validStreamName(s[i+len(":stream/"):]) {
+		if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !ascii.StreamName(s[i+len(":stream/"):]) {
 			return streamSpec{}, fmt.Errorf("stream %q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", s)
 		}
 		return streamSpec{name: s[i+len(":stream/"):], arn: s}, nil
 	}
-	if !validStreamName(s) {
+	if !ascii.StreamName(s) {
 		return streamSpec{}, fmt.Errorf("stream name %q is not valid (1 to 128 letters, digits, '_', '-' and '.')", s)
 	}
 	return streamSpec{name: s}, nil
-}
-
-// validStreamName reports whether s is a valid Kinesis stream name: 1 to
-// 128 letters, digits, '_', '-' and '.' (so none of the characters that
-// separate the names of a list or a lease key).
-func validStreamName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // Position is where a Service starts reading a shard that has no

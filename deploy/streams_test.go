@@ -11,6 +11,7 @@ import (
 
 	"github.com/awslabs/goformation/v7/cloudformation/cloudwatch"
 
+	"github.com/shardsettle/lambdaadapter/internal/ascii"
 	"github.com/shardsettle/lambdaadapter/observe/emf"
 )
 
@@ -265,8 +266,7 @@ func adapterStreams(t *testing.T, v string) []adaptedStream {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`if strings.HasPrefix(s, "arn:") {`, `i := strings.Index(s, ":stream/")`,
-		`if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !validStreamName(s[i+len(":stream/"):]) {`, `if !validStreamName(s) {`,
-		`if s == "" || len(s) > 128 {`, `case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':`} {
+		`if i < 0 || !strings.Contains(s[:i], ":kinesis:") || !ascii.StreamName(s[i+len(":stream/"):]) {`, `if !ascii.StreamName(s) {`} {
 		if !strings.Contains(string(src), want) {
 			t.Fatalf("%s no longer contains %q: check parseStream and update adapterStreams", parseStreamSource, want)
 		}
@@ -292,24 +292,14 @@ func adapterStreams(t *testing.T, v string) []adaptedStream {
 	return out
 }
 
-// adapterStreamName is service.go's validStreamName: 1 to 128 letters,
-// digits, '_', '-' and '.'. A reference of the template (${Stream}, the
-// stream the stack creates) stands for the name it resolves to.
+// adapterStreamName is service.go's check, ascii.StreamName. A reference
+// of the template (${Stream}, the stream the stack creates) stands for the
+// name it resolves to.
 func adapterStreamName(s string) bool {
 	if strings.HasPrefix(s, "${") && strings.HasSuffix(s, "}") {
 		return true
 	}
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
+	return ascii.StreamName(s)
 }
 
 // TestAdditionalStreamsRules checks the parameter's pattern and the rules:

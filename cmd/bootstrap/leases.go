@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/kinesis"
 	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
 
+	"github.com/shardsettle/lambdaadapter/internal/ascii"
 	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -84,9 +85,6 @@ func leasesCommand(args []string, getenv func(string) string, stdout, stderr io.
 // Kinesis calls then name the stream by it).
 type streamArg struct{ name, arn string }
 
-// maxStreamName is the longest stream name Kinesis accepts.
-const maxStreamName = 128
-
 // parseStreams parses the value of -stream: a stream's name or ARN
 // (arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME), or several,
 // comma-separated (spaces around each are ignored, as in
@@ -106,32 +104,17 @@ func parseStreams(v string) ([]streamArg, error) {
 				return nil, fmt.Errorf("%q is not a Kinesis stream ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", part)
 			}
 			st = streamArg{name: part[i+len(":stream/"):], arn: part}
-			if !validStreamName(st.name) {
-				return nil, fmt.Errorf("the ARN %q does not end in a valid stream name (1 to %d letters, digits, '_', '-' and '.')", part, maxStreamName)
+			if !ascii.StreamName(st.name) {
+				return nil, fmt.Errorf("the ARN %q does not end in a valid stream name (1 to %d letters, digits, '_', '-' and '.')", part, ascii.MaxStreamName)
 			}
-		case !validStreamName(part):
-			return nil, fmt.Errorf("stream name %q is not valid: a name has 1 to %d letters, digits, '_', '-' and '.' (or give the stream's ARN)", part, maxStreamName)
+		case !ascii.StreamName(part):
+			return nil, fmt.Errorf("stream name %q is not valid: a name has 1 to %d letters, digits, '_', '-' and '.' (or give the stream's ARN)", part, ascii.MaxStreamName)
 		}
 		if !slices.ContainsFunc(out, func(o streamArg) bool { return o.name == st.name }) {
 			out = append(out, st)
 		}
 	}
 	return out, nil
-}
-
-// validStreamName reports whether s is a valid Kinesis stream name.
-func validStreamName(s string) bool {
-	if s == "" || len(s) > maxStreamName {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // snapshotter reads one stream's rows of the lease table.

@@ -28,3 +28,24 @@ func Digits[T string | []byte](s T) bool {
 	}
 	return true
 }
+
+// MaxStreamName is the longest stream name Kinesis accepts.
+const MaxStreamName = 128
+
+// StreamName reports whether s is a valid Kinesis stream name: 1 to
+// MaxStreamName letters, digits, '_', '-' and '.' (so none of the
+// characters that separate the names of a list, an ARN's parts or a lease
+// key).
+func StreamName(s string) bool {
+	if s == "" || len(s) > MaxStreamName {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
