@@ -46,8 +46,8 @@ type assignInput struct {
 	forming bool
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
-	// (1+tolerance) or a worker carries less than half the mean (one that
-	// joined), and only by moves that leave the donor a margin of
+	// (1+tolerance) or a worker carries less than a third of the mean (one
+	// that joined), and only by moves that leave the donor a margin of
 	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
 	// least twice the relative noise of the figures.
 	tolerance float64
@@ -231,12 +231,12 @@ func rate(x float64) float64 {
 // at most mean × (1+joinedLimit): the drop of the mean they caused moves
 // no lease by itself; high) (busier, inflation:
 // noise in one figure moves no lease), or while a worker carries less
-// than half the mean (lowShare) or nothing: a worker that joins a fleet
-// where nobody is above the tolerance gets a share, half the mean, not
-// the mean, since each further move costs a hand-over and lowers nobody's
-// peak; the fleet's next moves (the busiest above the tolerance) go to it
-// first. By count, they go on while the donor holds at least two more
-// leases than the receiver.
+// than a third of the mean (lowShare) or nothing: a worker that joins a
+// fleet where nobody is above the tolerance gets a share, a third of the
+// mean or more, not the mean, since each further move costs a hand-over
+// and lowers nobody's peak; the fleet's next moves (the busiest above the
+// tolerance) go to it first. By count, they go on while the donor holds
+// at least two more leases than the receiver.
 //
 // The receiver is the least-loaded worker and the donor the busiest one
 // that can give (a donor that cannot is passed over for the rest of the
@@ -248,10 +248,10 @@ func rate(x float64) float64 {
 // lease). But when nobody is above the tolerance and the receiver moves
 // only because it carries too little, the move is the one that lowers the
 // squared loads most, from whichever donor (bestFor), among those that
-// keep the margin and leave the donor at least half the mean: the busiest
-// may hold only small leases, and a donor left with too little would be
-// filled again next round. The plan stops when no donor has such a lease;
-// with leases small enough, that leaves the busiest within
+// keep the margin and leave the donor at least a third of the mean: the
+// busiest may hold only small leases, and a donor left with too little
+// would be filled again next round. The plan stops when no donor has such
+// a lease; with leases small enough, that leaves the busiest within
 // (1+tolerance/2)/(1−tolerance/2) of the least loaded (1.105 for 0.1), or
 // within 1+tolerance of the mean.
 //
@@ -870,8 +870,14 @@ const minGap = 0.05
 
 // lowShare is the fraction of the mean load below which a worker
 // receives leases by load though nobody is above the upper bound (see
-// planAssignment: a worker that joined gets a share, not the mean).
-const lowShare = 0.5
+// planAssignment: a worker that joined gets a share, not the mean). A
+// third, not half: a joiner's first lease, the one that lowers the
+// squared loads most, often costs between a third and half the mean (the
+// hot leases that cost more are where they leave their owner too little),
+// and filling it to half took a second hand-over that lowered nobody's
+// peak (the skewed scale simulation, BENCHMARKS.md: 2–4 moves for one
+// joiner after a kill, 1 at the fewest).
+const lowShare = 1.0 / 3
 
 // farFromEven is how far above the mean the busiest worker's load must be
 // for a plan to move more than maxMoves leases (see movesBound).

@@ -260,7 +260,9 @@
 //     lease's reported rates, like each worker's CPU scale, are averaged
 //     by the leader over its rounds (planSmoothing: about ten rounds), so
 //     that one interval's noise moves no lease; a worker that joins a led
-//     fleet follows from its first round and waits to be given its share.
+//     fleet follows from its first round and waits to be given its share
+//     (a third of the mean or more, lowShare: filling it to half the mean
+//     often took a second hand-over that lowered nobody's peak).
 //     The drop of the mean that joiners cause does not by itself move
 //     leases: until a plan finds the fleet even (nothing to give or move,
 //     nobody above the tolerance), a worker gives by load only above the
