@@ -95,26 +95,7 @@ func TestGroupStreamDeleted(t *testing.T) {
 					recs[s] = newRecorder()
 				}
 				for _, owner := range []string{"w0", "w1"} {
-					var cs []*Consumer
-					for _, s := range streams {
-						cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: store, Owner: owner, LeaseDuration: 3 * time.Second, ListInterval: 5 * time.Second, Start: TrimHorizon()}, handler(recs[s])))
-					}
-					if _, err := NewGroup(cs...); err != nil {
-						t.Fatal(err)
-					}
-					ctx, cancel := context.WithCancel(t.Context())
-					done := make(chan error, len(cs))
-					for _, c := range cs {
-						go func() { done <- c.Run(ctx) }()
-					}
-					ws = append(ws, worker{cs: cs, stop: func() {
-						cancel()
-						for range cs {
-							if err := <-done; err != nil {
-								t.Errorf("Run: %v", err)
-							}
-						}
-					}})
+					ws = append(ws, startGroup(t, k, store, owner, streams, recs, AssignByLoad, func(c *Config) { c.ListInterval = 5 * time.Second }))
 				}
 				waitFor(t, "every lease held", func() bool { return ws[0].owned()+ws[1].owned() == 6 })
 				k.gone.Store(true)

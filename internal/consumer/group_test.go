@@ -40,12 +40,16 @@ func (w worker) owned() int {
 // horizon: a lease handed over before anything settled in it has no
 // checkpoint, and a reader that starts at the tip would skip what was
 // written while it moved.
-func startGroup(t *testing.T, k *stream, mem lease.Store, owner string, streams []string, recs map[string]*recorder, by Assignment) worker {
+func startGroup(t *testing.T, k KinesisAPI, mem lease.Store, owner string, streams []string, recs map[string]*recorder, by Assignment, tweaks ...func(*Config)) worker {
 	t.Helper()
 	store := &scanCounter{Store: mem}
 	var cs []*Consumer
 	for _, s := range streams {
-		cs = append(cs, newConsumer(t, Config{Stream: s, Kinesis: k, Store: store, Owner: owner, LeaseDuration: 3 * time.Second, Assignment: by, Start: TrimHorizon()}, handler(recs[s])))
+		cfg := Config{Stream: s, Kinesis: k, Store: store, Owner: owner, LeaseDuration: 3 * time.Second, Assignment: by, Start: TrimHorizon()}
+		for _, tweak := range tweaks {
+			tweak(&cfg)
+		}
+		cs = append(cs, newConsumer(t, cfg, handler(recs[s])))
 	}
 	if _, err := NewGroup(cs...); err != nil {
 		t.Fatal(err)
