@@ -36,14 +36,18 @@
 package scalesim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,8 +135,14 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 
 	// Settle is how long a phase goes on after it converged, so late moves
-	// and flapping are counted (default one lease duration).
+	// and flapping are counted (default EndWindow).
 	Settle time.Duration
+	// EndWindow is the window over which each phase's MaxMeanEnd is
+	// measured (default one lease duration, the window of MaxMean). A
+	// longer one, with Settle as long, tells the placement from the noise
+	// of a short window (a worker's few hundred records in 10 s vary by
+	// about 5 %), as a CloudWatch period of a minute does.
+	EndWindow time.Duration
 	// Steady is the window after the start converged in which the
 	// lease-store calls are counted for the steady state (default three
 	// lease durations).
@@ -154,6 +164,10 @@ type Config struct {
 	// Progress, when set, is told what happens as it happens (a line per
 	// phase).
 	Progress func(line string)
+	// Trace, when set, is told of each lease that changes owner, as the
+	// samples see it: the shard's and both workers' expected costs over
+	// the mean (see Phase.ExpectedEnd).
+	Trace func(line string)
 }
 
 func (c *Config) defaults() error {
@@ -165,7 +179,7 @@ func (c *Config) defaults() error {
 	case c.Assignment != consumer.AssignByLoad && c.Assignment != consumer.AssignByCount:
 		return fmt.Errorf("scalesim: unknown assignment %d", c.Assignment)
 	case c.LeaseDuration < 0 || c.ListInterval < 0 || c.CheckpointInterval < 0 || c.ShutdownTimeout < 0 ||
-		c.Settle < 0 || c.Steady < 0 || c.ConvergeTimeout < 0 || c.DrainTimeout < 0 || c.Sample < 0:
+		c.Settle < 0 || c.EndWindow < 0 || c.Steady < 0 || c.ConvergeTimeout < 0 || c.DrainTimeout < 0 || c.Sample < 0:
 		return errors.New("scalesim: negative duration")
 	}
 	live := c.Workers
@@ -211,8 +225,11 @@ func (c *Config) defaults() error {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = consumer.DefaultShutdownTimeout
 	}
+	if c.EndWindow == 0 {
+		c.EndWindow = c.LeaseDuration
+	}
 	if c.Settle == 0 {
-		c.Settle = c.LeaseDuration
+		c.Settle = c.EndWindow
 	}
 	if c.Steady == 0 {
 		c.Steady = 3 * c.LeaseDuration
@@ -298,7 +315,8 @@ type Phase struct {
 	JoinHeld int
 	// MaxMean is the highest worker CPU utilization over the mean, both
 	// over the last lease duration, when the phase converged; MaxMeanEnd
-	// at its end (after Settle); MeanCPU the mean utilization then.
+	// at its end (after Settle), over the last EndWindow; MeanCPU the mean
+	// utilization then, over EndWindow.
 	MaxMean, MaxMeanEnd, MeanCPU float64
 	// ExpectedEnd is the highest worker's expected CPU over the mean at the
 	// phase's end: each live worker's expected load is the sum of the
@@ -386,7 +404,8 @@ type sim struct {
 	cum      []float64 // their running sum (nil: round robin)
 	wrng     *rand.Rand
 	cpuw     cpuWindow
-	pollRate float64 // GetRecords calls per shard per second in the steady window
+	cpuEnd   cpuWindow // over EndWindow
+	pollRate float64   // GetRecords calls per shard per second in the steady window
 	// polls counts the GetRecords calls of each shard; pollRates are
 	// their rates in the steady window, by shard id (a busy shard is
 	// polled more often than an idle one).
@@ -394,6 +413,7 @@ type sim struct {
 	pollRates map[string]float64
 
 	tally tally
+	plans planLog // the leader's plans, when tracing
 }
 
 // tally counts how often each record was handled.
@@ -449,11 +469,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	s := &sim{cfg: cfg, k: awsfake.NewKinesis(), mem: lease.NewMemory(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e)), polls: newShardPolls()}
 	s.store = &countingStore{s: s.mem}
+	if cfg.Trace != nil {
+		var next slog.Handler
+		if cfg.Logger != nil {
+			next = cfg.Logger.Handler()
+		}
+		s.plans = newPlanLog(next)
+		s.cfg.Logger = slog.New(s.plans)
+	}
 	s.arn = s.k.CreateStream(streamName, cfg.Shards)
 	for i := range cfg.Shards {
 		s.ids = append(s.ids, fmt.Sprintf("shardId-%012d", i))
 	}
 	s.cpuw.window = cfg.LeaseDuration
+	s.cpuEnd.window = cfg.EndWindow
 	s.wrng = rand.New(rand.NewPCG(cfg.Seed, 0x5ca1e+1))
 	s.shares = make([]float64, cfg.Shards)
 	if cfg.SkewTop == 0 && cfg.SkewMax == 0 {
@@ -718,17 +747,20 @@ func (s *sim) write(ctx context.Context) {
 
 // observation is one look at the lease table and the live workers.
 type observation struct {
-	held      map[string]int      // live worker -> leases it owns
-	owned     map[string][]string // live worker -> the shards it owns, sorted
-	unowned   int                 // shards without a live owner
-	switches  int64               // sum of OwnerSwitches
-	balanced  bool                // every shard has a live owner; each holds target ± 1, or the load is even (see Phase)
-	maxMean   float64             // highest CPU utilization over the mean, over the last lease duration
-	meanCPU   float64
-	reading   bool // balanced, and each live worker reads exactly what it owns
-	min, max  int
-	target    int
-	liveCount int
+	held     map[string]int      // live worker -> leases it owns
+	owned    map[string][]string // live worker -> the shards it owns, sorted
+	unowned  int                 // shards without a live owner
+	switches int64               // sum of OwnerSwitches
+	balanced bool                // every shard has a live owner; each holds target ± 1, or the load is even (see Phase)
+	maxMean  float64             // highest CPU utilization over the mean, over the last lease duration
+	// maxMeanEnd and meanEnd are maxMean and meanCPU over the last
+	// EndWindow.
+	maxMeanEnd, meanEnd float64
+	meanCPU             float64
+	reading             bool // balanced, and each live worker reads exactly what it owns
+	min, max            int
+	target              int
+	liveCount           int
 }
 
 // observe looks at the lease table (directly: not counted) and the live
@@ -746,8 +778,11 @@ func (s *sim) observe() observation {
 		sample.clock[w.id] = w.cpu.now()
 	}
 	s.cpuw.add(sample)
+	s.cpuEnd.add(sample)
 	util, full := s.cpuw.utilization()
 	o.maxMean, o.meanCPU = maxMean(util)
+	end, _ := s.cpuEnd.utilization()
+	o.maxMeanEnd, o.meanEnd = maxMean(end)
 	for _, w := range s.live {
 		o.held[w.id] = 0
 	}
@@ -803,9 +838,13 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 		was      bool
 		settleAt time.Time
 	)
+	var owners map[string]string // shard -> owner, for Trace
 	for {
 		o = s.observe()
 		since := time.Since(began)
+		if cfg.Trace != nil {
+			owners = s.trace(owners, o, name, since)
+		}
 		p.Unowned = max(p.Unowned, o.unowned)
 		if o.balanced && p.Balanced == 0 {
 			p.Balanced = max(since, time.Nanosecond)
@@ -836,9 +875,12 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	p.Store = s.store.counts().sub(counts0)
 	p.Duplicates = s.tally.dups.Load() - dups0
 	p.MinHeld, p.MaxHeld = o.min, o.max
-	p.MaxMeanEnd, p.MeanCPU = o.maxMean, o.meanCPU
+	p.MaxMeanEnd, p.MeanCPU = o.maxMeanEnd, o.meanEnd
 	p.ExpectedEnd, p.ownedEnd = s.expectedMaxMean(o), o
 	p.Length = time.Since(began)
+	if cfg.Trace != nil {
+		s.traceEstimates(o, name)
+	}
 	if cfg.Progress != nil {
 		state := fmt.Sprintf("converged in %s (balanced %s)", round(p.Reading), round(p.Balanced))
 		if !p.Converged {
@@ -848,6 +890,108 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Duplicates))
 	}
 	return p, nil
+}
+
+// trace tells Config.Trace of each shard whose owner differs in o from
+// owners (the last sample's), and returns o's owners.
+func (s *sim) trace(owners map[string]string, o observation, phase string, since time.Duration) map[string]string {
+	now := map[string]string{}
+	for w, shards := range o.owned {
+		for _, id := range shards {
+			now[id] = w
+		}
+	}
+	if owners == nil {
+		return now
+	}
+	load := map[string]float64{}
+	total := 0.0
+	for w := range o.held {
+		for _, c := range s.costs(o.owned[w]) {
+			load[w] += c
+			total += c
+		}
+	}
+	mean := total / float64(max(len(o.held), 1))
+	for _, id := range slices.Sorted(maps.Keys(now)) {
+		to, from := now[id], owners[id]
+		if from == to {
+			continue
+		}
+		c := s.costs([]string{id})[0]
+		s.cfg.Trace(fmt.Sprintf("%-9s +%-6s %s %.3f: %s (%.3f after) -> %s (%.3f after, held %d); expected max/mean %.3f",
+			phase, round(since), id, c/mean, from, load[from]/mean, to, load[to]/mean, o.held[to], s.expectedMaxMean(o)))
+	}
+	return now
+}
+
+// traceEstimates tells Config.Trace how the leader's last plan priced
+// each live worker against its expected load (both over their means): the
+// busiest by each, and the largest differences.
+func (s *sim) traceEstimates(o observation, phase string) {
+	est := s.plans.loads()
+	if len(est) == 0 {
+		return
+	}
+	exp := map[string]float64{}
+	for w := range o.held {
+		for _, c := range s.costs(o.owned[w]) {
+			exp[w] += c
+		}
+	}
+	norm := func(m map[string]float64) {
+		total := 0.0
+		for w := range o.held {
+			total += m[w]
+		}
+		for w := range m {
+			m[w] /= total / float64(len(o.held))
+		}
+	}
+	norm(est)
+	norm(exp)
+	ids := slices.Sorted(maps.Keys(o.held))
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(exp[b], exp[a]) })
+	line := fmt.Sprintf("%-9s end: busiest expected", phase)
+	for _, w := range ids[:min(5, len(ids))] {
+		line += fmt.Sprintf(" %s %.3f (est %.3f)", w, exp[w], est[w])
+	}
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(est[b], est[a]) })
+	line += "; busiest estimated"
+	for _, w := range ids[:min(3, len(ids))] {
+		line += fmt.Sprintf(" %s %.3f (exp %.3f)", w, est[w], exp[w])
+	}
+	sumsq, worst := 0.0, 0.0
+	for _, w := range ids {
+		d := est[w] - exp[w]
+		sumsq += d * d
+		worst = max(worst, math.Abs(d))
+	}
+	line += fmt.Sprintf("; est-exp rms %.3f, worst %.3f", math.Sqrt(sumsq/float64(len(ids))), worst)
+	s.cfg.Trace(line)
+	// The busiest's leases, by the table.
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(exp[b], exp[a]) })
+	snap, err := s.mem.Snapshot(context.Background(), streamName)
+	if err != nil || len(ids) == 0 {
+		return
+	}
+	total := 0.0
+	for w := range o.held {
+		for _, c := range s.costs(o.owned[w]) {
+			total += c
+		}
+	}
+	mean := total / float64(len(o.held))
+	line = fmt.Sprintf("%-9s end: %s holds", phase, ids[0])
+	for _, l := range snap.Leases {
+		if l.Owner == ids[0] || l.Handoff == ids[0] {
+			line += fmt.Sprintf(" %s %.3f", strings.TrimPrefix(l.Key.ShardID, "shardId-000000000"), s.costs([]string{l.Key.ShardID})[0]/mean)
+			if l.Handoff != "" {
+				line += fmt.Sprintf(" (%s->%s)", l.Owner, l.Handoff)
+			}
+		}
+	}
+	s.cfg.Trace(line)
 }
 
 // steady counts the store's calls in a window without changes.

@@ -14,6 +14,7 @@ import (
 
 var (
 	full       = flag.Bool("scalesim.full", false, "run TestFullFleetVirtual: 1,000 shards and 50 workers in virtual time (make bench-scale)")
+	trace      = flag.Bool("scalesim.trace", false, "print each lease move the samples see (TestSkewedFullFleetVirtual)")
 	benchLease = flag.Duration("scalesim.lease", 3*time.Second, "the lease duration of BenchmarkFleet (real time)")
 )
 
@@ -250,7 +251,13 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 				began := time.Now()
 				cfg := fleet()
 				cfg.SkewTop, cfg.SkewMax, cfg.Assignment = 0.5, 0.02, a
+				// Each phase goes on a minute after it converged, and its
+				// end is measured over that minute.
+				cfg.EndWindow = time.Minute
 				cfg.Progress = func(line string) { fmt.Printf("%7.1fs %s\n", time.Since(began).Seconds(), line) }
+				if *trace {
+					cfg.Trace = func(line string) { fmt.Printf("%7.1fs   move %s\n", time.Since(began).Seconds(), line) }
+				}
 				fmt.Printf("== scale simulation, skewed, virtual time (testing/synctest): default durations, assignment %d (0 load, 1 count)\n", a)
 				rep, err := Run(t.Context(), cfg)
 				if err != nil {

@@ -212,7 +212,13 @@ func rate(x float64) float64 {
 // First the takes: free and expired leases, costliest first (then by shard
 // id), each to the least-loaded worker (then the one with fewest leases,
 // then by owner id), not to the owner of an expired lease when another
-// worker is live.
+// worker is live. But when the lease would take that worker above the
+// bound (high) with leases it cannot give on (each too costly to fit the
+// least-loaded other worker below the bound: a joiner holding one hot
+// lease, given a dead worker's other), it goes to the least-loaded worker
+// that can give enough of its leases on, and the moves below do: stacked,
+// two hot leases leave their worker above the bound for good, since no
+// single move lowers it.
 //
 // Then the moves, at most maxMoves, or as many as there are live workers
 // while the busiest worker is more than 1.5 times the mean (movesBound: a
@@ -840,12 +846,20 @@ func busier(a, b *planned) int {
 // least-loaded worker.
 func (p *planner) take() []move {
 	slices.SortStableFunc(p.free, func(a, b costed) int { return cmp.Compare(b.cost, a.cost) })
+	total := 0.0
+	for _, w := range p.workers {
+		total += w.load
+	}
+	for _, c := range p.free {
+		total += c.cost
+	}
+	hi := p.high(total)
 	var out []move
 	for _, c := range p.free {
 		var to *planned
 		for _, w := range p.workers {
-			if !w.reads(c.l.Key.Stream) || (w.owner == c.l.Owner && len(p.workers) > 1) {
-				continue // gone, not reading its stream, or its owner let it expire
+			if !p.canTake(w, c) {
+				continue
 			}
 			if to == nil || lighter(w, to) < 0 {
 				to = w
@@ -854,10 +868,52 @@ func (p *planner) take() []move {
 		if to == nil {
 			continue // no worker to give it to
 		}
+		if !p.in.byCount && to.load+c.cost > hi && to.load+c.cost-p.sheddable(to, hi) > hi {
+			// The least loaded would end above the bound with leases it
+			// cannot give on (a hot lease it holds already): it would be
+			// stuck there, every one of its leases too costly for anyone
+			// else. A worker whose smaller leases can go on to others
+			// takes it instead, and gives them on by the moves below.
+			var alt *planned
+			for _, w := range p.workers {
+				if w != to && p.canTake(w, c) && w.load+c.cost-p.sheddable(w, hi) <= hi && (alt == nil || lighter(w, alt) < 0) {
+					alt = w
+				}
+			}
+			if alt != nil {
+				to = alt
+			}
+		}
 		p.count(to, c)
 		out = append(out, move{lease: c.l, to: to.owner})
 	}
 	return out
+}
+
+// canTake reports whether w may take the free or expired lease c: it
+// reads c's stream, has a row, and did not let c expire itself (unless it
+// is the only worker).
+func (p *planner) canTake(w *planned, c costed) bool {
+	return w.reads(c.l.Key.Stream) && (w.owner != c.l.Owner || len(p.workers) == 1)
+}
+
+// sheddable is the load w could give on by moves: its movable leases each
+// cheap enough to go to the least-loaded other worker without taking it
+// above hi.
+func (p *planner) sheddable(w *planned, hi float64) float64 {
+	floor := math.Inf(1)
+	for _, o := range p.workers {
+		if o != w && !o.rowless {
+			floor = min(floor, o.load)
+		}
+	}
+	sum := 0.0
+	for _, x := range w.movable {
+		if x.cost > 0 && floor+x.cost <= hi {
+			sum += x.cost
+		}
+	}
+	return sum
 }
 
 // minGap is the least difference of load, in fractions of one worker's

@@ -1403,3 +1403,61 @@ func TestAssignEven(t *testing.T) {
 		t.Errorf("even %v, moves %v; want even, none", a.even, moved(a.moves))
 	}
 }
+
+// TestAssignHotTakeNotStacked: a dead worker's hot lease is free, and the
+// least-loaded worker holds a hot lease already (a joiner's first). Given
+// to it, the two would leave it above the bound for good: each costs more
+// than the gap between it and anyone else, so no single move lowers it.
+// The plan gives the free lease to a worker of small leases instead and
+// moves some of them on in the same plan, so that the busiest is within
+// 1.2 × the mean and nothing moves after.
+func TestAssignHotTakeNotStacked(t *testing.T) {
+	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01}}
+	add := func(owner string, rec float64) {
+		s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 6 * rec}, owner: owner})
+	}
+	s.workers = append(s.workers, "joiner")
+	add("joiner", 62)
+	for i := range 20 {
+		w := fmt.Sprintf("w%02d", i)
+		s.workers = append(s.workers, w)
+		for range 20 {
+			add(w, 5)
+		}
+	}
+	add("dead", 70)
+	hot := s.shards[len(s.shards)-1]
+	s.expired[hot.id] = true
+	// The leader saw the dead worker's reports: the lease keeps its price.
+	recent := map[lease.Key]throughput{{Stream: testStream, ShardID: hot.id}: {records: 70, bytes: 420, plans: 10}}
+	moves := 0
+	for round := range 10 {
+		in := s.input(nil, 0)
+		in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
+		a := planAssignment(in)
+		if round == 0 {
+			if len(a.takes) != 1 || a.takes[0].to == "joiner" {
+				t.Fatalf("takes %v, want the hot lease to a worker of small leases", a.takes)
+			}
+			if len(a.moves) == 0 {
+				t.Fatalf("no moves: the taker keeps its small leases")
+			}
+		}
+		moves += len(a.moves)
+		s.apply(a)
+		if len(a.moves) == 0 {
+			break
+		}
+	}
+	// Stacked, the joiner would carry 1.3 × the mean. Here the others
+	// carry the mean exactly, so the margin a move needs stops the taker
+	// above the tolerance, but within 1.2.
+	if got := ratio(s.loads()); got > 1.2 || moves > 12 {
+		t.Errorf("busiest/mean %.3f after %d moves, want at most 1.2 in at most 12: loads %v", got, moves, s.loads())
+	}
+	in := s.input(nil, 0)
+	in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
+	if a := planAssignment(in); len(a.moves) != 0 || len(a.takes) != 0 {
+		t.Errorf("the fleet still moves %v", moved(a.moves))
+	}
+}

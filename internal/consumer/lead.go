@@ -332,6 +332,9 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 	in.joined = min(c.leader.joined, len(owners)-1)
 	c.mu.Unlock()
 	a := planAssignment(in)
+	if c.log.Enabled(ctx, slog.LevelDebug) {
+		c.logPlan(ctx, a)
+	}
 	if a.waiting {
 		c.mu.Lock()
 		c.leader.again = true
@@ -475,6 +478,18 @@ func (c *Consumer) assignInput(parts []leadPart) assignInput {
 		a.workers = append(a.workers, *workers[owner])
 	}
 	return a
+}
+
+// logPlan logs a plan at debug level: its takes and moves, and each
+// worker's load as the plan figured it (in fractions of one worker's CPU,
+// or in leases by count), after the plan.
+func (c *Consumer) logPlan(ctx context.Context, a assignment) {
+	loads := make([]slog.Attr, 0, len(a.load))
+	for _, owner := range slices.Sorted(maps.Keys(a.load)) {
+		loads = append(loads, slog.Float64(owner, a.load[owner]))
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "consumer: balancing plan", slog.Int("takes", len(a.takes)), slog.Int("moves", len(a.moves)),
+		slog.Bool("waiting", a.waiting), slog.Attr{Key: "load", Value: slog.GroupValue(loads...)})
 }
 
 // assignTolerance is the hysteresis of load-aware assignment: the plan
