@@ -480,7 +480,11 @@ func (s *Service) Run(ctx context.Context) error {
 // dropped on their way to the handler; their late outcomes change nothing.
 // The checkpoint follows the new position as records settle. A sequence
 // number that is not one (decimal digits; a lease's LATEST@ checkpoint is
-// not) is an error, and moves nothing.
+// not) is an error, and moves nothing; so is one Kinesis refuses for the
+// shard (GetShardIterator answers InvalidArgumentException: a sequence
+// number of another shard or stream), and the reader reads on where it
+// was. A Seek is also how a shard whose checkpoint Kinesis refuses is read
+// again (see docs/faults.md).
 //
 // With several streams it moves the readers of every stream; AtSequence
 // names the shard as "stream:shardId" (the shard id alone means that shard

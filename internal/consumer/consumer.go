@@ -620,7 +620,9 @@ func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 // AtSequence position, that one shard. Each moved shard's watermark starts
 // a new epoch; records read before the seek are dropped on their way to a
 // lane, and their late settlements change nothing. Seeks of one shard are
-// serialised: a shard has one reader at a time, always.
+// serialised: a shard has one reader at a time, always. An AtSequence
+// position Kinesis refuses for the shard (another shard's sequence number)
+// is an error, and the shard's reader reads on where it was.
 func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 	if err := pos.checkSeek(); err != nil {
 		return err
@@ -634,12 +636,19 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 	}
 	c.mu.Unlock()
 	if pos.kind == posSequence && len(targets) == 0 {
-		return errors.New("consumer: seek: shard " + pos.shard + " is not held by this worker")
+		return notHeldError(pos.shard)
 	}
 	for _, s := range targets {
 		p := pos
 		if p.kind == posSequence {
 			p.kind = posAtSequence
+			// A sequence number Kinesis refuses for the shard (another
+			// shard's or stream's) would leave the shard unread: the seek
+			// is refused instead, and the reader reads on where it was.
+			// Any other failure is the new reader's to retry.
+			if _, err := s.iterator(ctx, p); refusedPosition(err, p) {
+				return fmt.Errorf("consumer: seek: sequence number %s is not of shard %s: %w", p.seq, s.id, err)
+			}
 		}
 		s.rmu.Lock()
 		if s.noReader {
@@ -656,6 +665,14 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: seek", slog.String(attrShardID, s.id), slog.String("position", pos.String()))
 	}
 	return nil
+}
+
+// notHeldError is the error of a seek that named a shard this worker does
+// not hold.
+type notHeldError string
+
+func (e notHeldError) Error() string {
+	return "consumer: seek: shard " + string(e) + " is not held by this worker"
 }
 
 // checkSeek refuses a seek to a sequence number that is not one (a lease's
