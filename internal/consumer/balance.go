@@ -149,10 +149,13 @@ func (c *Consumer) selfBalance(ctx context.Context) {
 	c.mu.Unlock()
 	snaps := c.snapshots(ctx, streams)
 	snap, ok := snaps[c.cfg.Stream]
-	if !ok {
-		return
+	switch {
+	case ok:
+		c.balanceWithAll(ctx, &snap, snaps)
+	case len(snaps) > 0:
+		// The leader's own stream was not read: it plans the others.
+		c.balanceWithAll(ctx, nil, snaps)
 	}
-	c.balanceWithAll(ctx, snap, snaps)
 }
 
 // snapshots reads the rows of streams: with one Scan when the store can
@@ -193,7 +196,7 @@ type streamsSnapshotter interface {
 
 // balanceWith balances on the stream's rows as just read (balanceWithAll).
 func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
-	c.balanceWithAll(ctx, snap, nil)
+	c.balanceWithAll(ctx, &snap, nil)
 }
 
 // balanceWithAll balances on the stream's rows as just read, in the role
@@ -201,8 +204,9 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 // group's other streams in snaps when they were read with them; a worker
 // in the self role plans for itself (planBalance, a pure function of what
 // it read) and carries the plan out; a follower has nothing to do with
-// them.
-func (c *Consumer) balanceWithAll(ctx context.Context, snap lease.Snapshot, snaps map[string]lease.Snapshot) {
+// them. snap is nil when the stream's rows could not be read (only the
+// leader of a group is called so: it plans the other streams).
+func (c *Consumer) balanceWithAll(ctx context.Context, snap *lease.Snapshot, snaps map[string]lease.Snapshot) {
 	c.mu.Lock()
 	r := c.leader.role
 	if r == roleLeading && !c.leading() {
@@ -216,8 +220,11 @@ func (c *Consumer) balanceWithAll(ctx context.Context, snap lease.Snapshot, snap
 		c.lead(ctx, snap, snaps)
 		return
 	}
+	if snap == nil {
+		return
+	}
 	c.mu.Lock()
-	in, held, ok := c.planInput(snap)
+	in, held, ok := c.planInput(*snap)
 	c.mu.Unlock()
 	if ok {
 		c.act(ctx, planBalance(in), held, in.view)
