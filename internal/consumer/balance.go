@@ -174,6 +174,9 @@ func (c *Consumer) snapshots(ctx context.Context, streams []string) map[string]l
 		if err != nil {
 			fail(err)
 		}
+		for s, snap := range snaps {
+			c.noteMalformed(ctx, s, snap)
+		}
 		return snaps
 	}
 	snaps := make(map[string]lease.Snapshot, len(streams))
@@ -183,9 +186,39 @@ func (c *Consumer) snapshots(ctx context.Context, streams []string) map[string]l
 			fail(err)
 			continue
 		}
+		c.noteMalformed(ctx, s, snap)
 		snaps[s] = snap
 	}
 	return snaps
+}
+
+// noteMalformed logs the rows of stream that its read snap could not
+// decode (lease.Snapshot.Malformed), each once while it stays so: a
+// warning naming its key and what is wrong, with the number of the
+// stream's rows in that state. Such a row is left out of balancing; a
+// lease row's shard is neither read nor given a new row (discover) until
+// the row is repaired or deleted. The state is kept by the group's member
+// of stream, whichever member read it.
+func (c *Consumer) noteMalformed(ctx context.Context, stream string, snap lease.Snapshot) {
+	m := c.grp.member(stream)
+	if m == nil {
+		m = c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(snap.Malformed) == 0 && len(m.malformed) == 0 {
+		return
+	}
+	seen := m.malformed
+	m.malformed = make(map[string]string, len(snap.Malformed))
+	for key, err := range snap.Malformed {
+		msg := err.Error()
+		m.malformed[key] = msg
+		if seen[key] != msg {
+			m.log.LogAttrs(ctx, slog.LevelWarn, "consumer: a lease table row cannot be read; skipped until it is repaired or deleted",
+				slog.String("lease_key", key), slog.String(attrError, msg), slog.Int("malformed_rows", len(snap.Malformed)))
+		}
+	}
 }
 
 // streamsSnapshotter is a store that reads the rows of several streams

@@ -94,6 +94,9 @@ type Consumer struct {
 	// (kicked by balanceNow) starts them.
 	gifts      []lease.Lease
 	balanceNow chan struct{}
+	// malformed are the stream's rows the last read could not decode (by
+	// key, their error), each logged once (noteMalformed).
+	malformed map[string]string
 	// ended is kicked when a shard ended or disappeared: Run then lists the
 	// shards and balances at once, so its children start without waiting
 	// for the next listing or balancing.
