@@ -275,15 +275,35 @@ func (c *Consumer) planInput(snap lease.Snapshot) (in planInput, held map[string
 	c.tracker.ObserveWorkers(snap.Workers)
 	in = planInput{me: c.cfg.Owner, snap: snap, held: make(map[string]bool, len(c.shards)), expired: map[string]bool{}, dead: map[string]bool{},
 		view: view{listed: c.listed, maxListed: c.maxListed, byID: make(map[string]lease.Lease, len(snap.Leases))}}
-	for _, l := range snap.Leases {
-		in.view.byID[l.Key.ShardID] = l
-		if l.Owner != "" && c.tracker.Expired(l) {
-			in.expired[l.Key.ShardID] = true
-		}
-	}
+	live := make(map[string]bool, len(snap.Workers))
 	for _, w := range snap.Workers {
 		if c.tracker.WorkerExpired(w) {
 			in.dead[w.Owner] = true
+		} else {
+			live[w.Owner] = true
+		}
+	}
+	directed := c.directed
+	c.directed = nil
+	for _, l := range snap.Leases {
+		id := l.Key.ShardID
+		in.view.byID[id] = l
+		if l.Owner != "" && c.tracker.Expired(l) {
+			in.expired[id] = true
+		}
+		switch d, ok := directed[id]; {
+		case !ok:
+		case l.Owner != d.to || l.Counter != d.counter:
+			// Started (the recipient's first write bumps the counter),
+			// or moved on.
+		case !live[d.to]:
+			// Given to a worker that stopped before it started it (its
+			// row is gone: it removes it first thing when it stops): it
+			// never reads the shard, and a start it might still try
+			// fails on the counter, so the lease is planned now.
+			in.expired[id] = true
+		default:
+			c.direct(id, d) // not started yet
 		}
 	}
 	held = make(map[string]*shard, len(c.shards))
@@ -292,6 +312,22 @@ func (c *Consumer) planInput(snap lease.Snapshot) (in planInput, held map[string
 		held[id] = s
 	}
 	return in, held, true
+}
+
+// direction is a lease the leader gave the worker to (Consumer.directed),
+// with the counter its take wrote.
+type direction struct {
+	to      string
+	counter int64
+}
+
+// direct notes that the lease of shard id was given (see
+// Consumer.directed). c.mu is held.
+func (c *Consumer) direct(id string, d direction) {
+	if c.directed == nil {
+		c.directed = map[string]direction{}
+	}
+	c.directed[id] = d
 }
 
 // act carries out the plan p, made with the shards held and the view v.

@@ -378,6 +378,8 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		}
 		if m.to == c.cfg.Owner {
 			c.grp.member(m.lease.Key.Stream).give(got) // another stream of this process
+		} else {
+			c.grp.member(m.lease.Key.Stream).directTo(m.lease.Key.ShardID, direction{to: m.to, counter: got.Counter})
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease given", c.shardAttr(m.lease.Key), slog.String("to", m.to))
 		return nil
@@ -388,9 +390,21 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		}); err != nil {
 			return nil
 		}
+
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", c.shardAttr(m.lease.Key), slog.String("from", m.lease.Owner), slog.String("to", m.to))
 		return nil
 	})
+}
+
+// directTo notes, for the leader's next rounds, that the lease of shard
+// id of c's stream was given (d).
+func (c *Consumer) directTo(id string, d direction) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.direct(id, d)
+	c.mu.Unlock()
 }
 
 // leadPart is what the leader planned of one stream of its group: the
