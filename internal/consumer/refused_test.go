@@ -11,6 +11,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	kinesistypes "github.com/aws/aws-sdk-go-v2/service/kinesis/types"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
@@ -185,4 +189,43 @@ func (a attrLog) count(parts ...string) int {
 		}
 	}
 	return n
+}
+
+// TestSubscribeRefusedPosition: with enhanced fan-out, a starting sequence
+// number Kinesis refuses for the shard is not skipped past either: each
+// refusal is an error log naming the shard and the sequence number, and
+// the subscription is asked for again after 1 s, 2 s, 4 s, ... (not every
+// few seconds for ever, as a passing fault is); once a subscription is
+// accepted, reading goes on from there.
+func TestSubscribeRefusedPosition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFanOutStream(1)
+		refused := &kinesistypes.InvalidArgumentException{Message: aws.String("StartingSequenceNumber s9 used in SubscribeToShard on shard shardId-000000000000 is invalid because it did not come from this stream")}
+		sub := newFakeSub()
+		sb := &subscriber{replies: []any{refused, refused, refused, refused, refused, refused, sub}}
+		s := fanOutShard(t, f, shardID(0), sb)
+		logs := newAttrLog(slog.LevelError)
+		s.c.log = slog.New(logs)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		out := make(chan batch)
+		done := subscribeIn(ctx, s, Position{kind: posSequence, seq: "s9"}, out)
+		sub.send(event("s10", "s10"))
+		if got := seqsOf(receive(t, out)); !slices.Equal(got, []string{"s10"}) {
+			t.Errorf("batch %v", got)
+		}
+		times := sb.callTimes()
+		var gaps []time.Duration
+		for i := 1; i < len(times); i++ {
+			gaps = append(gaps, times[i].Sub(times[i-1]))
+		}
+		if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}, gaps); diff != "" {
+			t.Errorf("waits between the calls (-want +got):\n%s", diff)
+		}
+		if n := logs.count("refuses the shard's position", "shard_id="+shardID(0), "sequence_number=s9"); n != 6 {
+			t.Errorf("%d error logs naming the shard and s9, want 6: %q", n, logs.lines())
+		}
+		cancel()
+		<-done
+	})
 }
