@@ -204,4 +204,16 @@ func TestEnvironmentSeveralStreams(t *testing.T) {
 			t.Errorf("LAMBDAADAPTER_STREAM=%q, an empty name in the list: %v, want an error", v, err)
 		}
 	}
+	// A stream named twice, by name or by ARN, is an error naming it.
+	for v, twice := range map[string]string{
+		"orders,payments,orders": "orders",
+		"orders,arn:aws:kinesis:us-east-1:123456789012:stream/orders": "orders",
+		"orders,payments, refunds ,payments":                          "payments",
+	} {
+		env["LAMBDAADAPTER_STREAM"] = v
+		_, _, err := fromProcess(nopHandler, nil, envOf(env), clients)
+		if err == nil || !strings.Contains(err.Error(), "stream "+twice+" is named twice") {
+			t.Errorf("LAMBDAADAPTER_STREAM=%q: %v, want an error naming stream %s twice", v, err, twice)
+		}
+	}
 }

@@ -116,10 +116,14 @@ func newService(h Handler, bh BatchHandler, opts []Option) (*Service, error) {
 type streamSpec struct {
 	name, arn string
 	h         Handler
+	named     bool // by WithStream or WithStreams (not only by WithStreamHandler)
 }
 
 // streamList returns the streams to read, WithStream's first, then
-// WithStreams' and WithStreamHandler's in order, each once.
+// WithStreams' and WithStreamHandler's in order, each once. A stream named
+// twice by WithStream and WithStreams (by name or by ARN) is an error: the
+// second is a mistake (a stream meant and misspelt, a copied list), not a
+// second reader. WithStreamHandler gives a listed stream its handler.
 func (x *ecsConfig) streamList() ([]streamSpec, error) {
 	var list []streamSpec
 	if x.streamARN != "" {
@@ -135,7 +139,7 @@ func (x *ecsConfig) streamList() ([]streamSpec, error) {
 		}
 	}
 	if x.stream != "" {
-		list = append(list, streamSpec{name: x.stream, arn: x.streamARN})
+		list = append(list, streamSpec{name: x.stream, arn: x.streamARN, named: true})
 	}
 	for _, sp := range x.streams {
 		i := slices.IndexFunc(list, func(o streamSpec) bool { return o.name == sp.name })
@@ -147,10 +151,13 @@ func (x *ecsConfig) streamList() ([]streamSpec, error) {
 		case sp.arn != "" && list[i].arn != "" && sp.arn != list[i].arn:
 			// Lease keys use the name: one service reads one stream of a name.
 			return nil, fmt.Errorf("lambdaadapter: stream %s is given with two ARNs, %s and %s (a service reads one stream of a name)", sp.name, list[i].arn, sp.arn)
+		case sp.named && list[i].named:
+			return nil, fmt.Errorf("lambdaadapter: stream %s is named twice (WithStream, WithStreams or LAMBDAADAPTER_STREAM, by name or by ARN): name each stream once", sp.name)
 		default:
 			if sp.h != nil {
 				list[i].h = sp.h
 			}
+			list[i].named = list[i].named || sp.named
 			if list[i].arn == "" {
 				list[i].arn = sp.arn
 			}
@@ -250,10 +257,11 @@ func WithStream(name string) ServiceOption {
 // first stream (WithStream's, else the first listed) names the group in
 // the lease table: keep it first when the list changes. Adding a stream
 // to the list, or removing one, needs no migration (docs/long-running.md,
-// "Several streams"). A stream named again (by WithStream, its name or its
-// ARN) is read once; one name with two different ARNs is an error (lease
-// keys use the name). A Message's StreamARN says which stream it came
-// from.
+// "Several streams"). A stream named twice (in WithStreams, or by
+// WithStream and WithStreams; by its name or its ARN) is an error naming
+// it, and so is one name with two different ARNs (lease keys use the
+// name); WithStreamHandler may name a listed stream again, to give it its
+// handler. A Message's StreamARN says which stream it came from.
 func WithStreams(streams ...string) ServiceOption {
 	return serviceOpt(func(c *config) {
 		for _, st := range streams {
@@ -262,6 +270,7 @@ func WithStreams(streams ...string) ServiceOption {
 				c.errs = append(c.errs, err)
 				continue
 			}
+			sp.named = true
 			c.ecs.streams = append(c.ecs.streams, sp)
 		}
 	})
@@ -480,7 +489,11 @@ func (s *Service) Run(ctx context.Context) error {
 // dropped on their way to the handler; their late outcomes change nothing.
 // The checkpoint follows the new position as records settle. A sequence
 // number that is not one (decimal digits; a lease's LATEST@ checkpoint is
-// not) is an error, and moves nothing.
+// not) is an error, and moves nothing; so is one Kinesis refuses for the
+// shard (GetShardIterator answers InvalidArgumentException: a sequence
+// number of another shard or stream), and the reader reads on where it
+// was. A Seek is also how a shard whose checkpoint Kinesis refuses is read
+// again (see docs/faults.md).
 //
 // With several streams it moves the readers of every stream; AtSequence
 // names the shard as "stream:shardId" (the shard id alone means that shard

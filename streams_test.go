@@ -175,6 +175,12 @@ func TestServiceStreamsValidated(t *testing.T) {
 		// name, so one of them was silently dropped.
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "arn:aws:kinesis:eu-west-1:2:stream/a")}, "two ARNs"},
 		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("arn:aws:kinesis:eu-west-1:1:stream/a"), lambdaadapter.WithStreamHandler("arn:aws:kinesis:us-east-1:1:stream/a", h)}, "two ARNs"},
+		// A stream named twice was read once, in silence: a copied list
+		// or a misspelt stream goes unnoticed.
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("a", "b", "a")}, "stream a is named twice"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "b", "a")}, "stream a is named twice"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreams("b", "a")}, "stream a is named twice"},
+		{[]lambdaadapter.ServiceOption{lambdaadapter.WithStream("a"), lambdaadapter.WithStreamARN("arn:aws:kinesis:eu-west-1:1:stream/a"), lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a")}, "stream a is named twice"},
 		{nil, "needs the stream"},
 	} {
 		_, err := lambdaadapter.NewService(h, append(c.opts, lambdaadapter.WithKinesisClient(k))...)
@@ -182,7 +188,10 @@ func TestServiceStreamsValidated(t *testing.T) {
 			t.Errorf("NewService(%d options) case %d: %v, want %q", len(c.opts), i, err, c.want)
 		}
 	}
-	s, err := lambdaadapter.NewService(h, lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "b", "a"), lambdaadapter.WithKinesisClient(k))
+	// WithStreamHandler names a listed stream again to give it its
+	// handler, before or after the list.
+	s, err := lambdaadapter.NewService(h, lambdaadapter.WithStreamHandler("b", h), lambdaadapter.WithStreams("arn:aws:kinesis:eu-west-1:1:stream/a", "b"),
+		lambdaadapter.WithStreamHandler("a", h), lambdaadapter.WithKinesisClient(k))
 	if err != nil {
 		t.Fatal(err)
 	}

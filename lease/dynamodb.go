@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,7 +383,10 @@ func (d *DynamoDB) SnapshotStreams(ctx context.Context, streams ...string) (map[
 
 // scan reads the rows of streams, leases, workers and the leader rows,
 // with a paginated, consistent Scan. Rows of a kind this version does not
-// know (written by a newer one) are skipped.
+// know (written by a newer one) are skipped; rows that cannot be decoded
+// are reported in their stream's Snapshot.Malformed (the stream the row's
+// stream or workerStream attribute names, which the Scan's filter matched),
+// so that one bad row fails neither its stream's read nor the others'.
 func (d *DynamoDB) scan(ctx context.Context, op string, streams []string) (map[string]Snapshot, error) {
 	what := strings.Join(streams, ",")
 	if len(streams) == 0 || len(streams) > 100 {
@@ -418,37 +422,49 @@ func (d *DynamoDB) scan(ctx context.Context, op string, streams []string) (map[s
 			return nil, d.fail(op, what, err)
 		}
 		for _, item := range out.Items {
+			stream, ok := rowStream(item, streams)
+			if !ok {
+				continue // not of these streams (the filter keeps such rows out)
+			}
+			snap := snaps[stream]
 			kind, err := stringAttr(item, attrKind, false)
 			if err != nil {
-				return nil, plainError(op, what, fmt.Errorf("malformed row: %w", err))
+				err = fmt.Errorf("malformed row: %w", err)
 			}
-			switch kind {
-			case "", kindLeader:
-				l, err := decode(item)
-				if err != nil {
-					return nil, plainError(op, what, err)
+			switch {
+			case err != nil:
+			case kind == "" || kind == kindLeader:
+				var l Lease
+				if l, err = decode(item); err != nil {
+					break
 				}
-				snap, ok := snaps[l.Key.Stream]
 				switch {
-				case !ok:
+				case l.Key.Stream != stream:
+					err = fmt.Errorf("malformed row %q: the key does not name the stream %q of its attributes", l.Key, stream)
 				case l.Key.ShardID == leaderShardID:
 					snap.Leader = &l
 				default:
 					snap.Leases = append(snap.Leases, l)
 				}
-				if ok {
-					snaps[l.Key.Stream] = snap
+			case kind == kindWorker:
+				var w Worker
+				if w, err = decodeWorker(item); err != nil {
+					break
 				}
-			case kindWorker:
-				w, err := decodeWorker(item)
-				if err != nil {
-					return nil, plainError(op, what, err)
+				if w.Stream != stream {
+					err = fmt.Errorf("malformed worker row of %q: stream %q, want %q", w.Owner, w.Stream, stream)
+					break
 				}
-				if snap, ok := snaps[w.Stream]; ok {
-					snap.Workers = append(snap.Workers, w)
-					snaps[w.Stream] = snap
-				}
+				snap.Workers = append(snap.Workers, w)
 			}
+			if err != nil {
+				key, _ := stringAttr(item, attrKey, false)
+				if snap.Malformed == nil {
+					snap.Malformed = map[string]error{}
+				}
+				snap.Malformed[key] = fmt.Errorf("lease: %w", err)
+			}
+			snaps[stream] = snap
 		}
 		if len(out.LastEvaluatedKey) == 0 {
 			break
@@ -460,6 +476,23 @@ func (d *DynamoDB) scan(ctx context.Context, op string, streams []string) (map[s
 		sortWorkers(snap.Workers)
 	}
 	return snaps, nil
+}
+
+// rowStream is the stream of streams a scanned row belongs to: the one its
+// stream attribute (a lease row's) or its workerStream attribute (a worker
+// or leader row's) names, as the Scan's filter matched it, else the one
+// its key starts with. ok is false for a row that names none of them.
+func rowStream(item map[string]types.AttributeValue, streams []string) (stream string, ok bool) {
+	for _, attr := range []string{attrStream, attrWorkerStream} {
+		if s, err := stringAttr(item, attr, true); err == nil && slices.Contains(streams, s) {
+			return s, true
+		}
+	}
+	key, _ := stringAttr(item, attrKey, true)
+	if s, _, found := strings.Cut(key, ":"); found && slices.Contains(streams, s) {
+		return s, true
+	}
+	return "", false
 }
 
 // Get implements Store with a consistent GetItem.

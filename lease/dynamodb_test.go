@@ -1038,9 +1038,85 @@ func TestDynamoDBDecodeWorker(t *testing.T) {
 				return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{r}}, nil
 			}}
 			snap, err := lease.NewDynamoDB(f, "leases").Snapshot(t.Context(), "orders")
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "malformed") {
-				t.Fatalf("Snapshot = %+v, %v; want a malformed row error containing %q", snap, err, tc.wantErr)
+			if err != nil {
+				t.Fatalf("Snapshot: %v; want the row reported as malformed, not an error", err)
+			}
+			bad := snap.Malformed["orders:@worker:w1"]
+			if bad == nil || !strings.Contains(bad.Error(), tc.wantErr) || !strings.Contains(bad.Error(), "malformed") || len(snap.Workers) != 0 {
+				t.Fatalf("Snapshot = %+v; want the row in Malformed with an error containing %q", snap, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestDynamoDBSnapshotMalformedRows: a row another tool wrote (a counter
+// of the wrong type, a worker row without its owner, a lease row whose key
+// names a stream its attributes do not, a kind of the wrong type) fails
+// neither a one-stream Snapshot nor SnapshotStreams: it is reported in its
+// stream's Malformed, by its key, and the other rows are read.
+func TestDynamoDBSnapshotMalformedRows(t *testing.T) {
+	leaseRow := func(stream, shard string) map[string]types.AttributeValue {
+		r := row()
+		r["leaseKey"], r["stream"] = s(stream+":"+shard), s(stream)
+		return r
+	}
+	badCounter := leaseRow("payments", "shardId-3")
+	badCounter["leaseCounter"] = s("seven")
+	noOwner := workerRow()
+	delete(noOwner, "leaseOwner")
+	otherStream := leaseRow("orders", "shardId-4")
+	otherStream["leaseKey"] = s("refunds:shardId-4")
+	badKind := leaseRow("payments", "shardId-5")
+	badKind["kind"] = n("1")
+	items := []map[string]types.AttributeValue{
+		leaseRow("orders", "shardId-0"), badCounter, noOwner, leaseRow("payments", "shardId-1"), otherStream, badKind,
+	}
+	f := &fakeDynamoDB{t: t, scan: func(in *dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		return &dynamodb.ScanOutput{Items: items}, nil
+	}}
+	d := lease.NewDynamoDB(f, "leases")
+	want := map[string]map[string]string{
+		"orders": {
+			"orders:@worker:w1": "no attribute leaseOwner",
+			"refunds:shardId-4": `the key does not name the stream "orders"`,
+		},
+		"payments": {
+			"payments:shardId-3": "attribute leaseCounter is *types.AttributeValueMemberS, want N",
+			"payments:shardId-5": "attribute kind is *types.AttributeValueMemberN, want S",
+		},
+	}
+	wantLeases := map[string][]string{"orders": {"shardId-0"}, "payments": {"shardId-1"}}
+	check := func(stream string, snap lease.Snapshot) {
+		t.Helper()
+		var ids []string
+		for _, l := range snap.Leases {
+			ids = append(ids, l.Key.ShardID)
+		}
+		if diff := cmp.Diff(wantLeases[stream], ids); diff != "" {
+			t.Errorf("%s: leases (-want +got):\n%s", stream, diff)
+		}
+		if len(snap.Workers) != 0 {
+			t.Errorf("%s: workers %+v, want none", stream, snap.Workers)
+		}
+		if len(snap.Malformed) != len(want[stream]) {
+			t.Errorf("%s: malformed %v, want %d rows", stream, snap.Malformed, len(want[stream]))
+		}
+		for key, part := range want[stream] {
+			if err := snap.Malformed[key]; err == nil || !strings.Contains(err.Error(), part) || !strings.HasPrefix(err.Error(), "lease: malformed") {
+				t.Errorf("%s: row %s: %v, want an error containing %q", stream, key, err, part)
+			}
+		}
+	}
+	snaps, err := d.SnapshotStreams(t.Context(), "orders", "payments")
+	if err != nil {
+		t.Fatalf("SnapshotStreams: %v", err)
+	}
+	for _, stream := range []string{"orders", "payments"} {
+		check(stream, snaps[stream])
+		snap, err := d.Snapshot(t.Context(), stream)
+		if err != nil {
+			t.Fatalf("Snapshot %s: %v", stream, err)
+		}
+		check(stream, snap)
 	}
 }

@@ -231,6 +231,13 @@ type Snapshot struct {
 	// Leader is the stream's leader row (the lease of LeaderKey(stream)),
 	// nil when there is none. It is never in Leases.
 	Leader *Lease
+	// Malformed are the stream's rows that could not be read (written by
+	// another tool or by hand: an attribute missing or of the wrong type, a
+	// key that does not name the row's stream), by their leaseKey as
+	// stored, each with the error naming what is wrong. They are in none
+	// of Leases, Workers and Leader: one bad row does not fail the read.
+	// nil when there are none.
+	Malformed map[string]error
 }
 
 var (
@@ -391,7 +398,8 @@ type Store interface {
 	// Snapshot returns every row of the stream from one consistent read:
 	// its leases, ordered by ShardID, its registered workers, ordered by
 	// Owner, and its leader row (LeaderKey), nil when there is none. Both
-	// slices are empty, not nil, when there are none.
+	// slices are empty, not nil, when there are none. A row that cannot be
+	// decoded is reported in Snapshot.Malformed, not as an error.
 	Snapshot(ctx context.Context, stream string) (Snapshot, error)
 	// Owned returns the keys of the leases whose owner is owner, in every
 	// stream of the table, from the owner index: eventually consistent (a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -127,7 +128,8 @@ type snapshotter interface {
 // the stream (and its leader row, when it has one: the row of a service's
 // first stream names the streams its leader plans), with a blank line
 // between two. A stream whose rows cannot be read is reported on stderr
-// and skipped; the exit code is then 1.
+// and skipped, and so is each row that cannot be read (lease.Snapshot's
+// Malformed), after its stream's leases; the exit code is then 1.
 func showLeases(ctx context.Context, stdout, stderr io.Writer, store snapshotter, k lagReader, streams []streamArg, leaseDuration time.Duration, now time.Time) int {
 	code := 0
 	printed := false
@@ -146,6 +148,10 @@ func showLeases(ctx context.Context, stdout, stderr io.Writer, store snapshotter
 		}
 		printLeases(ctx, stdout, k, st, snap, leaseDuration, now)
 		printed = true
+		for _, key := range slices.Sorted(maps.Keys(snap.Malformed)) {
+			fmt.Fprintf(stderr, "bootstrap leases: stream %s: row %s cannot be read (repair or delete it): %v\n", st.name, key, snap.Malformed[key])
+			code = 1
+		}
 	}
 	return code
 }

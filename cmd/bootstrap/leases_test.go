@@ -261,6 +261,29 @@ func TestShowLeasesStreamFails(t *testing.T) {
 	}
 }
 
+// TestShowLeasesMalformedRows: a row the store could not read is reported
+// on stderr after its stream's table, by key, with what is wrong; the rows
+// read are printed, and the exit code is 1.
+func TestShowLeasesMalformedRows(t *testing.T) {
+	at := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
+	store := severalStreams(at)
+	snap := store.snaps["orders"]
+	snap.Malformed = map[string]error{"orders:shardId-000000000009": errors.New(`lease: malformed row "orders:shardId-000000000009": attribute leaseCounter is *types.AttributeValueMemberS, want N`)}
+	store.snaps["orders"] = snap
+	var out, errb strings.Builder
+	code := showLeases(t.Context(), &out, &errb, store, fakeLag{}, []streamArg{{name: "orders"}}, 10*time.Second, at)
+	if code != 1 {
+		t.Errorf("code %d, want 1", code)
+	}
+	want := "bootstrap leases: stream orders: row orders:shardId-000000000009 cannot be read (repair or delete it): lease: malformed row"
+	if !strings.HasPrefix(errb.String(), want) || !strings.Contains(errb.String(), "leaseCounter") {
+		t.Errorf("stderr %q, want it to start %q", errb.String(), want)
+	}
+	if !strings.Contains(out.String(), "shardId-000000000001") {
+		t.Errorf("output, want the rows read:\n%s", out.String())
+	}
+}
+
 // TestLeasesCommandBadStream: a bad -stream, or LAMBDAADAPTER_STREAM, is a
 // usage error (exit 2) that quotes the value and names the bad part,
 // reported before any AWS call.

@@ -149,10 +149,13 @@ func (c *Consumer) selfBalance(ctx context.Context) {
 	c.mu.Unlock()
 	snaps := c.snapshots(ctx, streams)
 	snap, ok := snaps[c.cfg.Stream]
-	if !ok {
-		return
+	switch {
+	case ok:
+		c.balanceWithAll(ctx, &snap, snaps)
+	case len(snaps) > 0:
+		// The leader's own stream was not read: it plans the others.
+		c.balanceWithAll(ctx, nil, snaps)
 	}
-	c.balanceWithAll(ctx, snap, snaps)
 }
 
 // snapshots reads the rows of streams: with one Scan when the store can
@@ -171,6 +174,9 @@ func (c *Consumer) snapshots(ctx context.Context, streams []string) map[string]l
 		if err != nil {
 			fail(err)
 		}
+		for s, snap := range snaps {
+			c.noteMalformed(ctx, s, snap)
+		}
 		return snaps
 	}
 	snaps := make(map[string]lease.Snapshot, len(streams))
@@ -180,9 +186,39 @@ func (c *Consumer) snapshots(ctx context.Context, streams []string) map[string]l
 			fail(err)
 			continue
 		}
+		c.noteMalformed(ctx, s, snap)
 		snaps[s] = snap
 	}
 	return snaps
+}
+
+// noteMalformed logs the rows of stream that its read snap could not
+// decode (lease.Snapshot.Malformed), each once while it stays so: a
+// warning naming its key and what is wrong, with the number of the
+// stream's rows in that state. Such a row is left out of balancing; a
+// lease row's shard is neither read nor given a new row (discover) until
+// the row is repaired or deleted. The state is kept by the group's member
+// of stream, whichever member read it.
+func (c *Consumer) noteMalformed(ctx context.Context, stream string, snap lease.Snapshot) {
+	m := c.grp.member(stream)
+	if m == nil {
+		m = c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(snap.Malformed) == 0 && len(m.malformed) == 0 {
+		return
+	}
+	seen := m.malformed
+	m.malformed = make(map[string]string, len(snap.Malformed))
+	for key, err := range snap.Malformed {
+		msg := err.Error()
+		m.malformed[key] = msg
+		if seen[key] != msg {
+			m.log.LogAttrs(ctx, slog.LevelWarn, "consumer: a lease table row cannot be read; skipped until it is repaired or deleted",
+				slog.String("lease_key", key), slog.String(attrError, msg), slog.Int("malformed_rows", len(snap.Malformed)))
+		}
+	}
 }
 
 // streamsSnapshotter is a store that reads the rows of several streams
@@ -193,7 +229,7 @@ type streamsSnapshotter interface {
 
 // balanceWith balances on the stream's rows as just read (balanceWithAll).
 func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
-	c.balanceWithAll(ctx, snap, nil)
+	c.balanceWithAll(ctx, &snap, nil)
 }
 
 // balanceWithAll balances on the stream's rows as just read, in the role
@@ -201,8 +237,9 @@ func (c *Consumer) balanceWith(ctx context.Context, snap lease.Snapshot) {
 // group's other streams in snaps when they were read with them; a worker
 // in the self role plans for itself (planBalance, a pure function of what
 // it read) and carries the plan out; a follower has nothing to do with
-// them.
-func (c *Consumer) balanceWithAll(ctx context.Context, snap lease.Snapshot, snaps map[string]lease.Snapshot) {
+// them. snap is nil when the stream's rows could not be read (only the
+// leader of a group is called so: it plans the other streams).
+func (c *Consumer) balanceWithAll(ctx context.Context, snap *lease.Snapshot, snaps map[string]lease.Snapshot) {
 	c.mu.Lock()
 	r := c.leader.role
 	if r == roleLeading && !c.leading() {
@@ -216,8 +253,11 @@ func (c *Consumer) balanceWithAll(ctx context.Context, snap lease.Snapshot, snap
 		c.lead(ctx, snap, snaps)
 		return
 	}
+	if snap == nil {
+		return
+	}
 	c.mu.Lock()
-	in, held, ok := c.planInput(snap)
+	in, held, ok := c.planInput(*snap)
 	c.mu.Unlock()
 	if ok {
 		c.act(ctx, planBalance(in), held, in.view)
@@ -235,15 +275,35 @@ func (c *Consumer) planInput(snap lease.Snapshot) (in planInput, held map[string
 	c.tracker.ObserveWorkers(snap.Workers)
 	in = planInput{me: c.cfg.Owner, snap: snap, held: make(map[string]bool, len(c.shards)), expired: map[string]bool{}, dead: map[string]bool{},
 		view: view{listed: c.listed, maxListed: c.maxListed, byID: make(map[string]lease.Lease, len(snap.Leases))}}
-	for _, l := range snap.Leases {
-		in.view.byID[l.Key.ShardID] = l
-		if l.Owner != "" && c.tracker.Expired(l) {
-			in.expired[l.Key.ShardID] = true
-		}
-	}
+	live := make(map[string]bool, len(snap.Workers))
 	for _, w := range snap.Workers {
 		if c.tracker.WorkerExpired(w) {
 			in.dead[w.Owner] = true
+		} else {
+			live[w.Owner] = true
+		}
+	}
+	directed := c.directed
+	c.directed = nil
+	for _, l := range snap.Leases {
+		id := l.Key.ShardID
+		in.view.byID[id] = l
+		if l.Owner != "" && c.tracker.Expired(l) {
+			in.expired[id] = true
+		}
+		switch d, ok := directed[id]; {
+		case !ok:
+		case l.Owner != d.to || l.Counter != d.counter:
+			// Started (the recipient's first write bumps the counter),
+			// or moved on.
+		case !live[d.to]:
+			// Given to a worker that stopped before it started it (its
+			// row is gone: it removes it first thing when it stops): it
+			// never reads the shard, and a start it might still try
+			// fails on the counter, so the lease is planned now.
+			in.expired[id] = true
+		default:
+			c.direct(id, d) // not started yet
 		}
 	}
 	held = make(map[string]*shard, len(c.shards))
@@ -252,6 +312,22 @@ func (c *Consumer) planInput(snap lease.Snapshot) (in planInput, held map[string
 		held[id] = s
 	}
 	return in, held, true
+}
+
+// direction is a lease the leader gave the worker to (Consumer.directed),
+// with the counter its take wrote.
+type direction struct {
+	to      string
+	counter int64
+}
+
+// direct notes that the lease of shard id was given (see
+// Consumer.directed). c.mu is held.
+func (c *Consumer) direct(id string, d direction) {
+	if c.directed == nil {
+		c.directed = map[string]direction{}
+	}
+	c.directed[id] = d
 }
 
 // act carries out the plan p, made with the shards held and the view v.

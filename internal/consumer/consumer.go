@@ -94,6 +94,14 @@ type Consumer struct {
 	// (kicked by balanceNow) starts them.
 	gifts      []lease.Lease
 	balanceNow chan struct{}
+	// malformed are the stream's rows the last read could not decode (by
+	// key, their error), each logged once (noteMalformed).
+	malformed map[string]string
+	// directed are the leases of the stream the group's leader gave
+	// another worker (a take in its name), by shard id, until that worker
+	// starts it: such a lease whose worker's row is gone (it stopped in
+	// between) is free to plan at once (planInput), not at its expiry.
+	directed map[string]direction
 	// ended is kicked when a shard ended or disappeared: Run then lists the
 	// shards and balances at once, so its children start without waiting
 	// for the next listing or balancing.
@@ -434,6 +442,44 @@ func (c *Consumer) stopShards() {
 	for _, s := range held {
 		<-s.done
 	}
+	c.giveBackStrays()
+}
+
+// giveBackStrays releases the leases of the stream that the table says
+// this worker owns once its shards stopped: leases a leader of another
+// process gave it (or had handed over to it) in a round that still counted
+// it (it read the table before this worker's row was removed at the start
+// of the stop), which it will never start. Without this they would wait
+// for their expiry, their shards unread for a lease duration and more.
+// (Leases the group's own primary gives are given back by give.) It reads
+// the owner index (cheap, but eventually consistent) and each lease found
+// again; one it misses, or given after it, the leader plans again in its
+// next round, as this worker's row is gone (planInput). Nothing is read
+// when nothing was given.
+func (c *Consumer) giveBackStrays() {
+	ctx, cancel := c.storeContext(context.Background())
+	keys, err := c.cfg.Store.Owned(ctx, c.cfg.Owner)
+	cancel()
+	if err != nil {
+		return // no owner index: the leader plans such a lease again (planInput)
+	}
+	var strays []lease.Lease
+	for _, k := range keys {
+		c.mu.Lock()
+		_, held := c.shards[k.ShardID]
+		c.mu.Unlock()
+		if k.Stream != c.cfg.Stream || held {
+			continue
+		}
+		ctx, cancel := c.storeContext(context.Background())
+		l, err := c.cfg.Store.Get(ctx, k)
+		cancel()
+		if err == nil && l.Owner == c.cfg.Owner {
+			c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: giving back a lease given while stopping", slog.String(attrShardID, k.ShardID))
+			strays = append(strays, l)
+		}
+	}
+	c.giveBack(strays)
 }
 
 // stopSession ends the engine's session once every shard stopped: the
@@ -620,7 +666,9 @@ func (c *Consumer) shardStopped(s *shard, r stopReason, to string, err error) {
 // AtSequence position, that one shard. Each moved shard's watermark starts
 // a new epoch; records read before the seek are dropped on their way to a
 // lane, and their late settlements change nothing. Seeks of one shard are
-// serialised: a shard has one reader at a time, always.
+// serialised: a shard has one reader at a time, always. An AtSequence
+// position Kinesis refuses for the shard (another shard's sequence number)
+// is an error, and the shard's reader reads on where it was.
 func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 	if err := pos.checkSeek(); err != nil {
 		return err
@@ -634,12 +682,19 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 	}
 	c.mu.Unlock()
 	if pos.kind == posSequence && len(targets) == 0 {
-		return errors.New("consumer: seek: shard " + pos.shard + " is not held by this worker")
+		return notHeldError(pos.shard)
 	}
 	for _, s := range targets {
 		p := pos
 		if p.kind == posSequence {
 			p.kind = posAtSequence
+			// A sequence number Kinesis refuses for the shard (another
+			// shard's or stream's) would leave the shard unread: the seek
+			// is refused instead, and the reader reads on where it was.
+			// Any other failure is the new reader's to retry.
+			if _, err := s.iterator(ctx, p); refusedPosition(err, p) {
+				return fmt.Errorf("consumer: seek: sequence number %s is not of shard %s: %w", p.seq, s.id, err)
+			}
 		}
 		s.rmu.Lock()
 		if s.noReader {
@@ -656,6 +711,14 @@ func (c *Consumer) Seek(ctx context.Context, pos Position) error {
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: seek", slog.String(attrShardID, s.id), slog.String("position", pos.String()))
 	}
 	return nil
+}
+
+// notHeldError is the error of a seek that named a shard this worker does
+// not hold.
+type notHeldError string
+
+func (e notHeldError) Error() string {
+	return "consumer: seek: shard " + string(e) + " is not held by this worker"
 }
 
 // checkSeek refuses a seek to a sequence number that is not one (a lease's

@@ -149,7 +149,8 @@ func (l *listFails) ListShards(ctx context.Context, in *kinesis.ListShardsInput,
 // TestGroupFirstListingFails: a worker whose first listing of a stream
 // fails (throttled) lists it again at its next balancing round, not a
 // listing interval later: until a stream is listed the group's leader
-// plans none of its leases (the primary's: none of any stream), and the
+// plans none of its leases (the others' it plans: see
+// TestLeaderPlansOtherStreamsWhileItsOwnIsUnlisted), and the
 // leader row, written by the fleet's last leader, keeps every member from
 // balancing for itself meanwhile.
 func TestGroupFirstListingFails(t *testing.T) {

@@ -80,9 +80,18 @@ func (c *Consumer) discover(ctx context.Context) (lease.Snapshot, error) {
 	if snapErr != nil {
 		return lease.Snapshot{}, snapErr
 	}
+	c.noteMalformed(ctx, c.cfg.Stream, snap)
 	hasRow := make(map[string]bool, len(snap.Leases))
 	for _, l := range snap.Leases {
 		hasRow[l.Key.ShardID] = true
+	}
+	// A shard whose row cannot be read has one: it waits for the row's
+	// repair (Ensure would find it and fail to read it, failing the
+	// listing).
+	for key := range snap.Malformed {
+		if stream, shard, ok := strings.Cut(key, ":"); ok && stream == c.cfg.Stream {
+			hasRow[shard] = true
+		}
 	}
 	// Parents first: Kinesis numbers children after their parents.
 	ids := make([]string, 0, len(listed))

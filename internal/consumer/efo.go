@@ -290,7 +290,7 @@ func (s *shard) subscribe(ctx context.Context, pos Position, out chan<- batch) {
 	c := s.c
 	at := resumePoint{start: pos}
 	var last time.Time // the last SubscribeToShard call
-	var backoff time.Duration
+	var backoff, refusedWait time.Duration
 	for {
 		if wait := max(subscribeInterval-time.Since(last), backoff); wait > 0 && !sleep(ctx, wait) {
 			return
@@ -332,6 +332,13 @@ func (s *shard) subscribe(ctx context.Context, pos Position, out chan<- batch) {
 					c.log.LogAttrs(ctx, slog.LevelError, "consumer: registering the enhanced fan-out consumer again failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, rerr.Error()))
 				}
 			}
+		case refusedPosition(err, Position{seq: aws.ToString(start.SequenceNumber)}):
+			// As fetch: the lease is kept and the shard is not read, and
+			// the error is repeated less and less often.
+			refusedWait = min(max(2*refusedWait, time.Second), maxRefusedWait)
+			backoff = refusedWait
+			c.log.LogAttrs(ctx, slog.LevelError, "consumer: Kinesis refuses the shard's position (a sequence number not of this shard); the lease is kept and the shard is not read until a Seek moves it or its checkpoint is repaired",
+				slog.String(attrShardID, s.id), slog.String(engine.AttrSequenceNumber, aws.ToString(start.SequenceNumber)), slog.String(attrError, err.Error()), slog.Duration("retry_in", refusedWait))
 		default:
 			var throttled *kinesistypes.LimitExceededException
 			if !errors.As(err, &throttled) {

@@ -236,15 +236,20 @@ func (g *Group) Seek(ctx context.Context, pos Position) error {
 			return fmt.Errorf("consumer: seek: shard %s is held in streams %s: name it as stream:shardId", pos.shard, strings.Join(holders, ", "))
 		}
 	}
-	var errs []error
+	var errs, refused []error
 	for _, c := range g.members {
 		if err := c.Seek(ctx, pos); err != nil {
 			errs = append(errs, err)
+			if _, notHeld := errors.AsType[notHeldError](err); !notHeld {
+				refused = append(refused, err)
+			}
 		}
 	}
 	switch {
 	case pos.kind != posSequence:
 		return errors.Join(errs...)
+	case len(refused) > 0:
+		return errors.Join(refused...) // the holder refused the position
 	case len(errs) < len(g.members):
 		return nil // the others do not hold the shard
 	}

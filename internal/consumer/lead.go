@@ -248,7 +248,11 @@ func (c *Consumer) setFleet(ctx context.Context, fleet string) {
 // removed, in every stream of the group), and the leases of all by
 // planAssignment, carried out with takes on behalf of the worker given a
 // free or expired lease and hand-over requests in its name.
-func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[string]lease.Snapshot) {
+//
+// snap is nil when the stream's rows could not be read. A stream not read
+// or not listed yet (its first listing failed) is left out of this round,
+// the leader's own included: the other streams are planned all the same.
+func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[string]lease.Snapshot) {
 	fleet := c.grp.fleetLed()
 	sctx, cancel := c.storeContext(ctx)
 	_, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
@@ -266,11 +270,14 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		c.leader.noIndex = false
 		c.mu.Unlock()
 	}
-	own, ok := c.leadPart(ctx, snap)
-	if !ok {
-		return
+	var parts []leadPart
+	own, ownOK := leadPart{}, false
+	if snap != nil {
+		own, ownOK = c.leadPart(ctx, *snap)
 	}
-	parts := []leadPart{own}
+	if ownOK {
+		parts = append(parts, own)
+	}
 	var missing []string // the other streams, unless read with this one
 	for _, m := range c.grp.members[1:] {
 		if _, ok := snaps[m.cfg.Stream]; !ok {
@@ -300,10 +307,15 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 			}
 		}
 	}
+	if len(parts) == 0 {
+		return // stopping, or nothing listed yet
+	}
 	c.setFleet(ctx, fleet)
 	if fleet == fleetSelf {
 		// Every member reads the row and balances its stream for itself.
-		c.act(ctx, own.p, own.held, own.in.view)
+		if ownOK {
+			c.act(ctx, own.p, own.held, own.in.view)
+		}
 		return
 	}
 	in := c.assignInput(parts)
@@ -346,14 +358,18 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		c.leader.joined = 0
 	}
 	c.mu.Unlock()
-	p := own.p
-	p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
-	c.act(ctx, p, own.held, own.in.view)
-	for _, pt := range parts[1:] {
-		pt.c.cleanUp(ctx, pt.p.cleanup, pt.p.dead)
+	if ownOK {
+		p := own.p
+		p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
+		c.act(ctx, p, own.held, own.in.view)
+	}
+	for _, pt := range parts {
+		if pt.c != c {
+			pt.c.cleanUp(ctx, pt.p.cleanup, pt.p.dead)
+		}
 	}
 	_ = concurrently(a.takes, func(m move) error {
-		if m.to == c.cfg.Owner && m.lease.Key.Stream == c.cfg.Stream {
+		if m.to == c.cfg.Owner && m.lease.Key.Stream == c.cfg.Stream { // planned only when ownOK
 			c.take(ctx, m.lease, own.in.view)
 			return nil
 		}
@@ -365,6 +381,8 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		}
 		if m.to == c.cfg.Owner {
 			c.grp.member(m.lease.Key.Stream).give(got) // another stream of this process
+		} else {
+			c.grp.member(m.lease.Key.Stream).directTo(m.lease.Key.ShardID, direction{to: m.to, counter: got.Counter})
 		}
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: lease given", c.shardAttr(m.lease.Key), slog.String("to", m.to))
 		return nil
@@ -375,9 +393,21 @@ func (c *Consumer) lead(ctx context.Context, snap lease.Snapshot, snaps map[stri
 		}); err != nil {
 			return nil
 		}
+
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", c.shardAttr(m.lease.Key), slog.String("from", m.lease.Owner), slog.String("to", m.to))
 		return nil
 	})
+}
+
+// directTo notes, for the leader's next rounds, that the lease of shard
+// id of c's stream was given (d).
+func (c *Consumer) directTo(id string, d direction) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.direct(id, d)
+	c.mu.Unlock()
 }
 
 // leadPart is what the leader planned of one stream of its group: the

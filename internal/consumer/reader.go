@@ -360,6 +360,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 	// once the reader has caught up.
 	last := ""
 	backoff := minCallInterval
+	refusedWait := time.Duration(0) // the wait after a refused position (refusedPosition)
 	var lastCall time.Time
 	for {
 		if wait := minCallInterval - time.Since(lastCall); wait > 0 && !sleep(ctx, wait) {
@@ -382,6 +383,22 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 				if missingShard(err) {
 					send(batch{gone: true})
 					return
+				}
+				if refusedPosition(err, p) {
+					// Not a fault that passes: the sequence number is not
+					// of this shard (another shard's or stream's, or beyond
+					// the shard). Skipping to elsewhere in the shard could
+					// lose records, so the lease is kept, the shard is not
+					// read, and the error says so loudly, each time less
+					// often, until a Seek moves the reader (or the worker
+					// restarts from a repaired checkpoint).
+					refusedWait = min(max(2*refusedWait, time.Second), maxRefusedWait)
+					c.log.LogAttrs(ctx, slog.LevelError, "consumer: Kinesis refuses the shard's position (a sequence number not of this shard); the lease is kept and the shard is not read until a Seek moves it or its checkpoint is repaired",
+						slog.String(attrShardID, s.id), slog.String(engine.AttrSequenceNumber, p.seq), slog.String(attrError, err.Error()), slog.Duration("retry_in", refusedWait))
+					if !sleep(ctx, refusedWait) {
+						return
+					}
+					continue
 				}
 				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: getting a shard iterator failed; will retry", slog.String(attrShardID, s.id), slog.String(attrError, err.Error()))
 				if !sleep(ctx, time.Second) {
@@ -438,6 +455,20 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			return
 		}
 	}
+}
+
+// maxRefusedWait is the longest wait between two GetShardIterator calls
+// for a position Kinesis refuses (refusedPosition): the waits double from
+// 1 s up to it.
+const maxRefusedWait = time.Minute
+
+// refusedPosition reports whether err, the answer to GetShardIterator at
+// pos, says the position can never be read: Kinesis answers
+// InvalidArgumentException for a sequence number that did not come from
+// the shard (another shard's or stream's, or beyond the shard's range).
+func refusedPosition(err error, pos Position) bool {
+	var invalid *kinesistypes.InvalidArgumentException
+	return pos.seq != "" && errors.As(err, &invalid)
 }
 
 // missingShard reports whether err says the shard does not exist (any
