@@ -26,7 +26,9 @@ import (
 
 // inlineTick is how often Wait looks at the inline runner's progress. An
 // invocation of 10,000 records with a no-op handler runs inline in about
-// 1–2 ms, mostly before the first look.
+// 1 ms, before the first look. A look that comes more than two ticks late
+// judges nothing: the process did not run, so the handlers' speed is
+// unknown.
 const inlineTick = 2 * time.Millisecond
 
 // inlineMaxAverage is the most time a record may take on average, handler
