@@ -104,7 +104,7 @@ type Session struct {
 	// meanwhile).
 	settles   atomic.Pointer[[]laneSettles]
 	nlanes    int          // lanes to start
-	started   bool         // the lanes started (under mu; Lambda mode starts them with the first records)
+	started   bool         // the lanes, or the inline runner, started (under mu)
 	lanes     atomic.Int32 // lanes still running; the last one closes lanesDone
 	lanesDone chan struct{}
 	timerDone chan struct{}
@@ -319,8 +319,9 @@ func (s *Session) settleWritten(d *Delivery) {
 const submitPiece = 256
 
 // Close refuses further Submits; the lanes end once every record submitted
-// was handled. In Lambda mode it starts the inline runner (see inline.go). In long-running mode it also stops retries: a record that
-// stays unsettled from now on is given up on.
+// was handled. In Lambda mode with a per-record handler it starts the
+// inline runner (see inline.go). In long-running mode it also stops
+// retries: a record that stays unsettled from now on is given up on.
 func (s *Session) Close() {
 	s.mu.Lock()
 	s.sched.close()
