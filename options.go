@@ -152,7 +152,9 @@ func WithSQSClient(s SQSClient) SharedOption {
 
 // WithConcurrency sets how many partition keys are handled at once
 // (default 16). Records with the same partition key are always handled one
-// after another, in stream order. n must be at least 1.
+// after another, in stream order. n must be at least 1. In Lambda mode an
+// invocation's records run one at a time, in order, while the handlers are
+// fast, and on n lanes once they are not (docs/lambda.md).
 func WithConcurrency(n int) SharedOption {
 	return sharedOpt(func(c *config) { c.concurrency, c.concurrencySet = n, true })
 }

@@ -6,7 +6,9 @@
 //   - it runs the handler in lanes: records of one partition key one after
 //     another, in stream order; different keys in parallel, each lane pulling
 //     the next key that is ready as it frees up, so one slow key never stalls
-//     the others;
+//     the others (in Lambda mode the records of an invocation first run one
+//     after another on one goroutine, in order, while the handlers are fast,
+//     and go to the lanes as soon as they are not: see inline.go);
 //   - it turns a handler panic or the zero Outcome into a retry, a failed
 //     reply into an unsettled record, and an outcome returned after the
 //     runner stopped waiting (the Lambda deadline, a long-running shutdown)

@@ -390,6 +390,9 @@ func TestLambdaKPLCopyWaitsForEarlierUserRecord(t *testing.T) {
 			defer close(done)
 			runLambda(t, e, 2, ds)
 		}()
+		// Record 0 blocks the inline runner, which hands record 1 to the
+		// lanes at its next look (a few milliseconds of virtual time).
+		time.Sleep(time.Second)
 		synctest.Wait() // user record 1 returned Retry; user record 0 still runs
 		if n := calls[1].Load(); n != 1 {
 			t.Fatalf("user record 1 handled %d times, want 1", n)

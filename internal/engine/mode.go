@@ -60,13 +60,16 @@ type policy struct {
 // lambdaPolicy is the policy of ModeLambda: a session is one invocation. An
 // unsettled record is given up on: Lambda delivers it again with every
 // later record of its shard, so none is started and the later records of
-// its key wait for that delivery; writes go out in shard order. The lanes
-// start with the first records and watch the cut-off themselves.
+// its key wait for that delivery; writes go out in shard order. With a
+// per-record handler the records run on the inline runner until its
+// handlers prove slow, then on the lanes (see inline.go); with a
+// BatchHandler the lanes start with the first records. Both watch the
+// cut-off themselves.
 var lambdaPolicy = policy{
 	keepKeys:      true,
 	orderedWrites: true,
 	laneSettles:   true,
-	start:         func(s *Session) { s.stopWake = func() bool { return false } },
+	start:         (*Session).startLambda,
 	submit:        (*Session).submitLambda,
 	runKey:        (*Session).runKeyLambda,
 	close:         func(*Session) {},
@@ -99,6 +102,13 @@ func policyOf(m Mode) *policy {
 		return &longRunningPolicy
 	}
 	panic("engine: session without a mode")
+}
+
+// startLambda starts a Lambda-mode session: with a per-record handler, the
+// records go to the inline runner first (see inline.go).
+func (s *Session) startLambda() {
+	s.stopWake = func() bool { return false }
+	s.inlining = !s.e.Batch()
 }
 
 // startLongRunning starts the lanes, the retry timer, and the wake-up of

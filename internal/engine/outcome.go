@@ -249,8 +249,11 @@ func (s *Session) flushSettles(lb *laneSettles) {
 
 // flushAllSettles hands every lane's settlements to their watermarks.
 func (s *Session) flushAllSettles() {
-	for i := range s.settles {
-		s.flushSettles(&s.settles[i])
+	s.flushSettles(&s.inl.lb)
+	if p := s.settles.Load(); p != nil {
+		for i := range *p {
+			s.flushSettles(&(*p)[i])
+		}
 	}
 }
 

@@ -98,15 +98,23 @@ type Session struct {
 	deadKeys map[string]bool
 	ndead    atomic.Int32 // len(deadKeys), read without mu
 
-	w         *writer
-	settles   []laneSettles // Lambda mode: each lane's settlements not yet on the watermark
-	nlanes    int           // lanes to start
-	started   bool          // the lanes started (under mu; Lambda mode starts them with the first records)
-	lanes     atomic.Int32  // lanes still running; the last one closes lanesDone
+	w *writer
+	// settles (Lambda mode) is each lane's settlements not yet on the
+	// watermark, once the lanes started (the inline runner may flush them
+	// meanwhile).
+	settles   atomic.Pointer[[]laneSettles]
+	nlanes    int          // lanes to start
+	started   bool         // the lanes, or the inline runner, started (under mu)
+	lanes     atomic.Int32 // lanes still running; the last one closes lanesDone
 	lanesDone chan struct{}
 	timerDone chan struct{}
 	quit      chan struct{} // closed by Stop / Wait: the timer ends
 	stopWake  func() bool   // stops the cut-off wake-up
+	// inlining (under mu): Submit keeps the records for the inline runner,
+	// which Close starts (Lambda mode, see inline.go); watching: Wait
+	// watches the runner.
+	inlining, watching bool
+	inl                inlineRun
 }
 
 // closed is a closed channel (the timer of a Lambda-mode session, which has
@@ -167,27 +175,38 @@ func (s *Session) startLanesLocked() {
 		return
 	}
 	s.started = true
+	s.spawnLanesLocked()
+}
+
+// spawnLanesLocked starts the session's lanes, counted in s.lanes.
+func (s *Session) spawnLanesLocked() {
 	batch := s.e.Batch()
-	s.lanes.Store(int32(s.nlanes))
+	s.lanes.Add(int32(s.nlanes))
+	var settles []laneSettles
 	if s.pol.laneSettles && !batch {
-		s.settles = make([]laneSettles, s.nlanes)
+		settles = make([]laneSettles, s.nlanes)
+		s.settles.Store(&settles)
 	}
 	for i := range s.nlanes {
 		go func() {
-			defer func() {
-				if s.lanes.Add(-1) == 0 {
-					close(s.lanesDone)
-				}
-			}()
+			defer s.laneEnded()
 			switch {
 			case batch:
 				s.batchLane()
-			case s.settles != nil:
-				s.lane(&s.settles[i])
+			case settles != nil:
+				s.lane(&settles[i])
 			default:
 				s.lane(nil)
 			}
 		}()
+	}
+}
+
+// laneEnded counts a lane (or the inline runner) out; the last one closes
+// lanesDone.
+func (s *Session) laneEnded() {
+	if s.lanes.Add(-1) == 0 {
+		close(s.lanesDone)
 	}
 }
 
@@ -202,11 +221,13 @@ func (s *Session) startLanesLocked() {
 // In long-running mode Submit takes the lock once for as many deliveries
 // as fit (a reader hands over a run of one shard's records) and waits
 // while MaxQueued records wait for a lane, or until ctx ends: it then
-// returns ctx's error. In Lambda mode it never waits: it takes an
-// invocation, or a chunk of one, with the key queues' bookkeeping
-// allocated in one piece, taking the lock once per submitPiece
-// deliveries; a record whose write an earlier invocation made is settled
-// without its handler (see written).
+// returns ctx's error. In Lambda mode it never waits: with a per-record
+// handler it keeps ds for the inline runner, which Close starts (see
+// inline.go); with a BatchHandler, or for the records the inline runner
+// hands to the lanes, it queues an invocation, or a chunk of one, with the
+// key queues' bookkeeping allocated in one piece, taking the lock once per
+// submitPiece deliveries. A record whose write an earlier invocation made
+// is settled without its handler (see written).
 func (s *Session) Submit(ctx context.Context, ds []Delivery) (int, error) {
 	return s.pol.submit(s, ctx, ds)
 }
@@ -238,12 +259,26 @@ func (s *Session) submitLongRunning(ctx context.Context, ds []Delivery) (int, er
 // submitLambda is Submit in Lambda mode. A Close while it runs may leave
 // the rest of ds untaken; the Lambda runner closes after its last Submit.
 func (s *Session) submitLambda(_ context.Context, ds []Delivery) (int, error) {
+	s.mu.Lock()
+	if s.inlining {
+		s.inl.parts = append(s.inl.parts, ds)
+		s.inl.n += len(ds)
+		s.mu.Unlock()
+		return len(ds), nil
+	}
+	s.mu.Unlock()
+	return s.pushLambda(ds, false)
+}
+
+// pushLambda is submitLambda once the records go to the lanes; handOver:
+// the inline runner's records, which go to the lanes after Close.
+func (s *Session) pushLambda(ds []Delivery, handOver bool) (int, error) {
 	var kss [submitPiece]*keyQueue
 	var slab []keyQueue
 	for taken := 0; taken < len(ds); {
 		piece := ds[taken:min(len(ds), taken+submitPiece)]
 		slab = s.sched.lockQueuesOf(piece, kss[:len(piece)], slab, len(ds)-taken-len(piece))
-		if s.sched.closed {
+		if s.sched.closed && !handOver {
 			s.mu.Unlock()
 			return taken, errClosed
 		}
@@ -284,11 +319,15 @@ func (s *Session) settleWritten(d *Delivery) {
 const submitPiece = 256
 
 // Close refuses further Submits; the lanes end once every record submitted
-// was handled. In long-running mode it also stops retries: a record that
-// stays unsettled from now on is given up on.
+// was handled. In Lambda mode with a per-record handler it starts the
+// inline runner (see inline.go). In long-running mode it also stops
+// retries: a record that stays unsettled from now on is given up on.
 func (s *Session) Close() {
 	s.mu.Lock()
 	s.sched.close()
+	if s.inlining {
+		s.startInlineLocked()
+	}
 	s.startLanesLocked() // with nothing submitted they end at once
 	s.pol.close(s)
 	s.sched.broadcast()
@@ -321,8 +360,10 @@ func (s *Session) FenceEnded() { s.w.unfence() }
 // their handler returns, but change nothing. Call Close first.
 //
 // Wait reports whether the cut-off came first: records were still waiting
-// or running then.
+// or running then. While the inline runner runs, Wait watches it and hands
+// the rest of the invocation to the lanes once its handlers prove slow.
 func (s *Session) Wait() (cutOff bool) {
+	s.watchInline()
 	select {
 	case <-s.lanesDone:
 	case <-s.ctx.Done():
