@@ -164,7 +164,9 @@ func FewestMoves(costs [][]float64, ratio float64) int {
 // FewestMovesPlacing is FewestMoves when, besides, the leases of costs
 // unplaced (those of workers that left or died) must move to the workers
 // of costs: each is one move (which may also fill an empty worker), and
-// their costs count in the mean.
+// their costs count in the mean; and the worker that takes the costliest
+// of them must then carry at most the limit, which may take moves off it
+// (a dead worker's hot lease that fits no worker's room).
 func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) int {
 	if len(costs) == 0 {
 		return len(unplaced)
@@ -187,19 +189,41 @@ func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) in
 	limit := ratio * total / float64(len(costs))
 	n := len(unplaced)
 	for _, cs := range costs {
-		load := 0.0
-		for _, c := range cs {
-			load += c
+		n += shed(cs, 0, limit)
+	}
+	// The costliest unplaced lease lands on some worker, which then gives
+	// away the fewest of its leases that bring it within the limit: none
+	// if it has room, else moves counted nowhere above (beyond those it
+	// gives anyway when it is above the limit already). The least of that
+	// over the workers is a bound too; the other unplaced leases may land
+	// on the same worker, so only the costliest counts.
+	if len(unplaced) > 0 {
+		c := slices.Max(unplaced)
+		extra := -1
+		for _, cs := range costs {
+			if e := shed(cs, c, limit) - shed(cs, 0, limit); extra < 0 || e < extra {
+				extra = e
+			}
 		}
-		if load <= limit {
-			continue
-		}
-		sorted := slices.Clone(cs)
-		slices.Sort(sorted)
-		for i := len(sorted) - 1; i >= 0 && load > limit; i-- {
-			load -= sorted[i]
-			n++
-		}
+		n += extra
 	}
 	return max(n, empty)
+}
+
+// shed returns the fewest of the leases of costs a worker holding them,
+// and given one more of cost add, must give away to carry at most limit:
+// the costliest first (the lease added stays).
+func shed(costs []float64, add, limit float64) int {
+	load := add
+	for _, c := range costs {
+		load += c
+	}
+	sorted := slices.Clone(costs)
+	slices.Sort(sorted)
+	n := 0
+	for i := len(sorted) - 1; i >= 0 && load > limit; i-- {
+		load -= sorted[i]
+		n++
+	}
+	return n
 }

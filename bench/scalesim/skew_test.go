@@ -120,7 +120,8 @@ func pack(shares []float64, workers int) float64 {
 
 // TestSkewFewestMoves: the lower bound on moves counts, for each worker
 // above the limit, its costliest leases until it is under, plus the
-// leases to place; and at least one move into each worker holding
+// leases to place, plus what the worker that takes the costliest of them
+// must give away at least; and at least one move into each worker holding
 // nothing (a converged fleet has none).
 func TestSkewFewestMoves(t *testing.T) {
 	tests := []struct {
@@ -156,6 +157,10 @@ func TestSkewFewestMoves(t *testing.T) {
 		{"placed leases fill the empty workers", [][]float64{{1, 1}, {}, {}}, []float64{1, 1, 1}, 1.2, 3},
 		{"shedding and placing add up", [][]float64{{1, 1, 1, 1}, {}, {}, {}}, []float64{1}, 1.2, 4}, // mean 1.25, limit 1.5: 3 off the first, 1 placed
 		{"more empty workers than leases to place", [][]float64{{1, 1}, {1, 1}, {}, {}}, []float64{1}, 3, 2},
+		// mean 1.9, limit 2.28: whoever takes the 1.2 carries 2.7 and gives a 0.5 away.
+		{"a hot lease that fits no worker's room", [][]float64{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}}, []float64{1.2}, 1.2, 2},
+		// The same with room on the third worker: the lease alone.
+		{"a hot lease that fits one worker's room", [][]float64{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0.5}}, []float64{1.2}, 1.2, 1},
 	}
 	for _, tt := range placing {
 		t.Run(tt.name, func(t *testing.T) {

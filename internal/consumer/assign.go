@@ -46,7 +46,7 @@ type assignInput struct {
 	forming bool
 	// tolerance is the hysteresis of load-aware planning: a plan moves
 	// leases only while the busiest worker's load is above mean ×
-	// (1+tolerance) or a worker carries less than a third of the mean (one
+	// (1+tolerance) or a worker carries less than a quarter of the mean (one
 	// that joined), and only by moves that leave the donor a margin of
 	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
 	// least twice the relative noise of the figures.
@@ -122,6 +122,9 @@ type assignment struct {
 	// even: the plan gives and moves nothing and no worker is above the
 	// tolerance of the mean (by its load and its fitted costs).
 	even bool
+	// starting: the plan gave out the leases of a fleet starting from
+	// nothing (more than half the leases free and never held).
+	starting bool
 }
 
 // averaged is a figure averaged over plans (planSmoothing), and how many
@@ -237,8 +240,8 @@ func rate(x float64) float64 {
 // at most mean × (1+joinedLimit): the drop of the mean they caused moves
 // no lease by itself; high) (busier, inflation:
 // noise in one figure moves no lease), or while a worker carries less
-// than a third of the mean (lowShare) or nothing: a worker that joins a
-// fleet where nobody is above the tolerance gets a share, a third of the
+// than a quarter of the mean (lowShare) or nothing: a worker that joins a
+// fleet where nobody is above the tolerance gets a share, a quarter of the
 // mean or more, not the mean, since each further move costs a hand-over
 // and lowers nobody's peak; the fleet's next moves (the busiest above the
 // tolerance) go to it first. By count, they go on while the donor holds
@@ -254,7 +257,7 @@ func rate(x float64) float64 {
 // lease). But when nobody is above the tolerance and the receiver moves
 // only because it carries too little, the move is the one that lowers the
 // squared loads most, from whichever donor (bestFor), among those that
-// keep the margin and leave the donor at least a third of the mean: the
+// keep the margin and leave the donor at least a quarter of the mean: the
 // busiest may hold only small leases, and a donor left with too little
 // would be filled again next round. The plan stops when no donor has such
 // a lease; with leases small enough, that leaves the busiest within
@@ -288,6 +291,7 @@ func planAssignment(in assignInput) assignment {
 		out.waiting = true
 		return out
 	}
+	out.starting = p.starting()
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
 	out.seen, out.scales = p.seen, p.scales
@@ -927,13 +931,14 @@ const minGap = 0.05
 // lowShare is the fraction of the mean load below which a worker
 // receives leases by load though nobody is above the upper bound (see
 // planAssignment: a worker that joined gets a share, not the mean). A
-// third, not half: a joiner's first lease, the one that lowers the
-// squared loads most, often costs between a third and half the mean (the
-// hot leases that cost more are where they leave their owner too little),
-// and filling it to half took a second hand-over that lowered nobody's
-// peak (the skewed scale simulation, BENCHMARKS.md: 2–4 moves for one
-// joiner after a kill, 1 at the fewest).
-const lowShare = 1.0 / 3
+// quarter, not half or a third: a joiner's first lease, the one that
+// lowers the squared loads most, often costs a quarter to half the mean
+// (the hot leases that cost more are where they leave their owner too
+// little), and filling it further took a second hand-over that lowered
+// nobody's peak (the skewed scale simulation, BENCHMARKS.md: with a third,
+// five joiners took 5–9 moves, 1.2 × the fewest or less in 4 of 8 runs;
+// with a quarter 5–8, in 6 of 8).
+const lowShare = 1.0 / 4
 
 // farFromEven is how far above the mean the busiest worker's load must be
 // for a plan to move more than maxMoves leases (see movesBound).

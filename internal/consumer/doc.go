@@ -261,8 +261,12 @@
 //     by the leader over its rounds (planSmoothing: about ten rounds), so
 //     that one interval's noise moves no lease; a worker that joins a led
 //     fleet follows from its first round and waits to be given its share
-//     (a third of the mean or more, lowShare: filling it to half the mean
-//     often took a second hand-over that lowered nobody's peak).
+//     (a quarter of the mean or more, lowShare: filling it further
+//     often took a second hand-over that lowered nobody's peak). While a
+//     fleet starts (startTight lease durations after the leader gave out
+//     the leases of a fleet starting from nothing) the tolerance is half
+//     (startTolerance): the start moves every lease anyway, and a fleet
+//     left tighter crosses the tolerance on noise less often later.
 //     The drop of the mean that joiners cause does not by itself move
 //     leases: until a plan finds the fleet even (nothing to give or move,
 //     nobody above the tolerance), a worker gives by load only above the

@@ -68,6 +68,10 @@ type leadership struct {
 	// for another round in formingWait (a plan waited for a starting fleet).
 	formed time.Time
 	again  bool
+	// tight is until when the leader plans with startTolerance: its plan
+	// gave out a starting fleet's leases (assignment.starting) within the
+	// last startTight lease durations.
+	tight time.Time
 	// joined counts the workers that joined the fleet since the leader's
 	// plan last found it even (assignment.even), those that left since
 	// included (assignInput.joined).
@@ -342,6 +346,9 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 	}
 	c.leader.fleet = owners
 	in.joined = min(c.leader.joined, len(owners)-1)
+	if !in.byCount && time.Now().Before(c.leader.tight) {
+		in.tolerance = startTolerance
+	}
 	c.mu.Unlock()
 	a := planAssignment(in)
 	if c.log.Enabled(ctx, slog.LevelDebug) {
@@ -353,6 +360,9 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		c.mu.Unlock()
 	}
 	c.mu.Lock()
+	if a.starting && len(a.takes) > 0 {
+		c.leader.tight = time.Now().Add(startTight * c.cfg.LeaseDuration)
+	}
 	c.lastSeen, c.lastScales = a.seen, a.scales
 	if a.even {
 		c.leader.joined = 0
@@ -526,6 +536,19 @@ func (c *Consumer) logPlan(ctx context.Context, a assignment) {
 // moves leases only while the busiest worker's load exceeds the mean by
 // more than this fraction.
 const assignTolerance = 0.15
+
+// startTolerance is the hysteresis while a fleet starts: for startTight
+// lease durations after the leader gave out the leases of a fleet starting
+// from nothing, it evens the load to within half of assignTolerance, as its
+// first figures of each shard come in and settle (about ten rounds). The
+// start moves every lease anyway, so a few dozen more hand-overs then cost
+// little; a fleet left with its busiest just under assignTolerance crosses
+// it on the figures' noise later, one move at a time, when each move
+// counts (a join needs one).
+const startTolerance = assignTolerance / 2
+
+// startTight is how many lease durations startTolerance holds.
+const startTight = 9
 
 // follow is a follower's balancing round: it finds the leases the leader
 // gave it (the owner index; eventually consistent, so each is read again
