@@ -42,6 +42,9 @@ const (
 	invokeFloorFile = "invoke-2026-12-04g.txt"
 	// scaleFile is the newest `make bench-scale` output (2026-12-04, 84a195b).
 	scaleFile = "scale-2026-12-04b.txt"
+	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
+	// command, by load and by count (2026-12-06, c8d48b5).
+	scaleLoadFile = "scale-load-2026-12-06j.txt"
 )
 
 // e2eRuns are the bench/e2e runs charted, one group of bars each. The raw
@@ -91,6 +94,10 @@ func run(in, out string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	scaleLoad, err := parseFile(in, scaleLoadFile, parseScaleLoad)
+	if err != nil {
+		return err
+	}
 
 	src := func(name string) string { return filepath.ToSlash(filepath.Join("benchmarks", name)) }
 	lambda, err := lambdaChart(src(invokeFile), invoke, src(invokeFloorFile), floor)
@@ -109,6 +116,10 @@ func run(in, out string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sl, err := scaleLoadChart(src(scaleLoadFile), scaleLoad)
+	if err != nil {
+		return err
+	}
 
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -116,7 +127,7 @@ func run(in, out string, log io.Writer) error {
 	for _, img := range []struct {
 		name string
 		fig  figure
-	}{{"lambda.png", lambda}, {"e2e.png", e2e}, {"scale.png", sc}} {
+	}{{"lambda.png", lambda}, {"e2e.png", e2e}, {"scale.png", sc}, {"scale-load.png", sl}} {
 		path := filepath.Join(out, img.name)
 		if err := img.fig.save(path); err != nil {
 			return err

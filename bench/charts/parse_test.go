@@ -273,6 +273,44 @@ func TestParseScaleRefuses(t *testing.T) {
 	}
 }
 
+func TestParseScaleLoad(t *testing.T) {
+	runs, err := parseScaleLoad(open(t, "scale-load-snippet.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2 || runs[0].ByCount || !runs[1].ByCount {
+		t.Fatalf("runs %+v, want by load then by count", runs)
+	}
+	if got, want := runs[0].Phases[5], (loadPhase{"kill 5", 1.25, 1.25, 130, 110}); got != want {
+		t.Errorf("by load, phase 5 = %+v, want %+v", got, want)
+	}
+	if got, want := runs[1].Phases[6], (loadPhase{"join 5", 2.23, 2.24, 100, 20}); got != want {
+		t.Errorf("by count, phase 6 = %+v, want %+v", got, want)
+	}
+}
+
+func TestParseScaleLoadRefuses(t *testing.T) {
+	snippet, err := os.ReadFile(filepath.Join("testdata", "scale-load-snippet.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(snippet)
+	tests := []struct{ name, in, want string }{
+		{"no section", "PASS\n", "no \"== scale simulation, skewed"},
+		{"row cut short", strings.Replace(s, "1053           1000", "1053", 1), "phase row"},
+		{"not a ratio", strings.Replace(s, "1.25          1.25", "1.25          x", 1), "expected end"},
+		{"other columns", strings.Replace(s, "  flaps  ", "  flips  ", 1), "columns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseScaleLoad(strings.NewReader(tt.in))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 // TestRun draws the charts from the raw files the repository holds, so a
 // file renamed or changed in a way the parsers refuse fails here too.
 func TestRun(t *testing.T) {
@@ -281,7 +319,7 @@ func TestRun(t *testing.T) {
 	if err := run(filepath.Join("..", "..", "benchmarks"), out, &log); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"lambda.png", "e2e.png", "scale.png"} {
+	for _, name := range []string{"lambda.png", "e2e.png", "scale.png", "scale-load.png"} {
 		f, err := os.Open(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)
