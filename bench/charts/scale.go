@@ -50,63 +50,34 @@ var scaleColumns = []string{"phase", "workers", "target", "balanced", "reading",
 // records line, or when a row of the table does not parse.
 func parseScale(r io.Reader) ([]scaleRun, error) {
 	var runs []scaleRun
-	var cur *scaleRun
-	sc := bufio.NewScanner(r)
-	inTable := false
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if m := scaleSection.FindStringSubmatch(line); m != nil {
-			runs = append(runs, scaleRun{Title: m[1]})
-			cur = &runs[len(runs)-1]
-			inTable = false
-			continue
-		}
-		if cur == nil {
-			continue
-		}
-		if inTable {
-			if strings.TrimSpace(line) == "" {
-				inTable = false
-				continue
-			}
+	cur := func() *scaleRun { return &runs[len(runs)-1] }
+	err := phaseTables(r, scaleSection, scaleColumns,
+		func(m []string) { runs = append(runs, scaleRun{Title: m[1]}) },
+		func(line string) error {
 			p, err := parseScaleRow(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n, err)
+			cur().Phases = append(cur().Phases, p)
+			return err
+		},
+		func(line string) error {
+			if m := scaleLease.FindStringSubmatch(line); m != nil {
+				d, err := time.ParseDuration(m[1])
+				if err != nil {
+					return fmt.Errorf("lease duration: %w", err)
+				}
+				cur().LeaseDuration = d
+			} else if m := scaleFleet.FindStringSubmatch(line); m != nil {
+				cur().Shards, _ = strconv.Atoi(m[1])
+				cur().StartWorkers, _ = strconv.Atoi(m[2])
+				cur().WrittenPerSecond, _ = strconv.Atoi(m[3])
+			} else if m := scaleRecords.FindStringSubmatch(line); m != nil {
+				cur().Written, _ = strconv.Atoi(m[1])
+				cur().Lost, _ = strconv.Atoi(m[2])
+			} else if m := scaleWrites.FindStringSubmatch(line); m != nil {
+				cur().WritesPerShardSecond, _ = strconv.ParseFloat(m[1], 64)
 			}
-			cur.Phases = append(cur.Phases, p)
-			continue
-		}
-		if cols := spaces2.Split(strings.TrimSpace(line), -1); cols[0] == "phase" {
-			if strings.Join(cols, "|") != strings.Join(scaleColumns, "|") {
-				return nil, fmt.Errorf("line %d: phase table columns %q, want %q", n, cols, scaleColumns)
-			}
-			inTable = true
-			continue
-		}
-		if m := scaleLease.FindStringSubmatch(line); m != nil {
-			d, err := time.ParseDuration(m[1])
-			if err != nil {
-				return nil, fmt.Errorf("line %d: lease duration: %w", n, err)
-			}
-			cur.LeaseDuration = d
-			continue
-		}
-		if m := scaleFleet.FindStringSubmatch(line); m != nil {
-			cur.Shards, _ = strconv.Atoi(m[1])
-			cur.StartWorkers, _ = strconv.Atoi(m[2])
-			cur.WrittenPerSecond, _ = strconv.Atoi(m[3])
-			continue
-		}
-		if m := scaleRecords.FindStringSubmatch(line); m != nil {
-			cur.Written, _ = strconv.Atoi(m[1])
-			cur.Lost, _ = strconv.Atoi(m[2])
-			continue
-		}
-		if m := scaleWrites.FindStringSubmatch(line); m != nil {
-			cur.WritesPerShardSecond, _ = strconv.ParseFloat(m[1], 64)
-		}
-	}
-	if err := sc.Err(); err != nil {
+			return nil
+		})
+	if err != nil {
 		return nil, err
 	}
 	if len(runs) == 0 {
@@ -157,4 +128,44 @@ func parseScaleRow(line string) (scalePhase, error) {
 		return p, fmt.Errorf("phase row %q: reading: %w", line, err)
 	}
 	return p, nil
+}
+
+// phaseTables reads output made of sections, each opening with a line that
+// section matches and holding a phase table whose header line names
+// columns (two spaces or more apart): it calls begin with the opening
+// line's submatches, row with each row of the table (up to a blank line),
+// and other with every other line of a section. Lines before the first
+// section are skipped. An error names its line.
+func phaseTables(r io.Reader, section *regexp.Regexp, columns []string, begin func([]string), row, other func(string) error) error {
+	sc := bufio.NewScanner(r)
+	in, inTable := false, false
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if m := section.FindStringSubmatch(line); m != nil {
+			begin(m)
+			in, inTable = true, false
+			continue
+		}
+		var err error
+		switch {
+		case !in:
+		case inTable && strings.TrimSpace(line) == "":
+			inTable = false
+		case inTable:
+			err = row(line)
+		default:
+			if cols := spaces2.Split(strings.TrimSpace(line), -1); cols[0] == "phase" {
+				if strings.Join(cols, "|") != strings.Join(columns, "|") {
+					err = fmt.Errorf("phase table columns %q, want %q", cols, columns)
+				}
+				inTable = true
+			} else {
+				err = other(line)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+	return sc.Err()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"image/color"
 	"io"
@@ -40,40 +39,15 @@ var loadColumns = []string{"phase", "workers", "target", "balanced", "reading", 
 // phase table or a row does not parse.
 func parseScaleLoad(r io.Reader) ([]loadRun, error) {
 	var runs []loadRun
-	var cur *loadRun
-	sc := bufio.NewScanner(r)
-	inTable := false
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if m := loadSection.FindStringSubmatch(line); m != nil {
-			runs = append(runs, loadRun{ByCount: m[1] == "1"})
-			cur = &runs[len(runs)-1]
-			inTable = false
-			continue
-		}
-		if cur == nil {
-			continue
-		}
-		if inTable {
-			if strings.TrimSpace(line) == "" {
-				inTable = false
-				continue
-			}
+	err := phaseTables(r, loadSection, loadColumns,
+		func(m []string) { runs = append(runs, loadRun{ByCount: m[1] == "1"}) },
+		func(line string) error {
 			p, err := parseLoadRow(line)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: %w", n, err)
-			}
-			cur.Phases = append(cur.Phases, p)
-			continue
-		}
-		if cols := spaces2.Split(strings.TrimSpace(line), -1); cols[0] == "phase" {
-			if strings.Join(cols, "|") != strings.Join(loadColumns, "|") {
-				return nil, fmt.Errorf("line %d: phase table columns %q, want %q", n, cols, loadColumns)
-			}
-			inTable = true
-		}
-	}
-	if err := sc.Err(); err != nil {
+			runs[len(runs)-1].Phases = append(runs[len(runs)-1].Phases, p)
+			return err
+		},
+		func(string) error { return nil })
+	if err != nil {
 		return nil, err
 	}
 	if len(runs) == 0 {
