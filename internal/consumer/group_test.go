@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -539,31 +538,6 @@ func TestGroupStreamMissing(t *testing.T) {
 	}
 }
 
-// warnLog is a slog.Handler that keeps the messages of warnings and
-// errors.
-type warnLog struct {
-	mu   *sync.Mutex
-	msgs *[]string
-}
-
-func newWarnLog() warnLog { return warnLog{mu: new(sync.Mutex), msgs: new([]string)} }
-
-func (w warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w warnLog) WithAttrs([]slog.Attr) slog.Handler           { return w }
-func (w warnLog) WithGroup(string) slog.Handler                { return w }
-func (w warnLog) Handle(_ context.Context, r slog.Record) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	*w.msgs = append(*w.msgs, r.Message)
-	return nil
-}
-
-func (w warnLog) messages() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(*w.msgs)
-}
-
 // TestGroupForwardsTheDelayQueueOnce: the group's primary forwards the
 // delay queue for every stream (a service gives the receiver to it
 // alone); the other members say nothing of it (each warned that the
@@ -578,7 +552,7 @@ func TestGroupForwardsTheDelayQueueOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		warns := newWarnLog()
+		warns := newAttrLog(slog.LevelWarn)
 		mem := lease.NewMemory()
 		var cs []*Consumer
 		for i, s := range []string{"a", "b", "c"} {
@@ -603,7 +577,7 @@ func TestGroupForwardsTheDelayQueueOnce(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-		if msgs := warns.messages(); len(msgs) > 0 {
+		if msgs := warns.lines(); len(msgs) > 0 {
 			t.Errorf("warnings: %q", msgs)
 		}
 	})

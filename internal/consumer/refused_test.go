@@ -163,18 +163,7 @@ func (a attrLog) lines() []string {
 }
 
 // has reports whether one record contains every part.
-func (a attrLog) has(parts ...string) bool {
-	for _, l := range a.lines() {
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
+func (a attrLog) has(parts ...string) bool { return a.count(parts...) > 0 }
 
 // count returns how many records contain every part.
 func (a attrLog) count(parts ...string) int {
