@@ -335,10 +335,7 @@ func (s *shard) subscribe(ctx context.Context, pos Position, out chan<- batch) {
 		case refusedPosition(err, Position{seq: aws.ToString(start.SequenceNumber)}):
 			// As fetch: the lease is kept and the shard is not read, and
 			// the error is repeated less and less often.
-			refusedWait = min(max(2*refusedWait, time.Second), maxRefusedWait)
-			backoff = refusedWait
-			c.log.LogAttrs(ctx, slog.LevelError, "consumer: Kinesis refuses the shard's position (a sequence number not of this shard); the lease is kept and the shard is not read until a Seek moves it or its checkpoint is repaired",
-				slog.String(attrShardID, s.id), slog.String(engine.AttrSequenceNumber, aws.ToString(start.SequenceNumber)), slog.String(attrError, err.Error()), slog.Duration("retry_in", refusedWait))
+			backoff = c.refused(ctx, s.id, aws.ToString(start.SequenceNumber), err, &refusedWait)
 		default:
 			var throttled *kinesistypes.LimitExceededException
 			if !errors.As(err, &throttled) {

@@ -392,10 +392,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 					// read, and the error says so loudly, each time less
 					// often, until a Seek moves the reader (or the worker
 					// restarts from a repaired checkpoint).
-					refusedWait = min(max(2*refusedWait, time.Second), maxRefusedWait)
-					c.log.LogAttrs(ctx, slog.LevelError, "consumer: Kinesis refuses the shard's position (a sequence number not of this shard); the lease is kept and the shard is not read until a Seek moves it or its checkpoint is repaired",
-						slog.String(attrShardID, s.id), slog.String(engine.AttrSequenceNumber, p.seq), slog.String(attrError, err.Error()), slog.Duration("retry_in", refusedWait))
-					if !sleep(ctx, refusedWait) {
+					if !sleep(ctx, c.refused(ctx, s.id, p.seq, err, &refusedWait)) {
 						return
 					}
 					continue
@@ -461,6 +458,17 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 // for a position Kinesis refuses (refusedPosition): the waits double from
 // 1 s up to it.
 const maxRefusedWait = time.Minute
+
+// refused logs that Kinesis refused the position seq of shard (err,
+// refusedPosition) and returns how long to wait before asking again: the
+// wait *w after the last refusal doubled, from 1 s up to maxRefusedWait,
+// which it keeps in *w.
+func (c *Consumer) refused(ctx context.Context, shard, seq string, err error, w *time.Duration) time.Duration {
+	*w = min(max(2**w, time.Second), maxRefusedWait)
+	c.log.LogAttrs(ctx, slog.LevelError, "consumer: Kinesis refuses the shard's position (a sequence number not of this shard); the lease is kept and the shard is not read until a Seek moves it or its checkpoint is repaired",
+		slog.String(attrShardID, shard), slog.String(engine.AttrSequenceNumber, seq), slog.String(attrError, err.Error()), slog.Duration("retry_in", *w))
+	return *w
+}
 
 // refusedPosition reports whether err, the answer to GetShardIterator at
 // pos, says the position can never be read: Kinesis answers
