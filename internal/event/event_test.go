@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -586,6 +587,15 @@ func TestDecodeKinesisBoundedAllocation(t *testing.T) {
 		perByte = 10       // bytes allocated per input byte
 		slack   = 64 << 10 // fixed overhead and unrelated runtime allocations
 	)
+	if raceEnabled {
+		// The race detector drops a quarter of sync.Pool's puts, so the
+		// decoder's pooled buffers count again at random (seen as 5.3–7.1
+		// MB instead of 3.2); make test runs this without it.
+		t.Skip("allocation counts are not meaningful under the race detector")
+	}
+	// No collection between the warm-up and the measure: one would empty
+	// the decoder's pools in the same way.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	for name, in := range hostileInputs() {
 		t.Run(name, func(t *testing.T) {
 			DecodeKinesis(in) // warm up lazily initialised runtime state
