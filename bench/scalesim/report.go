@@ -64,7 +64,7 @@ func (r *Report) Format(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "converged: every shard owned by a live worker, each holding at least one, the highest worker CPU ≤ %.1f × the mean over the last lease duration (balanced), and every live worker reading exactly what it owns (reading); sampled every %s\n", balanceRatio, c.Sample)
 	}
-	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f and a lease on every worker (a leaving worker's leases, plus the costliest leases off workers above the limit; at least one per joining worker)\n\n", balanceRatio)
+	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f and a lease on every worker (a leaving worker's leases, plus the costliest leases off workers above the limit and off the worker that takes the costliest of the leaving one's, one more if none of those fits another worker's room; at least one per joining worker)\n\n", balanceRatio)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\texpected end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")

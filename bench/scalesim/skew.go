@@ -166,7 +166,9 @@ func FewestMoves(costs [][]float64, ratio float64) int {
 // of costs: each is one move (which may also fill an empty worker), and
 // their costs count in the mean; and the worker that takes the costliest
 // of them must then carry at most the limit, which may take moves off it
-// (a dead worker's hot lease that fits no worker's room).
+// (a dead worker's hot lease that fits no worker's room), each lease it
+// gives away fitting the room another worker has to spare or costing one
+// move more.
 func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) int {
 	if len(costs) == 0 {
 		return len(unplaced)
@@ -197,17 +199,91 @@ func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) in
 	// gives anyway when it is above the limit already). The least of that
 	// over the workers is a bound too; the other unplaced leases may land
 	// on the same worker, so only the costliest counts.
+	//
+	// A lease it gives must fit some other worker's room (the limit less
+	// that worker's load once it gave what it must): one that fits none
+	// puts its receiver above the limit, which then gives a lease of its
+	// own, one move more (counted once however many such leases there are,
+	// as one receiver may take them all and give one lease for them).
 	if len(unplaced) > 0 {
 		c := slices.Max(unplaced)
+		room := make([]float64, len(costs))
+		for i, cs := range costs {
+			room[i] = limit - kept(cs, limit)
+		}
 		extra := -1
-		for _, cs := range costs {
-			if e := shed(cs, c, limit) - shed(cs, 0, limit); extra < 0 || e < extra {
+		for i, cs := range costs {
+			most := math.Inf(-1)
+			for j := range costs {
+				if j != i {
+					most = max(most, room[j])
+				}
+			}
+			if e := shedFit(cs, c, limit, most) - shed(cs, 0, limit); extra < 0 || e < extra {
 				extra = e
 			}
 		}
-		n += extra
+		n += max(extra, 0)
 	}
 	return max(n, empty)
+}
+
+// kept is the load a worker holding the leases of costs carries after it
+// gave away the fewest of them that bring it to limit or below, the
+// costliest first (shed).
+func kept(costs []float64, limit float64) float64 {
+	load := 0.0
+	for _, c := range costs {
+		load += c
+	}
+	sorted := slices.Clone(costs)
+	slices.Sort(sorted)
+	for i := len(sorted) - 1; i >= 0 && load > limit; i-- {
+		load -= sorted[i]
+	}
+	return load
+}
+
+// shedFit is shed when the leases given away go to workers with at most
+// room to spare: one that costs more than room counts one move more (the
+// receiver's), once. It is the fewest moves k for which some choice of
+// leases removes enough load, which for a given number of leases that fit
+// and that do not is the costliest of each; when no choice does (the
+// limit is out of reach for this worker), it is shed's count.
+func shedFit(costs []float64, add, limit, room float64) int {
+	excess := add - limit
+	var fit, over []float64
+	for _, c := range costs {
+		excess += c
+		if c <= room {
+			fit = append(fit, c)
+		} else {
+			over = append(over, c)
+		}
+	}
+	if excess <= 0 {
+		return 0
+	}
+	top := func(cs []float64) []float64 { // top(cs)[i]: the sum of the i costliest
+		slices.Sort(cs)
+		slices.Reverse(cs)
+		sums := make([]float64, len(cs)+1)
+		for i, c := range cs {
+			sums[i+1] = sums[i] + c
+		}
+		return sums
+	}
+	f, o := top(fit), top(over)
+	for k := 1; k <= len(costs)+1; k++ {
+		most := f[min(k, len(fit))]
+		for m := 1; m <= len(over) && m+1 <= k; m++ {
+			most = max(most, o[m]+f[min(k-m-1, len(fit))])
+		}
+		if most >= excess-1e-12 {
+			return k
+		}
+	}
+	return shed(costs, add, limit)
 }
 
 // shed returns the fewest of the leases of costs a worker holding them,

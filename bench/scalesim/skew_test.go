@@ -161,6 +161,12 @@ func TestSkewFewestMoves(t *testing.T) {
 		{"a hot lease that fits no worker's room", [][]float64{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}}, []float64{1.2}, 1.2, 2},
 		// The same with room on the third worker: the lease alone.
 		{"a hot lease that fits one worker's room", [][]float64{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}, {0.5}}, []float64{1.2}, 1.2, 1},
+		// mean 1.55, limit 1.86: whoever takes the 1 carries 2.3 and must
+		// give 0.44; the 0.1 is too little and a 0.6 fits nobody's room
+		// (0.56), so its receiver gives a lease on too.
+		{"a lease given on that fits no worker's room", [][]float64{{0.6, 0.6, 0.1}, {0.6, 0.6, 0.1}, {0.6, 0.6, 0.1}, {0.6, 0.6, 0.1}}, []float64{1}, 1.2, 3},
+		// The same with a 0.5 instead of a 0.6 on one worker: it fits.
+		{"a lease given on that fits a worker's room", [][]float64{{0.6, 0.5, 0.1}, {0.6, 0.6, 0.1}, {0.6, 0.6, 0.1}, {0.6, 0.6, 0.1}}, []float64{1}, 1.2, 2},
 	}
 	for _, tt := range placing {
 		t.Run(tt.name, func(t *testing.T) {

@@ -872,7 +872,7 @@ func (p *planner) take() []move {
 		if to == nil {
 			continue // no worker to give it to
 		}
-		if !p.in.byCount && to.load+c.cost > hi && to.load+c.cost-p.sheddable(to, hi) > hi {
+		if !p.in.byCount && to.load+c.cost > hi && to.load+c.cost-p.sheddable(to, hi, total) > hi {
 			// The least loaded would end above the bound with leases it
 			// cannot give on (a hot lease it holds already): it would be
 			// stuck there, every one of its leases too costly for anyone
@@ -880,7 +880,7 @@ func (p *planner) take() []move {
 			// takes it instead, and gives them on by the moves below.
 			var alt *planned
 			for _, w := range p.workers {
-				if w != to && p.canTake(w, c) && w.load+c.cost-p.sheddable(w, hi) <= hi && (alt == nil || lighter(w, alt) < 0) {
+				if w != to && p.canTake(w, c) && w.load+c.cost-p.sheddable(w, hi, total) <= hi && (alt == nil || lighter(w, alt) < 0) {
 					alt = w
 				}
 			}
@@ -903,14 +903,23 @@ func (p *planner) canTake(w *planned, c costed) bool {
 
 // sheddable is the load w could give on by moves: its movable leases each
 // cheap enough to go to the least-loaded other worker without taking it
-// above hi.
-func (p *planner) sheddable(w *planned, hi float64) float64 {
-	floor := math.Inf(1)
+// above hi. The least-loaded worker's load counts as at least the
+// tolerance below the mean of total (the load of all the leases, those
+// still to be given out included): the moves come after the takes, which
+// fill the workers that are light now. A hot lease counted as sheddable
+// against a worker that is light only until the takes left a worker with
+// two hot leases above hi that no move could relieve, every worker by then
+// too loaded to take either (the skewed scale simulation: a death of five
+// not converged in 5 minutes).
+func (p *planner) sheddable(w *planned, hi, total float64) float64 {
+	floor := total / float64(len(p.workers)) * (1 - p.in.tolerance)
+	least := math.Inf(1)
 	for _, o := range p.workers {
 		if o != w && !o.rowless {
-			floor = min(floor, o.load)
+			least = min(least, o.load)
 		}
 	}
+	floor = max(floor, least)
 	sum := 0.0
 	for _, x := range w.movable {
 		if x.cost > 0 && floor+x.cost <= hi {
@@ -1043,14 +1052,17 @@ func (p *planner) move(maxMoves int) []move {
 			// most, from whichever donor holds it (the busiest may hold
 			// only small leases, and filling the receiver from it would
 			// take many moves).
-			if d, i = p.bestFor(r, lo); d == nil {
+			if d, i = p.bestFor(r, lo, mean*(1+p.in.tolerance)); d == nil {
 				break
 			}
-		} else if i = p.best(d, r); i < 0 {
+		} else if i = p.best(d, r, hi, total); i < 0 {
 			d.stuck = true
 			continue
 		}
 		c := d.movable[i]
+		if !p.in.byCount && r.load+c.cost > hi {
+			r = p.receiverFor(d, r, c, hi)
+		}
 		d.movable = slices.Delete(d.movable, i, i+1)
 		d.load -= c.cost
 		d.n--
@@ -1061,17 +1073,79 @@ func (p *planner) move(maxMoves int) []move {
 }
 
 // best returns the index of the lease of d to move to r, or -1 if no move
-// improves by the margin.
-func (p *planner) best(d, r *planned) int {
+// improves by the margin: the lease closest to half the two loads' gap.
+func (p *planner) best(d, r *planned, hi, total float64) int {
 	half := (d.load - r.load) / 2
 	best, dist := -1, math.Inf(1)
+	shed := -1.0 // what r could give on, computed once it matters
 	for i, c := range d.movable {
 		rest := d.load - c.cost
 		if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
 			continue
 		}
+		if got := r.load + c.cost; got > hi && !p.in.byCount {
+			// Not a lease that leaves r above hi with leases it cannot
+			// give on, as take does not: a hot lease moved onto a worker
+			// holding another stays there with it, above the bound for
+			// good (the skewed scale simulation: a death of five not
+			// converged in 5 minutes).
+			if shed < 0 {
+				shed = p.sheddable(r, hi, total)
+			}
+			if got-shed > hi {
+				continue
+			}
+		}
 		if e := math.Abs(c.cost - half); e < dist {
 			best, dist = i, e
+		}
+	}
+	return best
+}
+
+// receiverFor returns the worker to take the lease c from d when it takes
+// the least-loaded worker r above hi (c fits nobody's room below hi): the
+// one that then gives the fewest of its leases on to bring itself back to
+// hi, each small enough for the least-loaded other worker's room, among
+// those c may go to with the margin; r when none does better. The
+// least-loaded worker may hold only small leases, and it then gave five of
+// them on where another gave one (the skewed scale simulation: a death
+// took 28 moves where 22 could do).
+func (p *planner) receiverFor(d, r *planned, c costed, hi float64) *planned {
+	rest := d.load - c.cost
+	// gives is how many leases w gives on after taking c; -1 if it cannot.
+	gives := func(w *planned) int {
+		excess := w.load + c.cost - hi
+		floor := math.Inf(1)
+		for _, o := range p.workers {
+			if o != w && o != d && !o.rowless {
+				floor = min(floor, o.load)
+			}
+		}
+		var fit []float64
+		for _, x := range w.movable {
+			if x.cost > 0 && floor+x.cost <= hi {
+				fit = append(fit, x.cost)
+			}
+		}
+		slices.Sort(fit)
+		n := 0
+		for i := len(fit) - 1; i >= 0 && excess > 0; i-- {
+			excess -= fit[i]
+			n++
+		}
+		if excess > 0 {
+			return -1
+		}
+		return n
+	}
+	best, fewest := r, gives(r)
+	for _, w := range p.workers {
+		if w == d || w == r || w.rowless || w.unsettled || !w.reads(c.l.Key.Stream) || rest <= w.load || rest-w.load < p.margin(rest, w.load) {
+			continue
+		}
+		if n := gives(w); n >= 0 && (fewest < 0 || n < fewest) {
+			best, fewest = w, n
 		}
 	}
 	return best
@@ -1082,9 +1156,31 @@ func (p *planner) best(d, r *planned) int {
 // lease of cost x), among the moves that keep the margin and leave the
 // donor at least lo (filling one worker must not empty another, which the
 // next round would fill again); nil if none does.
-func (p *planner) bestFor(r *planned, lo float64) (*planned, int) {
+//
+// A donor above steady (the tolerance above the mean, the bound once the
+// workers that joined count as the fleet's own) comes first, with a lease
+// that fills r to lo in one move; and among those, one the move brings to
+// steady or below. After workers join, the mean drops and some workers
+// end up above steady but below the bound of the join (high): filling the
+// joiners from them is a move made anyway, where filling them from others
+// left those workers to give a lease each later, on top of the fills (the
+// skewed scale simulation, BENCHMARKS.md: a join of five took 7 moves, the
+// fewest 5; the second join of one 2).
+func (p *planner) bestFor(r *planned, lo, steady float64) (*planned, int) {
+	// rank orders a move: 2 for a donor above steady that ends at steady
+	// or below and fills r to lo, 1 for one above steady that fills r,
+	// 0 for any other.
+	rank := func(d *planned, x float64) int {
+		if d.load-d.inflation <= steady || r.load+x < lo {
+			return 0
+		}
+		if d.load-x <= steady {
+			return 2
+		}
+		return 1
+	}
 	var best *planned
-	at, gain := -1, 0.0
+	at, top, gain := -1, 0, 0.0
 	for _, d := range p.workers {
 		if d == r || d.stuck || d.unsettled || d.load <= r.load {
 			continue
@@ -1094,8 +1190,9 @@ func (p *planner) bestFor(r *planned, lo float64) (*planned, int) {
 			if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest < lo || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
 				continue
 			}
-			if g := c.cost * (d.load - r.load - c.cost); g > gain {
-				best, at, gain = d, i, g
+			g, k := c.cost*(d.load-r.load-c.cost), rank(d, c.cost)
+			if g > 0 && (k > top || k == top && g > gain) {
+				best, at, top, gain = d, i, k, g
 			}
 		}
 	}

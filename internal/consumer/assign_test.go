@@ -1466,3 +1466,118 @@ func TestAssignHotTakeNotStacked(t *testing.T) {
 		t.Errorf("the fleet still moves %v", moved(a.moves))
 	}
 }
+
+// plannedFleet is a fleet whose workers hold leases of the given records/s
+// (perRecord 0.01), in the order given, for the planner tests below.
+func plannedFleet(workers []string, leases map[string][]float64) *fleetState {
+	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01}, workers: workers}
+	for _, w := range workers {
+		for _, rec := range leases[w] {
+			s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 6 * rec}, owner: w})
+		}
+	}
+	return s
+}
+
+// repeat returns n copies of x.
+func repeat(x float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = x
+	}
+	return out
+}
+
+// TestAssignJoinerFilledFromTheBusy: a worker that joined is filled from a
+// worker above the tolerance of the mean (though below the bound of the
+// join), with a lease that fills it and brings the giver within the
+// tolerance, rather than from a worker within it whose lease lowers the
+// squared loads more: the busy one would give a lease later anyway.
+func TestAssignJoinerFilledFromTheBusy(t *testing.T) {
+	workers := []string{"a", "b", "x"}
+	leases := map[string][]float64{
+		"a": append([]float64{28}, repeat(5, 17)...), // 113: above 1.15 × the mean of 95.9, below the join's bound 115
+		"b": append([]float64{50}, repeat(5, 10)...), // 100: the 50 lowers the squared loads most
+	}
+	for i := range 18 {
+		w := fmt.Sprintf("w%02d", i)
+		workers = append(workers, w)
+		leases[w] = repeat(5, 20)
+	}
+	s := plannedFleet(workers, leases)
+	in := s.input(nil, 0)
+	in.tolerance, in.joined = 0.15, 1
+	a := planAssignment(in)
+	if len(a.moves) != 1 || a.moves[0].to != "x" || a.moves[0].lease.Owner != "a" || a.moves[0].lease.Key.ShardID != shardID(0) {
+		t.Fatalf("moves %v, want a's 28 to x alone", moved(a.moves))
+	}
+	s.apply(a)
+	in = s.input(nil, 0)
+	in.tolerance, in.joined = 0.15, 1
+	if a := planAssignment(in); len(a.moves) != 0 {
+		t.Errorf("then moves %v, want none", moved(a.moves))
+	}
+}
+
+// TestAssignOverflowReceiver: a lease that takes the least-loaded worker
+// above the bound goes instead to a worker that then gives one lease on,
+// not to the least-loaded one, which holds only small leases and would
+// give several.
+func TestAssignOverflowReceiver(t *testing.T) {
+	workers := []string{"donor", "light", "medium"}
+	leases := map[string][]float64{
+		"donor":  append([]float64{70, 36}, repeat(5, 10)...), // 156, half the gap to light: 33
+		"light":  repeat(5, 18),                               // 90
+		"medium": append([]float64{25}, repeat(5, 15)...),     // 100
+	}
+	for i := range 17 {
+		w := fmt.Sprintf("w%02d", i)
+		workers = append(workers, w)
+		leases[w] = repeat(5, 20)
+	}
+	s := plannedFleet(workers, leases)
+	in := s.input(nil, 0)
+	in.tolerance = 0.15
+	a := planAssignment(in)
+	var to string
+	for _, m := range a.moves {
+		if m.lease.Key.ShardID == shardID(1) {
+			to = m.to
+		}
+	}
+	if to != "medium" {
+		t.Errorf("the 36 went to %q, want medium; moves %v", to, moved(a.moves))
+	}
+}
+
+// TestAssignHotMoveNotStacked: a donor's hot lease does not move onto the
+// least-loaded worker when that worker holds a hot lease already and could
+// not give enough on: the donor gives its small leases instead, and no
+// worker ends with both hot leases.
+func TestAssignHotMoveNotStacked(t *testing.T) {
+	workers := []string{"donor", "j"}
+	leases := map[string][]float64{
+		"donor": append([]float64{61}, repeat(5, 20)...), // 161
+		"j":     {70, 5, 5},                              // 80, the least loaded
+	}
+	for i := range 17 {
+		w := fmt.Sprintf("w%02d", i)
+		workers = append(workers, w)
+		leases[w] = repeat(5, 20)
+	}
+	s := plannedFleet(workers, leases)
+	for range 5 {
+		in := s.input(nil, 0)
+		in.tolerance, in.maxMoves = 0.15, 8
+		a := planAssignment(in)
+		for _, m := range a.moves {
+			if m.lease.Key.ShardID == shardID(0) && m.to == "j" {
+				t.Fatalf("moved the 61 onto j, which holds the 70: moves %v", moved(a.moves))
+			}
+		}
+		s.apply(a)
+	}
+	if got := ratio(s.loads()); got > 1.2 {
+		t.Errorf("busiest/mean %.3f, want at most 1.2: loads %v", got, s.loads())
+	}
+}

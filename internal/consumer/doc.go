@@ -268,11 +268,19 @@
 //     (startTolerance): the start moves every lease anyway, and a fleet
 //     left tighter crosses the tolerance on noise less often later.
 //     The drop of the mean that joiners cause does not by itself move
-//     leases: until a plan finds the fleet even (nothing to give or move,
-//     nobody above the tolerance), a worker gives by load only above the
-//     tolerance over the mean without the workers that joined since, and
-//     at most 1.2 × the mean now (joinedLimit), the balance the fleet
-//     keeps; the leader counts the joiners (assignInput.joined).
+//     leases: until a worker leaves or dies (which raises the mean
+//     again), a worker gives by load only above the tolerance over the
+//     mean without the workers that joined since, and at most 1.2 × the
+//     mean now (joinedLimit), the balance the fleet keeps; the leader
+//     counts the joiners (leadership.plans). A joiner is filled first
+//     from a worker above the tolerance of the mean now, with a lease
+//     that brings it within (bestFor): a move made anyway, that spares
+//     that worker a move of its own later. A lease that would take the
+//     least-loaded worker above the bound goes to the worker that then
+//     gives the fewest leases on (receiverFor), and never to one that
+//     could not give enough on (a worker holding a hot lease already:
+//     two hot leases on one worker stay there together, above the bound
+//     for good); the same holds for a dead worker's leases (take).
 //     A worker that finds the leader row held but not yet saying how the
 //     fleet balances (a leader in its first round) follows too. A leader
 //     whose fleet is starting (most leases free) gives nothing out while

@@ -72,10 +72,38 @@ type leadership struct {
 	// gave out a starting fleet's leases (assignment.starting) within the
 	// last startTight lease durations.
 	tight time.Time
-	// joined counts the workers that joined the fleet since the leader's
-	// plan last found it even (assignment.even), those that left since
-	// included (assignInput.joined).
+	// joined counts the workers that joined the fleet since it last
+	// shrank (a worker left or died) or formed (assignInput.joined).
 	joined int
+}
+
+// plans records owners (sorted) as the fleet the leader plans for and
+// returns how many of them joined since the fleet last shrank or formed
+// (assignInput.joined). The count is kept while the fleet only grows, not
+// only until a plan finds it even: the mean the joiners lowered stays
+// lowered, and a worker it left between the tolerance and joinedLimit
+// above it gave a lease as soon as a plan found the fleet even (the skewed
+// scale simulation, BENCHMARKS.md: the second join of one took 2 moves,
+// the fewest 1, in 2 of 7 runs). A worker that leaves or dies raises the
+// mean again, and the count starts over.
+func (l *leadership) plans(owners []string, forming bool) int {
+	if forming || l.fleet == nil {
+		l.joined = 0
+	} else {
+		for _, o := range l.fleet {
+			if _, found := slices.BinarySearch(owners, o); !found {
+				l.joined = 0 // shrank
+				break
+			}
+		}
+		for _, o := range owners {
+			if _, found := slices.BinarySearch(l.fleet, o); !found {
+				l.joined++
+			}
+		}
+	}
+	l.fleet = owners
+	return min(l.joined, len(owners)-1)
 }
 
 // leading reports whether this worker holds the leader row, renewed within
@@ -335,17 +363,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 	// A starting fleet is waited for (formingWait) while its workers
 	// change, up to half a round after the leader's first plan.
 	in.forming = (c.leader.fleet == nil || !slices.Equal(c.leader.fleet, owners)) && time.Since(c.leader.formed) < c.cfg.LeaseDuration/4
-	if in.forming || c.leader.fleet == nil {
-		c.leader.joined = 0
-	} else {
-		for _, o := range owners {
-			if _, found := slices.BinarySearch(c.leader.fleet, o); !found {
-				c.leader.joined++
-			}
-		}
-	}
-	c.leader.fleet = owners
-	in.joined = min(c.leader.joined, len(owners)-1)
+	in.joined = c.leader.plans(owners, in.forming)
 	if !in.byCount && time.Now().Before(c.leader.tight) {
 		in.tolerance = startTolerance
 	}
@@ -364,9 +382,6 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		c.leader.tight = time.Now().Add(startTight * c.cfg.LeaseDuration)
 	}
 	c.lastSeen, c.lastScales = a.seen, a.scales
-	if a.even {
-		c.leader.joined = 0
-	}
 	c.mu.Unlock()
 	if ownOK {
 		p := own.p

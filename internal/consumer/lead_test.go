@@ -207,3 +207,33 @@ func TestWorkerFollowsAnUndecidedLeader(t *testing.T) {
 		})
 	})
 }
+
+// TestLeaderJoinedCount: the leader counts the workers that joined since
+// the fleet last shrank or formed, across plans (a plan that finds the
+// fleet even does not end the count), and starts over when a worker
+// leaves, counting those that joined in the same plan.
+func TestLeaderJoinedCount(t *testing.T) {
+	var l leadership
+	steps := []struct {
+		owners  []string
+		forming bool
+		want    int
+	}{
+		{[]string{"a", "b", "c"}, false, 0},           // the first plan: the fleet forms
+		{[]string{"a", "b", "c", "d"}, true, 0},       // still forming
+		{[]string{"a", "b", "c", "d"}, false, 0},      // formed
+		{[]string{"a", "b", "c", "d", "e"}, false, 1}, // e joined
+		{[]string{"a", "b", "c", "d", "e"}, false, 1}, // the count stays
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, false, 3},
+		{[]string{"a", "b", "d", "e", "f", "g", "h"}, false, 1}, // c left, h joined
+		{[]string{"a", "b", "d", "e", "f", "g", "h"}, false, 1},
+		{[]string{"a", "h"}, false, 0},
+		{[]string{"a", "h", "i"}, false, 1},
+		{[]string{"i"}, false, 0}, // at most all but one
+	}
+	for i, s := range steps {
+		if got := l.plans(s.owners, s.forming); got != s.want {
+			t.Errorf("step %d, fleet %v: joined %d, want %d", i, s.owners, got, s.want)
+		}
+	}
+}
