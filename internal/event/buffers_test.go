@@ -118,3 +118,36 @@ func TestMaybeAggregates(t *testing.T) {
 		})
 	}
 }
+
+// TestBuffersKeepWorkingRecords checks that a Buffers keeps the decoder's
+// working records from one call to the next, with both decoders: the next
+// call with it parses into the same slice, whichever processor the
+// goroutine runs on (recsPool keeps a slice for the processor that put it
+// back), and a call without one leaves it alone.
+func TestBuffersKeepWorkingRecords(t *testing.T) {
+	payload := genEvent(300, 40, 1)
+	for _, tc := range []struct {
+		name   string
+		decode func([]byte, *Buffers) (*Kinesis, error)
+	}{{"DecodeKinesisWith", DecodeKinesisWith}, {"DecodeKinesisChunked", DecodeKinesisChunked}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf Buffers
+			if _, err := tc.decode(payload, &buf); err != nil {
+				t.Fatal(err)
+			}
+			if cap(buf.work) < 300 {
+				t.Fatalf("kept room for %d working records, want at least 300", cap(buf.work))
+			}
+			first := &buf.work[:1][0]
+			if _, err := tc.decode(payload, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tc.decode(payload, &buf); err != nil {
+				t.Fatal(err)
+			}
+			if cap(buf.work) == 0 || &buf.work[:1][0] != first {
+				t.Fatal("the second call with the Buffers parsed into another working slice")
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ func decodeKinesisChunked(payload []byte, buf *Buffers, size int) (*Kinesis, err
 
 // decodeChunks is decodeKinesisChunked with lazy as decoder.lazy.
 func decodeChunks(payload []byte, buf *Buffers, size int, lazy bool) (*Kinesis, error) {
-	d := decoder{buf: payload, out: buf, recs: getRecs(payload), lazy: lazy}
+	d := decoder{buf: payload, out: buf, recs: workRecs(payload, buf), lazy: lazy}
 	c := &d.ck
 	c.size = size
 	if buf != nil {
@@ -55,7 +55,7 @@ func decodeChunks(payload []byte, buf *Buffers, size int, lazy bool) (*Kinesis, 
 	if err == nil {
 		k, err = d.finishChunked()
 	}
-	putRecs(d.recs)
+	keepRecs(d.recs, buf)
 	return k, err
 }
 

@@ -165,11 +165,15 @@ func DecodeKinesis(payload []byte) (*Kinesis, error) {
 }
 
 // Buffers is memory DecodeKinesisWith reuses from one call to the next: the
-// Records slice and the data arena of the last result decoded with it. Its
-// zero value is ready to use. A Buffers is not safe for concurrent use.
+// Records slice and the data arena of the last result decoded with it, and
+// the decoder's working records. Its zero value is ready to use. A Buffers
+// is not safe for concurrent use.
 type Buffers struct {
 	recs  []KinesisRecord
 	arena []byte
+	// work is the working records of the last call (see workRecs). They
+	// hold no pointers, so keeping them keeps nothing else alive.
+	work []wrec
 }
 
 // GiveUpData leaves the data of the last result decoded with b to its
@@ -208,7 +212,7 @@ func DecodeKinesisWith(payload []byte, buf *Buffers) (*Kinesis, error) {
 
 // decodeKinesisWith is DecodeKinesisWith, with lazy as decoder.lazy.
 func decodeKinesisWith(payload []byte, buf *Buffers, lazy bool) (*Kinesis, error) {
-	d := decoder{buf: payload, out: buf, recs: getRecs(payload), lazy: lazy}
+	d := decoder{buf: payload, out: buf, recs: workRecs(payload, buf), lazy: lazy}
 	err := d.parse()
 	if se, ok := err.(*jsonscan.SyntaxError); ok {
 		err = (*SyntaxError)(se) // the same fields, with this package's message
@@ -217,7 +221,7 @@ func decodeKinesisWith(payload []byte, buf *Buffers, lazy bool) (*Kinesis, error
 	if err == nil {
 		k, err = d.finish()
 	}
-	putRecs(d.recs)
+	keepRecs(d.recs, buf)
 	return k, err
 }
 
@@ -257,6 +261,35 @@ func putRecs(recs []wrec) {
 // ptrPool holds the boxes recsPool's slices travel in, so that putting a
 // slice back allocates nothing either.
 var ptrPool sync.Pool
+
+// workRecs returns an empty slice for the working records of payload: the
+// one the last call with buf kept in it (keepRecs), when buf holds one,
+// else getRecs's. A Buffers keeps them apart from recsPool because a pooled
+// slice is kept for the processor that put it back, and a goroutine that
+// moved to another processor meanwhile (with GOMAXPROCS ≥ 2, often) misses
+// it: it then allocates the slice again and counts the payload's braces to
+// size it.
+func workRecs(payload []byte, buf *Buffers) []wrec {
+	if buf != nil && cap(buf.work) > 0 {
+		recs := buf.work[:0]
+		buf.work = nil
+		return recs
+	}
+	return getRecs(payload)
+}
+
+// keepRecs gives the working records of a call back for reuse: to buf,
+// where the next call with it finds them (workRecs), or to recsPool when
+// buf is nil.
+func keepRecs(recs []wrec, buf *Buffers) {
+	if buf == nil {
+		putRecs(recs)
+		return
+	}
+	if cap(recs) > 0 {
+		buf.work = recs[:0]
+	}
+}
 
 // minRecordLen is the length of the shortest record DecodeKinesis accepts:
 // {"kinesis":{"sequenceNumber":"1"}}.
