@@ -43,8 +43,8 @@ const (
 	// scaleFile is the newest `make bench-scale` output (2026-12-04, 84a195b).
 	scaleFile = "scale-2026-12-04b.txt"
 	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
-	// command, by load and by count (2026-12-06, c8d48b5).
-	scaleLoadFile = "scale-load-2026-12-06j.txt"
+	// command, by load and by count (2026-12-06, e83ce71).
+	scaleLoadFile = "scale-load-2026-12-06k.txt"
 )
 
 // e2eRuns are the bench/e2e runs charted, one group of bars each. The raw

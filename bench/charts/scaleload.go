@@ -185,7 +185,7 @@ func scaleLoadChart(file string, runs []loadRun) (figure, error) {
 		Legend: &legend, LegendW: 3.3 * vg.Inch,
 		Caption: []string{
 			"bench/scalesim, skewed: 1,000 shards (the top 5 % carry half the records), 50 workers at the start, 2,000 records/s; one change per phase; each run a point.",
-			"The fewest moves are a lower bound: the leases of the workers that left or died, the costliest leases off the workers above 1.2 × the mean, at least one per joiner.",
+			"The fewest moves are a lower bound: the leases of the workers that left or died, the costliest leases off the workers above 1.2 × the mean (and off the one that takes a dead worker's costliest), at least one per joiner.",
 			"Source: " + file + ".",
 		},
 	}, nil
