@@ -1467,25 +1467,25 @@ func TestAssignHotTakeNotStacked(t *testing.T) {
 	}
 }
 
-// plannedFleet is a fleet whose workers hold leases of the given records/s
-// (perRecord 0.01), in the order given, for the planner tests below.
-func plannedFleet(workers []string, leases map[string][]float64) *fleetState {
-	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01}, workers: workers}
-	for _, w := range workers {
+// plannedFleet is a fleet whose named workers hold leases of the given
+// records/s (perRecord 0.01), in the order given, followed by fillers
+// workers w00, w01, … of 20 leases of 5 records/s each, for the planner
+// tests below.
+func plannedFleet(named []string, leases map[string][]float64, fillers int) *fleetState {
+	s := &fleetState{expired: map[string]bool{}, truth: costModel{perRecord: 0.01}, workers: slices.Clone(named)}
+	for i := range fillers {
+		w := fmt.Sprintf("w%02d", i)
+		s.workers = append(s.workers, w)
+		if leases[w] == nil {
+			leases[w] = slices.Repeat([]float64{5}, 20)
+		}
+	}
+	for _, w := range s.workers {
 		for _, rec := range leases[w] {
 			s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: rec, bytes: 6 * rec}, owner: w})
 		}
 	}
 	return s
-}
-
-// repeat returns n copies of x.
-func repeat(x float64, n int) []float64 {
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = x
-	}
-	return out
 }
 
 // TestAssignJoinerFilledFromTheBusy: a worker that joined is filled from a
@@ -1496,15 +1496,10 @@ func repeat(x float64, n int) []float64 {
 func TestAssignJoinerFilledFromTheBusy(t *testing.T) {
 	workers := []string{"a", "b", "x"}
 	leases := map[string][]float64{
-		"a": append([]float64{28}, repeat(5, 17)...), // 113: above 1.15 × the mean of 95.9, below the join's bound 115
-		"b": append([]float64{50}, repeat(5, 10)...), // 100: the 50 lowers the squared loads most
+		"a": append([]float64{28}, slices.Repeat([]float64{5}, 17)...), // 113: above 1.15 × the mean of 95.9, below the join's bound 115
+		"b": append([]float64{50}, slices.Repeat([]float64{5}, 10)...), // 100: the 50 lowers the squared loads most
 	}
-	for i := range 18 {
-		w := fmt.Sprintf("w%02d", i)
-		workers = append(workers, w)
-		leases[w] = repeat(5, 20)
-	}
-	s := plannedFleet(workers, leases)
+	s := plannedFleet(workers, leases, 18)
 	in := s.input(nil, 0)
 	in.tolerance, in.joined = 0.15, 1
 	a := planAssignment(in)
@@ -1526,16 +1521,11 @@ func TestAssignJoinerFilledFromTheBusy(t *testing.T) {
 func TestAssignOverflowReceiver(t *testing.T) {
 	workers := []string{"donor", "light", "medium"}
 	leases := map[string][]float64{
-		"donor":  append([]float64{70, 36}, repeat(5, 10)...), // 156, half the gap to light: 33
-		"light":  repeat(5, 18),                               // 90
-		"medium": append([]float64{25}, repeat(5, 15)...),     // 100
+		"donor":  append([]float64{70, 36}, slices.Repeat([]float64{5}, 10)...), // 156, half the gap to light: 33
+		"light":  slices.Repeat([]float64{5}, 18),                               // 90
+		"medium": append([]float64{25}, slices.Repeat([]float64{5}, 15)...),     // 100
 	}
-	for i := range 17 {
-		w := fmt.Sprintf("w%02d", i)
-		workers = append(workers, w)
-		leases[w] = repeat(5, 20)
-	}
-	s := plannedFleet(workers, leases)
+	s := plannedFleet(workers, leases, 17)
 	in := s.input(nil, 0)
 	in.tolerance = 0.15
 	a := planAssignment(in)
@@ -1557,15 +1547,10 @@ func TestAssignOverflowReceiver(t *testing.T) {
 func TestAssignHotMoveNotStacked(t *testing.T) {
 	workers := []string{"donor", "j"}
 	leases := map[string][]float64{
-		"donor": append([]float64{61}, repeat(5, 20)...), // 161
-		"j":     {70, 5, 5},                              // 80, the least loaded
+		"donor": append([]float64{61}, slices.Repeat([]float64{5}, 20)...), // 161
+		"j":     {70, 5, 5},                                                // 80, the least loaded
 	}
-	for i := range 17 {
-		w := fmt.Sprintf("w%02d", i)
-		workers = append(workers, w)
-		leases[w] = repeat(5, 20)
-	}
-	s := plannedFleet(workers, leases)
+	s := plannedFleet(workers, leases, 17)
 	for range 5 {
 		in := s.input(nil, 0)
 		in.tolerance, in.maxMoves = 0.15, 8
