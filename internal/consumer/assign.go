@@ -51,8 +51,8 @@ type assignInput struct {
 	// tolerance/2 above the receiver (see planAssignment). E.g. 0.1; at
 	// least twice the relative noise of the figures.
 	tolerance float64
-	// joined is how many of workers joined since the fleet was last even
-	// (assignment.even) or last shrank: the drop of the mean they caused
+	// joined is how many of workers joined since the fleet last shrank or
+	// formed (leadership.plans): the drop of the mean they caused
 	// does not by itself put a worker above the tolerance (see
 	// planAssignment). 0: none.
 	joined int
@@ -119,9 +119,6 @@ type assignment struct {
 	// scales are the settled workers' smoothing factors, averaged over
 	// plans; the leader passes them as recentScales to its next plan.
 	scales map[string]averaged
-	// even: the plan gives and moves nothing and no worker is above the
-	// tolerance of the mean (by its load and its fitted costs).
-	even bool
 	// starting: the plan gave out the leases of a fleet starting from
 	// nothing (more than half the leases free and never held).
 	starting bool
@@ -295,7 +292,6 @@ func planAssignment(in assignInput) assignment {
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
 	out.seen, out.scales = p.seen, p.scales
-	out.even = len(out.takes) == 0 && len(out.moves) == 0 && !p.above()
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -975,22 +971,6 @@ func (p *planner) movesBound(maxMoves int, mean float64) int {
 		return max(maxMoves, live)
 	}
 	return maxMoves
-}
-
-// above reports whether a worker is above the tolerance of the mean, by
-// its load and by its fitted costs (load less inflation).
-func (p *planner) above() bool {
-	total := 0.0
-	for _, w := range p.workers {
-		total += w.load
-	}
-	hi := total / float64(len(p.workers)) * (1 + p.in.tolerance)
-	for _, w := range p.workers {
-		if w.load-w.inflation > hi {
-			return true
-		}
-	}
-	return false
 }
 
 // high is the load above which a worker gives leases by load: the

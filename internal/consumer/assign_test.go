@@ -1385,27 +1385,7 @@ func TestAssignJoinedMeanDrop(t *testing.T) {
 					t.Errorf("moved %s of %s, want only w0's", m.lease.Key.ShardID, m.lease.Owner)
 				}
 			}
-			if a.even {
-				// w0 is above the tolerance of the mean now: the join
-				// still counts in the next plan.
-				t.Errorf("even, with w0 above the tolerance; moves %v", moved(a.moves))
-			}
 		})
-	}
-}
-
-// TestAssignEven: a plan that gives and moves nothing on a fleet within
-// the tolerance says so (assignment.even), and the leader forgets the
-// workers that joined.
-func TestAssignEven(t *testing.T) {
-	var owners []string
-	for i := range 100 {
-		owners = append(owners, fmt.Sprintf("w%d", i%10))
-	}
-	in := uniform(owners, "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7", "w8", "w9").input(nil, 0)
-	in.joined = 2
-	if a := planAssignment(in); !a.even || len(a.moves) != 0 {
-		t.Errorf("even %v, moves %v; want even, none", a.even, moved(a.moves))
 	}
 }
 
