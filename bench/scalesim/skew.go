@@ -209,7 +209,8 @@ func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) in
 		c := slices.Max(unplaced)
 		room := make([]float64, len(costs))
 		for i, cs := range costs {
-			room[i] = limit - kept(cs, limit)
+			_, kept := shedding(cs, 0, limit)
+			room[i] = limit - kept
 		}
 		extra := -1
 		for i, cs := range costs {
@@ -226,22 +227,6 @@ func FewestMovesPlacing(costs [][]float64, unplaced []float64, ratio float64) in
 		n += max(extra, 0)
 	}
 	return max(n, empty)
-}
-
-// kept is the load a worker holding the leases of costs carries after it
-// gave away the fewest of them that bring it to limit or below, the
-// costliest first (shed).
-func kept(costs []float64, limit float64) float64 {
-	load := 0.0
-	for _, c := range costs {
-		load += c
-	}
-	sorted := slices.Clone(costs)
-	slices.Sort(sorted)
-	for i := len(sorted) - 1; i >= 0 && load > limit; i-- {
-		load -= sorted[i]
-	}
-	return load
 }
 
 // shedFit is shed when the leases given away go to workers with at most
@@ -290,16 +275,22 @@ func shedFit(costs []float64, add, limit, room float64) int {
 // and given one more of cost add, must give away to carry at most limit:
 // the costliest first (the lease added stays).
 func shed(costs []float64, add, limit float64) int {
-	load := add
+	n, _ := shedding(costs, add, limit)
+	return n
+}
+
+// shedding is shed's count and the load the worker carries after giving
+// those leases away.
+func shedding(costs []float64, add, limit float64) (n int, kept float64) {
+	kept = add
 	for _, c := range costs {
-		load += c
+		kept += c
 	}
 	sorted := slices.Clone(costs)
 	slices.Sort(sorted)
-	n := 0
-	for i := len(sorted) - 1; i >= 0 && load > limit; i-- {
-		load -= sorted[i]
+	for i := len(sorted) - 1; i >= 0 && kept > limit; i-- {
+		kept -= sorted[i]
 		n++
 	}
-	return n
+	return n, kept
 }

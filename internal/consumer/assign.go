@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"cmp"
+	"iter"
 	"maps"
 	"math"
 	"slices"
@@ -868,7 +869,7 @@ func (p *planner) take() []move {
 		if to == nil {
 			continue // no worker to give it to
 		}
-		if !p.in.byCount && to.load+c.cost > hi && to.load+c.cost-p.sheddable(to, hi, total) > hi {
+		if p.strands(to, c.cost, hi, total) {
 			// The least loaded would end above the bound with leases it
 			// cannot give on (a hot lease it holds already): it would be
 			// stuck there, every one of its leases too costly for anyone
@@ -876,7 +877,7 @@ func (p *planner) take() []move {
 			// takes it instead, and gives them on by the moves below.
 			var alt *planned
 			for _, w := range p.workers {
-				if w != to && p.canTake(w, c) && w.load+c.cost-p.sheddable(w, hi, total) <= hi && (alt == nil || lighter(w, alt) < 0) {
+				if w != to && p.canTake(w, c) && !p.strands(w, c.cost, hi, total) && (alt == nil || lighter(w, alt) < 0) {
 					alt = w
 				}
 			}
@@ -897,6 +898,15 @@ func (p *planner) canTake(w *planned, c costed) bool {
 	return w.reads(c.l.Key.Stream) && (w.owner != c.l.Owner || len(p.workers) == 1)
 }
 
+// strands reports whether a lease of cost given to w (by a take or a
+// move) would leave it above hi with leases it cannot give on (sheddable):
+// a hot lease where it holds one already, say, which would stay there with
+// it, every one of its leases too costly for anyone else. By load only.
+func (p *planner) strands(w *planned, cost, hi, total float64) bool {
+	got := w.load + cost
+	return !p.in.byCount && got > hi && got-p.sheddable(w, hi, total) > hi
+}
+
 // sheddable is the load w could give on by moves: its movable leases each
 // cheap enough to go to the least-loaded other worker without taking it
 // above hi. The least-loaded worker's load counts as at least the
@@ -908,21 +918,36 @@ func (p *planner) canTake(w *planned, c costed) bool {
 // too loaded to take either (the skewed scale simulation: a death of five
 // not converged in 5 minutes).
 func (p *planner) sheddable(w *planned, hi, total float64) float64 {
-	floor := total / float64(len(p.workers)) * (1 - p.in.tolerance)
+	floor := max(total/float64(len(p.workers))*(1-p.in.tolerance), p.least(w, nil))
+	sum := 0.0
+	for x := range w.giveable(floor, hi) {
+		sum += x
+	}
+	return sum
+}
+
+// least is the load of the least-loaded worker with a row other than a
+// and b (either may be nil); +Inf if there is none.
+func (p *planner) least(a, b *planned) float64 {
 	least := math.Inf(1)
 	for _, o := range p.workers {
-		if o != w && !o.rowless {
+		if o != a && o != b && !o.rowless {
 			least = min(least, o.load)
 		}
 	}
-	floor = max(floor, least)
-	sum := 0.0
-	for _, x := range w.movable {
-		if x.cost > 0 && floor+x.cost <= hi {
-			sum += x.cost
+	return least
+}
+
+// giveable yields the costs of w's movable leases that could each go to a
+// worker carrying floor without taking it above hi.
+func (w *planned) giveable(floor, hi float64) iter.Seq[float64] {
+	return func(yield func(float64) bool) {
+		for _, x := range w.movable {
+			if x.cost > 0 && floor+x.cost <= hi && !yield(x.cost) {
+				return
+			}
 		}
 	}
-	return sum
 }
 
 // minGap is the least difference of load, in fractions of one worker's
@@ -1057,24 +1082,16 @@ func (p *planner) move(maxMoves int) []move {
 func (p *planner) best(d, r *planned, hi, total float64) int {
 	half := (d.load - r.load) / 2
 	best, dist := -1, math.Inf(1)
-	shed := -1.0 // what r could give on, computed once it matters
 	for i, c := range d.movable {
 		rest := d.load - c.cost
 		if !r.reads(c.l.Key.Stream) || c.cost <= 0 || rest <= r.load || rest-r.load < p.margin(rest, r.load) {
 			continue
 		}
-		if got := r.load + c.cost; got > hi && !p.in.byCount {
-			// Not a lease that leaves r above hi with leases it cannot
-			// give on, as take does not: a hot lease moved onto a worker
-			// holding another stays there with it, above the bound for
-			// good (the skewed scale simulation: a death of five not
-			// converged in 5 minutes).
-			if shed < 0 {
-				shed = p.sheddable(r, hi, total)
-			}
-			if got-shed > hi {
-				continue
-			}
+		if p.strands(r, c.cost, hi, total) {
+			// A hot lease moved onto a worker holding another stays
+			// there with it, above the bound for good (the skewed scale
+			// simulation: a death of five not converged in 5 minutes).
+			continue
 		}
 		if e := math.Abs(c.cost - half); e < dist {
 			best, dist = i, e
@@ -1096,19 +1113,7 @@ func (p *planner) receiverFor(d, r *planned, c costed, hi float64) *planned {
 	// gives is how many leases w gives on after taking c; -1 if it cannot.
 	gives := func(w *planned) int {
 		excess := w.load + c.cost - hi
-		floor := math.Inf(1)
-		for _, o := range p.workers {
-			if o != w && o != d && !o.rowless {
-				floor = min(floor, o.load)
-			}
-		}
-		var fit []float64
-		for _, x := range w.movable {
-			if x.cost > 0 && floor+x.cost <= hi {
-				fit = append(fit, x.cost)
-			}
-		}
-		slices.Sort(fit)
+		fit := slices.Sorted(w.giveable(p.least(w, d), hi))
 		n := 0
 		for i := len(fit) - 1; i >= 0 && excess > 0; i-- {
 			excess -= fit[i]
