@@ -31,7 +31,7 @@
 // Values are bytes kept as they are; ruststream replaces invalid UTF-8 with
 // U+FFFD.
 //
-// Decode and DecodeInto read what decode_envelope reads, with its leniency:
+// Decode, DecodeInto and DecodeIntoBuilder read what decode_envelope reads, with its leniency:
 // data too short for the prefix, without Magic, or with a length prefix
 // pointing past its end is a raw payload; lines without ':' are skipped; names
 // and values are trimmed of surrounding whitespace, so a value with leading

@@ -273,6 +273,23 @@ func Decode(data []byte) (Headers, []byte) {
 // O(len(data)) bytes whatever the length prefix says. It is safe for
 // concurrent use as long as dst is not shared.
 func DecodeInto(dst Headers, data []byte) (Headers, []byte) {
+	return decodeInto(dst, data, nil)
+}
+
+// DecodeIntoBuilder is DecodeInto, except that the header block is written
+// to sb and the headers are substrings of what sb holds instead of a string
+// of their own. A strings.Builder never changes what it wrote (it copies
+// when it grows), so the headers stay valid whatever is written to sb later;
+// a caller that decodes many records with one builder grown ahead (sb.Grow)
+// makes one allocation for all their headers instead of one for each
+// record that has any. sb is written only when the record has header lines.
+func DecodeIntoBuilder(dst Headers, data []byte, sb *strings.Builder) (Headers, []byte) {
+	return decodeInto(dst, data, sb)
+}
+
+// decodeInto is DecodeInto, with the header block copied into sb when it
+// is not nil.
+func decodeInto(dst Headers, data []byte, sb *strings.Builder) (Headers, []byte) {
 	if len(data) < prefixLen || string(data[:len(Magic)]) != Magic {
 		return dst, data
 	}
@@ -289,7 +306,14 @@ func DecodeInto(dst Headers, data []byte) (Headers, []byte) {
 	dst = slices.Grow(dst, most)
 	start := len(dst)
 	var index map[string]int // name to position in dst, once there are many
-	text := string(block)
+	var text string
+	if sb == nil {
+		text = string(block)
+	} else {
+		at := sb.Len()
+		sb.Write(block)
+		text = sb.String()[at:]
+	}
 	for text != "" {
 		var line string
 		line, text, _ = strings.Cut(text, "\n")

@@ -460,6 +460,39 @@ func TestDecodeInto(t *testing.T) {
 	}
 }
 
+func TestDecodeIntoBuilder(t *testing.T) {
+	var sb strings.Builder
+	sb.Grow(64)
+	first, _ := DecodeIntoBuilder(nil, record("a: 1\nb: 2\n", "one"), &sb)
+	before := sb.String()
+	// A raw payload and a block without header lines write nothing.
+	if _, p := DecodeIntoBuilder(nil, []byte("two"), &sb); string(p) != "two" || sb.String() != before {
+		t.Errorf("a raw payload wrote %q to the builder", sb.String()[len(before):])
+	}
+	DecodeIntoBuilder(nil, record("no colon\n", ""), &sb)
+	if sb.String() != before {
+		t.Errorf("a block without headers wrote %q to the builder", sb.String()[len(before):])
+	}
+	// The headers of many records share the builder's one allocation.
+	rec := record("a: 1\nb: 2\n", "p")
+	if n := testing.AllocsPerRun(100, func() {
+		sb := strings.Builder{}
+		sb.Grow(256)
+		dst := make(Headers, 0, 16)
+		for range 4 {
+			dst, _ = DecodeIntoBuilder(dst, rec, &sb)
+		}
+	}); n > 2 {
+		t.Errorf("4 records into one builder: %v allocations, want at most 2 (the builder and dst; DecodeInto makes 4 more)", n)
+	}
+	// What the builder held before stays, and growing it later (here
+	// past its room) does not change the headers handed out.
+	DecodeIntoBuilder(nil, record(strings.Repeat("x: y\n", 40), ""), &sb)
+	if diff := cmp.Diff(Headers{{"a", "1"}, {"b", "2"}}, first); diff != "" || !strings.HasPrefix(sb.String(), before) {
+		t.Errorf("headers after the builder grew (-want +got):\n%s", diff)
+	}
+}
+
 func TestDecodeRoundTripsEncode(t *testing.T) {
 	h := Headers{{"content-type", "application/json"}, {"x-tenant", "acme"}, {RetryCountHeader, "3"}}
 	for _, payload := range []string{"", "p", string(record("x: y\n", "nested")), "RSK1"} {

@@ -2,6 +2,7 @@ package envelope_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/shardsettle/lambdaadapter/envelope"
 )
@@ -84,4 +85,23 @@ func ExampleDecodeInto() {
 	// Output:
 	// [{a 1}] one
 	// [] two
+}
+
+func ExampleDecodeIntoBuilder() {
+	records := [][]byte{
+		[]byte("RSK1\x00\x00\x00\x05a: 1\none"),
+		[]byte("RSK1\x00\x00\x00\x05b: 2\ntwo"),
+	}
+	var strs strings.Builder // one allocation for the header strings of every record
+	strs.Grow(64)
+	var backing envelope.Headers
+	for _, data := range records {
+		start := len(backing)
+		var payload []byte
+		backing, payload = envelope.DecodeIntoBuilder(backing, data, &strs)
+		fmt.Println(backing[start:len(backing):len(backing)], string(payload))
+	}
+	// Output:
+	// [{a 1}] one
+	// [{b 2}] two
 }

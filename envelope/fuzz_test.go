@@ -75,6 +75,20 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode differs from referenceDecode (-ref +got):\n%s", diff)
 		}
 		checkDecoded(t, h)
+		// DecodeIntoBuilder reads the same, its headers written after what
+		// the builder held, which it keeps.
+		var sb strings.Builder
+		sb.WriteString("held")
+		hb, pb := DecodeIntoBuilder(nil, data, &sb)
+		if len(hb) == 0 {
+			hb = nil
+		}
+		if diff := cmp.Diff(h, hb); diff != "" || !bytes.Equal(pb, payload) {
+			t.Fatalf("DecodeIntoBuilder differs from Decode (-Decode +DecodeIntoBuilder):\n%s", diff)
+		}
+		if !strings.HasPrefix(sb.String(), "held") || (len(h) == 0) != (sb.Len() == len("held")) {
+			t.Fatalf("DecodeIntoBuilder left the builder holding %q for %d headers", sb.String(), len(h))
+		}
 		// The header slice is sized from the data, not from the prefix.
 		if cap(h) > len(data) {
 			t.Fatalf("cap(headers) = %d for %d bytes of data", cap(h), len(data))

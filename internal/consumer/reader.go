@@ -190,6 +190,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		skip int
 	}
 	var groups []group
+	var blocks message.Blocks // the answer's header strings
 	for i := range recs {
 		r := &recs[i]
 		skip := 0
@@ -210,7 +211,7 @@ func (s *shard) register(ctx context.Context, e settle.Epoch, recs []kinesistype
 		}
 		d := &ds[len(ds)-1]
 		d.Ref = ref
-		backing = s.message(&d.Msg, r, backing)
+		backing = s.message(&d.Msg, r, backing, &blocks)
 		users, n, agg, poison := message.Unpack(&d.Msg, r.Data, skip)
 		if !agg || poison != nil {
 			d.Poison = poison
@@ -325,12 +326,13 @@ func drop(ds []engine.Delivery, spans []span) {
 
 // message sets m, a zero Message, from a Kinesis record of the shard: the
 // RSK1 envelope opened, the delivery headers set, Attempt from the retry
-// count. Its headers are appended to backing, which it returns extended.
-func (s *shard) message(m *message.Message, r *kinesistypes.Record, backing envelope.Headers) envelope.Headers {
+// count. Its headers are appended to backing, which it returns extended,
+// their strings written in blocks.
+func (s *shard) message(m *message.Message, r *kinesistypes.Record, backing envelope.Headers, blocks *message.Blocks) envelope.Headers {
 	seq := aws.ToString(r.SequenceNumber)
 	key := aws.ToString(r.PartitionKey)
 	var h envelope.Headers
-	m.Payload, h, m.Attempt, backing = message.Open(backing, r.Data, key, seq, s.id)
+	m.Payload, h, m.Attempt, backing = message.Open(blocks, backing, r.Data, key, seq, s.id)
 	m.Headers, m.PartitionKey, m.SequenceNumber, m.ShardID, m.StreamARN = h, key, seq, s.id, s.c.streamRef()
 	if r.ApproximateArrivalTimestamp != nil {
 		m.ArrivalTime = r.ApproximateArrivalTimestamp.UTC()

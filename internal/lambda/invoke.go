@@ -107,10 +107,10 @@ func deliveries(recs []event.KinesisRecord) batch {
 // of ds the number of its deliveries: the user records of a KPL aggregate
 // settle as parts of their record. nil means one delivery per record.
 type batch struct {
-	ds      []engine.Delivery
-	groups  []int
-	recs    []event.KinesisRecord
-	streams streamCache // buildInto's
+	ds     []engine.Delivery
+	groups []int
+	recs   []event.KinesisRecord
+	shared shared // buildInto's
 
 	// buffers, when not nil, holds the memory of the decoded records and
 	// their data (payloads alias it). Once every handler returned, the
@@ -146,7 +146,7 @@ func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers
 		backing = make(envelope.Headers, 0, len(ds)*(message.DeliveryHeaders+1))
 	}
 	for i := range ds {
-		backing = plainInto(&ds[i].Msg, &b.recs[lo+i], backing, &b.streams)
+		backing = plainInto(&ds[i].Msg, &b.recs[lo+i], backing, &b.shared)
 	}
 	return backing
 }
@@ -155,7 +155,7 @@ func (b *batch) buildInto(ds []engine.Delivery, lo int, backing envelope.Headers
 // ds[i]) instead of in the deliveries.
 func (b *batch) buildApart(ds []engine.Delivery, msgs []message.Message, lo int, backing envelope.Headers) envelope.Headers {
 	for i := range ds {
-		backing = plainInto(&msgs[i], &b.recs[lo+i], backing, &b.streams)
+		backing = plainInto(&msgs[i], &b.recs[lo+i], backing, &b.shared)
 		ds[i].SetMessage(&msgs[i])
 	}
 	return backing
@@ -214,15 +214,18 @@ func (r *Runner) putChunks(cs []*chunk) {
 	}
 }
 
-// streamCache remembers the stream ARN of the last event source ARN seen:
-// the records of an invocation share one. Its zero value holds the empty
-// source, whose stream ARN is empty too.
-type streamCache struct {
+// shared is what the messages of an invocation share: the stream ARN of
+// the last event source ARN seen (the records of an invocation have one;
+// the zero value holds the empty source, whose stream ARN is empty too) and
+// the blocks their header strings are written in (message.Blocks: a few
+// allocations for all the records' headers instead of one a record).
+type shared struct {
 	src, stream string
+	blocks      message.Blocks
 }
 
-// of returns message.StreamARNFromSource(src).
-func (c *streamCache) of(src string) string {
+// streamOf returns message.StreamARNFromSource(src).
+func (c *shared) streamOf(src string) string {
 	if src != c.src {
 		c.src, c.stream = src, message.StreamARNFromSource(src)
 	}
@@ -230,10 +233,10 @@ func (c *streamCache) of(src string) string {
 }
 
 // plain returns the message of an ordinary record, its headers appended to
-// backing; streams gives its stream ARN.
-func plain(rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) (message.Message, envelope.Headers) {
+// backing; sh gives its stream ARN and holds its header strings.
+func plain(rec *event.KinesisRecord, backing envelope.Headers, sh *shared) (message.Message, envelope.Headers) {
 	var m message.Message
-	backing = plainInto(&m, rec, backing, streams)
+	backing = plainInto(&m, rec, backing, sh)
 	return m, backing
 }
 
@@ -241,16 +244,16 @@ func plain(rec *event.KinesisRecord, backing envelope.Headers, streams *streamCa
 // written where it stays (a delivery of a chunk), field by field, instead of
 // built aside and copied there whole, which costs a second pass over its 208
 // bytes and, while the collector marks, a barrier over all its pointers.
-func plainInto(m *message.Message, rec *event.KinesisRecord, backing envelope.Headers, streams *streamCache) envelope.Headers {
+func plainInto(m *message.Message, rec *event.KinesisRecord, backing envelope.Headers, sh *shared) envelope.Headers {
 	var attempt int
-	m.Payload, m.Headers, attempt, backing = message.Open(backing, rec.Data, rec.PartitionKey, rec.SequenceNumber, rec.ShardID)
+	m.Payload, m.Headers, attempt, backing = message.Open(&sh.blocks, backing, rec.Data, rec.PartitionKey, rec.SequenceNumber, rec.ShardID)
 	m.PartitionKey = rec.PartitionKey
 	m.ExplicitHashKey = ""
 	m.SequenceNumber = rec.SequenceNumber
 	m.Aggregated = false
 	m.SubSequenceNumber = 0
 	m.ShardID = rec.ShardID
-	m.StreamARN = streams.of(rec.EventSourceARN)
+	m.StreamARN = sh.streamOf(rec.EventSourceARN)
 	m.EventSourceARN = rec.EventSourceARN
 	m.ArrivalTime = rec.ArrivalTime
 	m.Attempt = attempt
@@ -267,11 +270,11 @@ func aggregated(recs []event.KinesisRecord) batch {
 	b.groups = make([]int, len(recs))
 	b.ds = make([]engine.Delivery, 0, len(recs))
 	var backing envelope.Headers
-	var streams streamCache
+	var sh shared
 	for i := range recs {
 		rec := &recs[i]
 		var m message.Message
-		m, backing = plain(rec, backing, &streams)
+		m, backing = plain(rec, backing, &sh)
 		users, _, agg, poison := message.Unpack(&m, rec.Data, 0)
 		switch {
 		case !agg || poison != nil:

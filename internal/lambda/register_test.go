@@ -69,9 +69,9 @@ func TestPlainIntoSetsEveryField(t *testing.T) {
 	m.ExplicitHashKey, m.Aggregated, m.SubSequenceNumber, m.Attempt = "stale", true, 7, 9
 	message.Bind(&m, nil)
 	rec := event.KinesisRecord{Data: []byte("x"), PartitionKey: "k", SequenceNumber: "1", ShardID: "shardId-1", EventSourceARN: "arn:aws:kinesis:us-east-1:1:stream/s"}
-	var streams streamCache
-	plainInto(&m, &rec, nil, &streams)
-	want, _ := plain(&rec, nil, &streams)
+	var sh shared
+	plainInto(&m, &rec, nil, &sh)
+	want, _ := plain(&rec, nil, &sh)
 	if m.ExplicitHashKey != "" || m.Aggregated || m.SubSequenceNumber != 0 || m.Attempt != want.Attempt ||
 		string(m.Payload) != "x" || m.PartitionKey != "k" || m.StreamARN != want.StreamARN {
 		t.Errorf("plainInto over a used message = %+v, want %+v", m, want)

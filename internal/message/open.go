@@ -1,6 +1,10 @@
 package message
 
-import "github.com/shardsettle/lambdaadapter/envelope"
+import (
+	"strings"
+
+	"github.com/shardsettle/lambdaadapter/envelope"
+)
 
 // DeliveryHeaders is the number of headers Open gives every record besides
 // its own: partition-key, kinesis-sequence-number and kinesis-shard-id.
@@ -14,9 +18,16 @@ const DeliveryHeaders = 3
 // a full slice of backing (growing them cannot overwrite the next record's),
 // the record's Attempt (from its retry count) and backing extended, for the
 // next record.
-func Open(backing envelope.Headers, data []byte, key, seq, shardID string) (payload []byte, h envelope.Headers, attempt int, rest envelope.Headers) {
+//
+// blocks, when not nil, holds the header strings (see Blocks); otherwise
+// the record's headers get a string of their own.
+func Open(blocks *Blocks, backing envelope.Headers, data []byte, key, seq, shardID string) (payload []byte, h envelope.Headers, attempt int, rest envelope.Headers) {
 	start := len(backing)
-	backing, payload = envelope.DecodeInto(backing, data)
+	if blocks != nil && len(data) >= len(envelope.Magic) && string(data[:len(envelope.Magic)]) == envelope.Magic {
+		backing, payload = envelope.DecodeIntoBuilder(backing, data, blocks.room())
+	} else {
+		backing, payload = envelope.DecodeInto(backing, data)
+	}
 	attempt = AttemptOf(backing[start:])
 	backing = setIn(backing, start, envelope.PartitionKeyHeader, key)
 	backing = setIn(backing, start, envelope.SequenceNumberHeader, seq)
@@ -34,4 +45,30 @@ func setIn(backing envelope.Headers, start int, name, value string) envelope.Hea
 		}
 	}
 	return append(backing, envelope.Header{Name: name, Value: value})
+}
+
+// Blocks holds the header blocks of many records' envelopes in a few
+// allocations instead of one each: a strings.Builder, started anew with
+// room for more once it has less than blockSpare left. A builder never
+// changes what it wrote, so the headers stay valid and unchanged for as
+// long as a handler keeps them, whatever Blocks holds later. The zero value
+// is ready; a Blocks is not safe for concurrent use.
+type Blocks struct{ sb strings.Builder }
+
+const (
+	// blockSpare is the room below which Blocks starts a new builder (a
+	// larger header block grows the builder, which copies it once).
+	blockSpare = 256
+	// blockMax is the size Blocks' builders double to, from blockSpare.
+	blockMax = 8 << 10
+)
+
+// room returns the builder, with at least blockSpare bytes of room.
+func (b *Blocks) room() *strings.Builder {
+	if b.sb.Cap()-b.sb.Len() < blockSpare {
+		size := min(max(2*b.sb.Cap(), blockSpare), blockMax)
+		b.sb = strings.Builder{}
+		b.sb.Grow(size)
+	}
+	return &b.sb
 }
