@@ -142,6 +142,31 @@ func (w *Watermark) Grow(n int) {
 	}
 }
 
+// TakeRoom moves the room of from, a Watermark nobody delivers to anymore
+// (a Lambda invocation's, sealed by Reset), to w, which has none yet: a
+// runner that makes a Watermark per run reuses the last run's array
+// instead of growing a new one. It takes nothing when from still holds
+// deliveries or w has room already. A late call on from (a stale Settle)
+// finds it empty. It is safe for concurrent use.
+func (w *Watermark) TakeRoom(from *Watermark) {
+	if from == w {
+		return
+	}
+	from.mu.Lock()
+	room := from.entries
+	if len(room) > 0 {
+		from.mu.Unlock()
+		return
+	}
+	from.entries = nil
+	from.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(w.entries) == 0 {
+		w.entries = room // every slot past len is cleared (drop, Reset)
+	}
+}
+
 // ShardID returns the shard ID given to NewWatermark. It is safe for
 // concurrent use.
 func (w *Watermark) ShardID() string { return w.shardID }

@@ -869,3 +869,64 @@ func TestDeliverEachOrderedIn(t *testing.T) {
 		t.Errorf("stale epoch: %d, %v, pending %d", n, err, batch.Pending())
 	}
 }
+
+// TestTakeRoom: a sealed watermark's array goes to the next one, which
+// then delivers and settles as a new one would without growing; a stale
+// settlement on the old one finds it empty; a watermark that still holds
+// deliveries gives nothing.
+func TestTakeRoom(t *testing.T) {
+	old := NewWatermark("s")
+	old.Grow(100)
+	var stale Ticket
+	for i := range 100 {
+		tk, err := old.Deliver(strconv.Itoa(i+1), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 50 {
+			stale = tk
+			continue
+		}
+		if _, _, err := old.Settle(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Reset("") // sealed, with record 51 unsettled
+	room := cap(old.entries)
+
+	w := NewWatermark("s")
+	w.TakeRoom(old)
+	if cap(w.entries) != room || old.entries != nil {
+		t.Fatalf("cap %d after TakeRoom (old %d, old keeps %d), want the old array", cap(w.entries), room, cap(old.entries))
+	}
+	for _, e := range w.entries[:cap(w.entries)] {
+		if e.seq != "" || e.bits != nil {
+			t.Fatalf("a taken slot holds %+v, want zero", e)
+		}
+	}
+	if _, _, err := old.Settle(stale); err == nil {
+		t.Error("a stale Settle on the sealed watermark succeeded")
+	}
+	for i := range 100 {
+		tk, err := w.Deliver(strconv.Itoa(1000+i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := w.Settle(tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if seq, _ := w.Checkpoint(); seq != "1099" || cap(w.entries) != room {
+		t.Errorf("checkpoint %q, cap %d, want 1099 and %d", seq, cap(w.entries), room)
+	}
+
+	busy := NewWatermark("s")
+	if _, err := busy.Deliver("1", 1); err != nil {
+		t.Fatal(err)
+	}
+	fresh := NewWatermark("s")
+	fresh.TakeRoom(busy)
+	if cap(fresh.entries) != 0 || len(busy.entries) != 1 {
+		t.Errorf("TakeRoom from a watermark holding a delivery took %d slots", cap(fresh.entries))
+	}
+}
