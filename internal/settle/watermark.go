@@ -152,6 +152,12 @@ func (w *Watermark) TakeRoom(from *Watermark) {
 	if from == w {
 		return
 	}
+	w.mu.Lock()
+	has := cap(w.entries) > 0
+	w.mu.Unlock()
+	if has {
+		return
+	}
 	from.mu.Lock()
 	room := from.entries
 	if len(room) > 0 {

@@ -920,6 +920,14 @@ func TestTakeRoom(t *testing.T) {
 		t.Errorf("checkpoint %q, cap %d, want 1099 and %d", seq, cap(w.entries), room)
 	}
 
+	// A watermark with room of its own leaves the other's alone.
+	spare := NewWatermark("s")
+	spare.Grow(10)
+	w.TakeRoom(spare)
+	if cap(spare.entries) < 10 {
+		t.Error("TakeRoom into a watermark with room took the other's array")
+	}
+
 	busy := NewWatermark("s")
 	if _, err := busy.Deliver("1", 1); err != nil {
 		t.Fatal(err)
