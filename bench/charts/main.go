@@ -31,15 +31,13 @@ import (
 // The raw files the charts are drawn from, in benchmarks/.
 const (
 	// invokeFile is the newest complete BenchmarkInvoke run with the
-	// default path and WithRecycledMessages side by side (2026-12-05
-	// 23:12, f03311f, `go test -run '^$' -bench 'BenchmarkInvoke$'
-	// -benchmem -count=8 .`).
-	invokeFile = "invoke-final-2026-12-05b.txt"
-	// invokeFloorFile is the newest run with BenchmarkInvokeFloor, which
-	// invokeFile's run left out (2026-12-04, e9a2dfe). The floor, one pass
-	// over the invocation's bytes plus base64 decoding, has not changed
-	// since.
-	invokeFloorFile = "invoke-2026-12-04g.txt"
+	// default path and WithRecycledMessages side by side, and
+	// BenchmarkInvokeFloor (2026-12-06 17:43, 98dbc1e, `go test -run '^$'
+	// -bench 'BenchmarkInvoke' -benchmem -count=8 .`, from the test binary).
+	invokeFile = "invoke-final-2026-12-06.txt"
+	// invokeFloorFile is the run BenchmarkInvokeFloor is read from: the
+	// same run.
+	invokeFloorFile = invokeFile
 	// scaleFile is the newest `make bench-scale` output (2026-12-04, 84a195b).
 	scaleFile = "scale-2026-12-04b.txt"
 	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
