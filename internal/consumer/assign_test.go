@@ -1546,3 +1546,30 @@ func TestAssignHotMoveNotStacked(t *testing.T) {
 		t.Errorf("busiest/mean %.3f, want at most 1.2: loads %v", got, s.loads())
 	}
 }
+
+// TestAssignJoinedBound: after a join of one worker to a large fleet, the
+// bound is 1.2 × the mean now (joinedLimit), not the tolerance above the
+// mean before the join (1.15 × 50/49 = 1.17 × the mean now): a worker
+// that the fleet's last plans left just within the tolerance, and that
+// its figures' noise then puts just above it, gives nothing while it is
+// within the balance the fleet keeps. Without the join counted, it gives.
+func TestAssignJoinedBound(t *testing.T) {
+	leases := map[string][]float64{
+		"edge": append([]float64{40, 30}, slices.Repeat([]float64{16}, 3)...), // 118: 1.19 × the mean of 4,968/50
+		"x":    {50},                                                          // joined, filled to half the mean
+	}
+	for _, tt := range []struct {
+		joined int
+		moves  bool
+	}{{1, false}, {0, true}} {
+		t.Run(fmt.Sprintf("joined %d", tt.joined), func(t *testing.T) {
+			s := plannedFleet([]string{"edge", "x"}, maps.Clone(leases), 48)
+			in := s.input(nil, 0)
+			in.tolerance, in.joined = 0.15, tt.joined
+			a := planAssignment(in)
+			if got := len(a.moves) > 0; got != tt.moves {
+				t.Errorf("moves %v, want some: %v", moved(a.moves), tt.moves)
+			}
+		})
+	}
+}

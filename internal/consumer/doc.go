@@ -269,11 +269,10 @@
 //     left tighter crosses the tolerance on noise less often later.
 //     The drop of the mean that joiners cause does not by itself move
 //     leases: until a worker leaves or dies (which raises the mean
-//     again), a worker gives by load only above the tolerance over the
-//     mean without the workers that joined since, and at most 1.2 × the
-//     mean now (joinedLimit), the balance the fleet keeps; the leader
-//     counts the joiners (leadership.plans). A joiner is filled first
-//     from a worker above the tolerance of the mean now, with a lease
+//     again), a worker gives by load only above 1.2 × the mean
+//     (joinedLimit), the balance the fleet keeps; the leader counts the
+//     joiners (leadership.plans). A joiner is filled first from a worker
+//     above the tolerance of the mean now, with a lease
 //     that brings it within (bestFor): a move made anyway, that spares
 //     that worker a move of its own later. A lease that would take the
 //     least-loaded worker above the bound goes to the worker that then
