@@ -40,6 +40,9 @@ type assignInput struct {
 	// last plan (assignment.scales), averaged with the new ones
 	// (planSmoothing); nil: none.
 	recentScales map[string]averaged
+	// recentModel is the cost model the last plan fitted or kept
+	// (assignment.model), for a plan whose figures fit none; zero: none.
+	recentModel costModel
 	// forming reports that the live workers are not those of the leader's
 	// last plan, or that it made none yet: with most leases free (a fleet
 	// starting), the plan waits for a round in which the workers stay the
@@ -120,6 +123,10 @@ type assignment struct {
 	// scales are the settled workers' smoothing factors, averaged over
 	// plans; the leader passes them as recentScales to its next plan.
 	scales map[string]averaged
+	// model is the cost model this plan fitted, else the one it kept
+	// (assignInput.recentModel); the leader passes it as recentModel to its
+	// next plan. Zero: none.
+	model costModel
 	// starting: the plan gave out the leases of a fleet starting from
 	// nothing (more than half the leases free and never held).
 	starting bool
@@ -189,9 +196,10 @@ func rate(x float64) float64 {
 //     gave a hot shard away must not look busy by more than the noise the
 //     tolerance allows for. Other workers' costs are their fitted costs.
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
-//     of positive coefficients), the fixed weights (recordWeight,
-//     shardWeight) spread each reporting worker's CPU over its shards,
-//     a shard's share proportional to its weight.
+//     of positive coefficients), the model of the last plan that fitted
+//     one serves (in.recentModel); before any, the fixed weights
+//     (recordWeight, shardWeight) spread each reporting worker's CPU over
+//     its shards, a shard's share proportional to its weight.
 //   - A lease nobody reported (new, free, just moved to a worker that has
 //     not measured it yet) costs, with a fitted model, what the
 //     throughput the leader saw in an earlier plan says (in.recent: the
@@ -292,7 +300,7 @@ func planAssignment(in assignInput) assignment {
 	out.starting = p.starting()
 	out.takes = p.take()
 	out.moves = p.move(in.maxMoves)
-	out.seen, out.scales = p.seen, p.scales
+	out.seen, out.scales, out.model = p.seen, p.scales, p.model
 	for _, w := range p.workers {
 		out.load[w.owner] = w.load
 	}
@@ -309,6 +317,8 @@ type planner struct {
 	scales map[string]averaged
 	// seen is assignment.seen.
 	seen map[lease.Key]throughput
+	// model is assignment.model.
+	model costModel
 }
 
 // planned is one worker's state during planning.
@@ -455,6 +465,20 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	owners := slices.Sorted(maps.Keys(metrics))
 	samples, settled := fitSamples(leases, metrics, owners, p.in.expired)
 	model, fitted := fitCosts(samples)
+	if !fitted && p.in.recentModel != (costModel{}) {
+		// Too few workers settled to fit one: most just took or gave a
+		// lease (a death or a leave of several gives out theirs at once).
+		// What a record, a byte and a shard cost has not changed since the
+		// last fit, and the leases of the workers that left keep their
+		// price: without a model they cost the average, and a hot one
+		// went to a worker holding a hot lease already, both stuck there
+		// above the bound (the skewed scale simulation: a death of five
+		// and a leave of five ended at 1.3–1.5 × the mean).
+		model, fitted = p.in.recentModel, true
+	}
+	if fitted {
+		p.model = model
+	}
 	// Each reporting worker's figures: with a fitted model every worker
 	// that reported a shard's throughput, its CPU aside; without, the
 	// worker's CPU spread over its shards by the fixed weights.

@@ -1573,3 +1573,43 @@ func TestAssignJoinedBound(t *testing.T) {
 		})
 	}
 }
+
+// TestAssignKeepsModel: when too few workers are settled to fit a cost
+// model (most just took a lease: the leases of several workers that left
+// or died were given out), the plan keeps the last one
+// (assignInput.recentModel): a dead worker's hot lease keeps its price,
+// and goes to a worker of small leases, not to the least-loaded worker
+// that holds a hot lease already (priced at the average, it went there,
+// and the two stayed stacked above the bound).
+func TestAssignKeepsModel(t *testing.T) {
+	s := plannedFleet([]string{"joiner"}, map[string][]float64{"joiner": {62}}, 20)
+	s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: 70, bytes: 420}, owner: "dead"})
+	hot := s.shards[len(s.shards)-1]
+	s.expired[hot.id] = true
+	// Every worker of small leases took one it has not measured yet.
+	s.unreported = map[string]bool{}
+	for i, sh := range s.shards {
+		if sh.owner != "joiner" && sh.owner != "dead" && i%20 == 0 {
+			s.unreported[sh.id] = true
+		}
+	}
+	recent := map[lease.Key]throughput{{Stream: testStream, ShardID: hot.id}: {records: 70, bytes: 420, plans: 10}}
+	plan := func(model costModel) assignment {
+		in := s.input(nil, 0)
+		in.maxMoves, in.tolerance, in.recent, in.recentModel = 8, 0.15, recent, model
+		return planAssignment(in)
+	}
+	if a := plan(costModel{}); len(a.takes) != 1 || a.takes[0].to != "joiner" || a.model != (costModel{}) {
+		t.Fatalf("without a model kept: takes %v, model %+v; want the hot lease to the joiner, priced at the average, and no model", a.takes, a.model)
+	}
+	// The last fit, in CPU: the fleet carries half its capacity.
+	k := s.scale()
+	kept := costModel{perRecord: k * 0.01}
+	a := plan(kept)
+	if len(a.takes) != 1 || a.takes[0].to == "joiner" {
+		t.Errorf("takes %v, want the hot lease to a worker of small leases", a.takes)
+	}
+	if a.model != kept {
+		t.Errorf("model %+v, want the one kept, %+v", a.model, kept)
+	}
+}

@@ -82,10 +82,12 @@ type Consumer struct {
 	// (lead.go); lastSeen is the throughput of each lease its last plan
 	// knew (assignment.seen), for the leases nobody reports in the next
 	// and averaged with the figures reported then; lastScales the settled
-	// workers' smoothing factors (assignment.scales), averaged likewise.
+	// workers' smoothing factors (assignment.scales), averaged likewise;
+	// lastModel the cost model of its last plan (assignment.model).
 	leader     leadership
 	lastSeen   map[lease.Key]throughput
 	lastScales map[string]averaged
+	lastModel  costModel
 	// grp is the group this consumer belongs to (group.go): itself alone,
 	// or the consumers of the other streams of its service.
 	grp *Group

@@ -356,7 +356,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		owners = append(owners, w.owner)
 	}
 	c.mu.Lock()
-	in.recent, in.recentScales = c.lastSeen, c.lastScales
+	in.recent, in.recentScales, in.recentModel = c.lastSeen, c.lastScales, c.lastModel
 	if c.leader.fleet == nil {
 		c.leader.formed = time.Now()
 	}
@@ -381,7 +381,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 	if a.starting && len(a.takes) > 0 {
 		c.leader.tight = time.Now().Add(startTight * c.cfg.LeaseDuration)
 	}
-	c.lastSeen, c.lastScales = a.seen, a.scales
+	c.lastSeen, c.lastScales, c.lastModel = a.seen, a.scales, a.model
 	c.mu.Unlock()
 	if ownOK {
 		p := own.p
