@@ -124,6 +124,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime 30s ./envelope/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeKinesis$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastPaths$$' -fuzztime 30s ./internal/event/
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplates$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzSplit$$' -fuzztime 30s ./internal/event/
 	$(GO) test -run '^$$' -fuzz '^FuzzOpen$$' -fuzztime 30s ./internal/message/
 	$(GO) test -run '^$$' -fuzz '^FuzzCompareSequence$$' -fuzztime 30s ./internal/settle/

@@ -33,6 +33,17 @@ func BenchmarkDecodeKinesis(b *testing.B) {
 				}
 			}
 		})
+		b.Run(name+"/event_no_templates", func(b *testing.B) {
+			b.SetBytes(int64(len(payload)))
+			b.ReportAllocs()
+			noTemplates = true
+			defer func() { noTemplates = false }()
+			for b.Loop() {
+				if _, err := DecodeKinesis(payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run(name+"/encoding_json", func(b *testing.B) {
 			b.SetBytes(int64(len(payload)))
 			b.ReportAllocs()

@@ -108,6 +108,11 @@ type decoder struct {
 	// checking its bytes (see lazyData), and its decoding, which checks
 	// them, reports errLazy for anything the scan would have rejected.
 	lazy bool
+	// tpl is the template recordFast reads a record by (see template.go),
+	// and tb what record gathers of the one it parses field by field.
+	tpl  template
+	tb   tplBuild
+	fast int // records recordFast read
 }
 
 // errLazy reports that a data string taken by lazyData did not decode as
@@ -581,6 +586,15 @@ func (d *decoder) record(i, idx int) (int, error) {
 	}
 	d.recs = append(d.recs, wrec{})
 	r := &d.recs[idx]
+	if d.tpl.ok && !noTemplates {
+		if end, ok := d.recordFast(i, r); ok {
+			d.fast++
+			d.endRecord(r, idx)
+			return end, nil
+		}
+	}
+	start := i
+	d.tb = tplBuild{}
 	i, more, err := jsonscan.ObjectStart(b, i)
 	prev := nKeys // no key yet
 	for more {
@@ -598,6 +612,7 @@ func (d *decoder) record(i, idx int) (int, error) {
 			}
 			d.nextRec[prev] = uint8(k)
 		}
+		d.tb.key(k)
 		prev = k
 		i = j
 		switch k {
@@ -623,6 +638,9 @@ func (d *decoder) record(i, idx int) (int, error) {
 	}
 	if err == nil && d.semErr == nil {
 		d.endRecord(r, idx)
+		if d.semErr == nil {
+			d.keep(r, start, i)
+		}
 	}
 	return i, err
 }
@@ -674,6 +692,7 @@ func (d *decoder) kinesis(i int, r *wrec, idx int) (int, error) {
 			}
 			d.nextKin[prev] = uint8(k)
 		}
+		d.tb.key(k)
 		prev = k
 		i = j
 		switch k {
@@ -732,6 +751,10 @@ func (d *decoder) stringField(i, level int, r *wrec, idx, f, key int) (int, erro
 		d.setString(r, f, i+1, end-1, flags)
 		if key != keyUnknown {
 			r.orig[f] = d.last[key].off + 1 // scanRepeated saw the raw value there
+		} else if flags == 0 {
+			d.tb.add(i, end, slotString, uint8(f)) // a value that varies
+		} else {
+			d.tb.bad = true
 		}
 		return end, nil
 	case 'n':
@@ -789,6 +812,7 @@ func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
 				d.retireData(r, idx)
 				d.setString(r, fData, i+1, end-1, 0)
 				r.dkind = dataB64
+				d.tb.add(i, end, slotData, fData)
 				return end, nil
 			}
 		}
@@ -799,6 +823,11 @@ func (d *decoder) data(i int, r *wrec, idx int) (int, error) {
 		d.retireData(r, idx)
 		d.setString(r, fData, i+1, end-1, flags)
 		r.dkind = dataB64
+		if flags == 0 {
+			d.tb.add(i, end, slotData, fData)
+		} else {
+			d.tb.bad = true
+		}
 		return end, nil
 	case 'n':
 		end, err := jsonscan.Literal(b, i, "null")
@@ -972,6 +1001,7 @@ func (d *decoder) timestamp(i int, r *wrec, idx int) (int, error) {
 			d.fail(recordError(idx, field, field+": number "+clip(b[i:end])+" is out of range", nil))
 		}
 		r.ts, r.hasTS = f, true
+		d.tb.add(i, end, slotTS, 0)
 		return end, nil
 	case c == 'n':
 		// events.SecondsEpochTime turns null into 0 seconds.
