@@ -94,11 +94,14 @@
 // With each Heartbeat a worker may publish its Load, for the leader's plan:
 // its CPU utilization and the throughput of each lease it held over its
 // last interval. The worker row keeps it in one map attribute, load:
-// {cpu: N, shards: {shardId: [records/s, bytes/s]}}, each value rounded to
-// 3 significant digits and at most the 1,000 busiest shards, so a row stays
-// under about 35 KB (about 33 bytes per shard: 0.9 KB with 20 shards). A
-// worker row without load (an older version's, or one that published
-// none) has Load nil, and older versions ignore the attribute.
+// {cpu: N, shards: {shardId: [records/s, bytes/s, polls/s]}}, each value
+// rounded to 3 significant digits and at most the 1,000 busiest shards, so
+// a row stays under about 39 KB (about 37 bytes per shard: 1 KB with 20
+// shards). A worker row without load (an older version's, or one that
+// published none) has Load nil, and older versions ignore the attribute.
+// The polls (Throughput.Polls, GetRecords calls per second) came later: a
+// shard's list without them reads as Polls unknown (-1), and versions that
+// read only records and bytes ignore the third element.
 //
 // # Trimmed shards
 //
@@ -268,11 +271,11 @@
 // 4 KB per request (per page): 1 read unit per 4 KB strongly consistent,
 // half eventually consistent. As encoded (TestItemSizes, with a 55-byte
 // owner id): a held lease row about 280 bytes, a free one 110, a worker
-// row 220 plus about 33 per shard of its load, the leader row 175, an
+// row 220 plus about 37 per shard of its load, the leader row 175, an
 // owner index entry 100. So, for a table of S leases held by W workers
 // publishing their load (S shard entries in all):
 //
-//	Snapshot (Scan, strongly consistent)  ceil((310·S + 220·W + 175) / 4096) units per call, counting every row of the table
+//	Snapshot (Scan, strongly consistent)  ceil((317·S + 220·W + 175) / 4096) units per call, counting every row of the table
 //	Owned (Query, eventually consistent)  0.5 · ceil(100·(L + streams) / 4096) units: 0.5 while the owner's L leases are under ~40
 //
 // A Scan reads, and bills, every row of the table, whatever its filter:

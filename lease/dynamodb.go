@@ -1160,8 +1160,11 @@ const (
 
 // encodeLoad returns l, compacted (see Load), as the load attribute of a
 // worker row: a map of cpu (N, absent when unknown) and shards (a map by
-// shard id of a list [records per second, bytes per second], absent when
-// empty). A shard costs about its id's length plus 12 bytes of the row.
+// shard id of a list [records per second, bytes per second, GetRecords
+// calls per second], the third absent when unknown; shards absent when
+// empty). A shard costs about its id's length plus 16 bytes of the row.
+// The polls came after the first two: a version that reads only those
+// ignores them (decodeLoad ignores list elements it does not know).
 func encodeLoad(l *Load) types.AttributeValue {
 	m := map[string]types.AttributeValue{}
 	if l.CPU >= 0 {
@@ -1170,10 +1173,14 @@ func encodeLoad(l *Load) types.AttributeValue {
 	if len(l.Shards) > 0 {
 		shards := make(map[string]types.AttributeValue, len(l.Shards))
 		for id, t := range l.Shards {
-			shards[id] = &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			list := []types.AttributeValue{
 				&types.AttributeValueMemberN{Value: formatLoad(t.Records)},
 				&types.AttributeValueMemberN{Value: formatLoad(t.Bytes)},
-			}}
+			}
+			if t.Polls >= 0 {
+				list = append(list, &types.AttributeValueMemberN{Value: formatLoad(t.Polls)})
+			}
+			shards[id] = &types.AttributeValueMemberL{Value: list}
 		}
 		m[loadShards] = &types.AttributeValueMemberM{Value: shards}
 	}
@@ -1216,10 +1223,13 @@ func decodeLoad(v types.AttributeValue) (*Load, error) {
 			if !ok || len(list.Value) < 2 {
 				return nil, fmt.Errorf("attribute %s.%s.%s: want a list of 2 numbers, got %T", attrLoad, loadShards, id, sv)
 			}
-			var t Throughput
+			t := Throughput{Polls: -1} // unknown in a row of a version that did not publish it
 			var err error
 			if t.Records, err = loadNumber(list.Value[0]); err == nil {
 				t.Bytes, err = loadNumber(list.Value[1])
+			}
+			if err == nil && len(list.Value) > 2 {
+				t.Polls, err = loadNumber(list.Value[2])
 			}
 			if err != nil {
 				return nil, fmt.Errorf("attribute %s.%s.%s: %w", attrLoad, loadShards, id, err)

@@ -1120,3 +1120,91 @@ func TestDynamoDBSnapshotMalformedRows(t *testing.T) {
 		check(stream, snap)
 	}
 }
+
+// TestDynamoDBLoadPolls: a shard's polls are the third element of its list
+// in the load attribute, absent when unknown; a list of two (a row written
+// by a version that did not publish polls) reads as Polls unknown (-1), and
+// a longer list (a later version's) is read for what this version knows.
+// The first two elements stay records and bytes, all that a version before
+// the polls read of a list (it required at least two and ignored the rest:
+// oldShard below is its reading), so it reads a new row as before.
+func TestDynamoDBLoadPolls(t *testing.T) {
+	// oldShard reads one shard's list as the versions before the polls did.
+	oldShard := func(v types.AttributeValue) (records, bytes string, ok bool) {
+		l, isList := v.(*types.AttributeValueMemberL)
+		if !isList || len(l.Value) < 2 {
+			return "", "", false
+		}
+		r, okR := l.Value[0].(*types.AttributeValueMemberN)
+		b, okB := l.Value[1].(*types.AttributeValueMemberN)
+		if !okR || !okB {
+			return "", "", false
+		}
+		return r.Value, b.Value, true
+	}
+	var written types.AttributeValue
+	f := &fakeDynamoDB{t: t, updateItem: func(in *dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		written = in.ExpressionAttributeValues[":l"]
+		r := workerRow()
+		r["load"] = written
+		return &dynamodb.UpdateItemOutput{Attributes: r}, nil
+	}}
+	in := &lease.Load{CPU: 0.5, Shards: map[string]lease.Throughput{
+		"known":   {Records: 12, Bytes: 3400, Polls: 4.5},
+		"unknown": {Records: 1, Bytes: 20, Polls: -1},
+	}}
+	w, err := lease.NewDynamoDB(f, "leases").Heartbeat(t.Context(), "orders", "w1", in)
+	if err != nil {
+		t.Fatalf("Heartbeat: %v", err)
+	}
+	if diff := cmp.Diff(in, w.Load); diff != "" {
+		t.Errorf("load read back (-want +got):\n%s", diff)
+	}
+	shards := written.(*types.AttributeValueMemberM).Value["shards"].(*types.AttributeValueMemberM).Value
+	want := map[string][]string{"known": {"12", "3400", "4.5"}, "unknown": {"1", "20"}}
+	for id, elems := range want {
+		var got []string
+		for _, e := range shards[id].(*types.AttributeValueMemberL).Value {
+			got = append(got, e.(*types.AttributeValueMemberN).Value)
+		}
+		if diff := cmp.Diff(elems, got); diff != "" {
+			t.Errorf("shard %s stored (-want +got):\n%s", id, diff)
+		}
+		r, b, ok := oldShard(shards[id])
+		if !ok || r != elems[0] || b != elems[1] {
+			t.Errorf("shard %s as an older version reads it: %q, %q, %v; want %q, %q", id, r, b, ok, elems[0], elems[1])
+		}
+	}
+
+	list := func(vs ...string) types.AttributeValue {
+		l := &types.AttributeValueMemberL{}
+		for _, v := range vs {
+			l.Value = append(l.Value, n(v))
+		}
+		return l
+	}
+	r := workerRow()
+	r["load"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"cpu": n("0.25"),
+		"shards": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"old":   list("10", "1000"),
+			"new":   list("10", "1000", "5"),
+			"later": list("10", "1000", "0", "7"),
+		}},
+	}}
+	f = &fakeDynamoDB{t: t, scan: func(*dynamodb.ScanInput) (*dynamodb.ScanOutput, error) {
+		return &dynamodb.ScanOutput{Items: []map[string]types.AttributeValue{r}}, nil
+	}}
+	snap, err := lease.NewDynamoDB(f, "leases").Snapshot(t.Context(), "orders")
+	if err != nil || len(snap.Workers) != 1 {
+		t.Fatalf("Snapshot = %+v, %v; want one worker", snap, err)
+	}
+	wantLoad := &lease.Load{CPU: 0.25, Shards: map[string]lease.Throughput{
+		"old":   {Records: 10, Bytes: 1000, Polls: -1},
+		"new":   {Records: 10, Bytes: 1000, Polls: 5},
+		"later": {Records: 10, Bytes: 1000, Polls: 0},
+	}}
+	if diff := cmp.Diff(wantLoad, snap.Workers[0].Load); diff != "" {
+		t.Errorf("loads of three versions (-want +got):\n%s", diff)
+	}
+}

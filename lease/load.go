@@ -15,10 +15,10 @@ import (
 // number of shards: every value is rounded to 3 significant
 // digits, and of a worker's shards only the 1,000 with the most bytes per
 // second are kept (ties broken by records, then shard id). A
-// worker row with 1,000 shards takes about 35 KB of DynamoDB's 400 KB item
-// limit; with 20, about 0.8 KB. A value that is not a number, infinite or
-// negative is stored as unknown: a CPU of -1, a throughput of 0. A Load is
-// a plain value; a Store copies it in and out.
+// worker row with 1,000 shards takes about 39 KB of DynamoDB's 400 KB item
+// limit; with 20, about 0.9 KB. A value that is not a number, infinite or
+// negative is stored as unknown: a CPU or Polls of -1, Records or Bytes of
+// 0. A Load is a plain value; a Store copies it in and out.
 type Load struct {
 	// CPU is the worker's CPU utilization over its last interval, as a
 	// fraction of the CPU it may use (0.5 is half); negative when unknown
@@ -33,6 +33,11 @@ type Load struct {
 type Throughput struct {
 	Records float64 // records per second
 	Bytes   float64 // payload bytes per second
+	// Polls is the GetRecords calls per second made to read the shard
+	// (an enhanced fan-out subscription makes none: 0); negative when
+	// unknown, as in a row written by a version that did not publish it.
+	// Stored as -1 when negative.
+	Polls float64
 }
 
 // Bounds of a stored Load (see Load).
@@ -59,7 +64,11 @@ func compactLoad(l *Load) *Load {
 	}
 	c.Shards = make(map[string]Throughput, min(len(l.Shards), maxLoadShards))
 	for id, t := range l.Shards {
-		c.Shards[id] = Throughput{Records: roundLoad(t.Records), Bytes: roundLoad(t.Bytes)}
+		ct := Throughput{Records: roundLoad(t.Records), Bytes: roundLoad(t.Bytes), Polls: -1}
+		if t.Polls >= 0 && !math.IsInf(t.Polls, 0) { // NaN compares false
+			ct.Polls = roundLoad(t.Polls)
+		}
+		c.Shards[id] = ct
 	}
 	if len(c.Shards) > maxLoadShards {
 		ids := slices.SortedFunc(maps.Keys(c.Shards), func(a, b string) int {

@@ -64,7 +64,7 @@ func workerItem(stream, owner string, counter int64, load *Load) map[string]type
 func busyLoad(n int) *Load {
 	l := &Load{CPU: 0.437, Shards: map[string]Throughput{}}
 	for i := range n {
-		l.Shards[fmt.Sprintf("shardId-%012d", i)] = Throughput{Records: 812.3456 + float64(i), Bytes: 734123.9 + float64(i*1000)}
+		l.Shards[fmt.Sprintf("shardId-%012d", i)] = Throughput{Records: 812.3456 + float64(i), Bytes: 734123.9 + float64(i*1000), Polls: 4.8765}
 	}
 	return l
 }

@@ -82,7 +82,7 @@ const (
 	heldLeaseBytes = 280 // a lease row with an owner
 	freeLeaseBytes = 110 // a lease row without one
 	workerBytes    = 220 // a worker row without load
-	loadShardBytes = 33  // each shard entry of a worker row's load
+	loadShardBytes = 37  // each shard entry of a worker row's load
 	leaderBytes    = 175 // the leader row
 	readUnitBytes  = 4096
 )

@@ -243,7 +243,7 @@
 //     given again.
 //   - Cost (read units per second, S shards, W workers, lease duration D,
 //     listing interval L): the leader (2/D + 1/L) Scans of the table, each
-//     ceil((310·S + 220·W) / 4096) units; each follower 2/D × (1 unit for
+//     ceil((317·S + 220·W) / 4096) units; each follower 2/D × (1 unit for
 //     the leader row + 0.5 for its owner-index query). At 1,000 shards and
 //     50 workers, D 10 s and L 30 s: 18 + 15 = 33 units/s, where every
 //     worker Scanning cost W times the leader's part, 922.

@@ -9,11 +9,13 @@ import (
 )
 
 // flow counts what a held shard's reader read: records (user records of
-// KPL aggregates each count) and payload bytes. The load meter turns the
-// counts into rates.
+// KPL aggregates each count), payload bytes, and the GetRecords calls it
+// made (polls; failed ones too, as their cost is the same; an enhanced
+// fan-out reader makes none). The load meter turns the counts into rates.
 type flow struct {
 	records atomic.Int64
 	bytes   atomic.Int64
+	polls   atomic.Int64
 }
 
 // loadMeter measures what each heartbeat publishes (lease.Load): this
@@ -36,9 +38,9 @@ type loadMeter struct {
 // counted is a shard's flow at the previous measure, and its smoothed
 // rates (rated: measured over at least one interval).
 type counted struct {
-	records, bytes int64
-	rate           lease.Throughput
-	rated          bool
+	records, bytes, polls int64
+	rate                  lease.Throughput
+	rated                 bool
 }
 
 // smoothing weighs the newest interval's utilization, and each shard's
@@ -84,7 +86,7 @@ func (m *loadMeter) measure(now time.Time, held []*shard) *lease.Load {
 	load.CPU = m.util
 	next := make(map[*shard]counted, len(held))
 	for _, s := range held {
-		now := counted{records: s.flow.records.Load(), bytes: s.flow.bytes.Load()}
+		now := counted{records: s.flow.records.Load(), bytes: s.flow.bytes.Load(), polls: s.flow.polls.Load()}
 		before, seen := m.counted[s]
 		if first || !seen {
 			next[s] = now
@@ -94,10 +96,12 @@ func (m *loadMeter) measure(now time.Time, held []*shard) *lease.Load {
 		now.rate = lease.Throughput{
 			Records: float64(now.records-before.records) / secs,
 			Bytes:   float64(now.bytes-before.bytes) / secs,
+			Polls:   float64(now.polls-before.polls) / secs,
 		}
 		if before.rated {
 			now.rate.Records = smoothing*now.rate.Records + (1-smoothing)*before.rate.Records
 			now.rate.Bytes = smoothing*now.rate.Bytes + (1-smoothing)*before.rate.Bytes
+			now.rate.Polls = smoothing*now.rate.Polls + (1-smoothing)*before.rate.Polls
 		}
 		now.rated = true
 		next[s] = now

@@ -408,6 +408,7 @@ func (s *shard) fetch(ctx context.Context, pos Position, out chan<- batch) {
 			iter = next
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		s.flow.polls.Add(1)
 		res, err := c.cfg.Kinesis.GetRecords(cctx, &kinesis.GetRecordsInput{ShardIterator: iter, Limit: aws.Int32(int32(c.cfg.Limit)), StreamARN: optional(c.cfg.StreamARN)},
 			c.getRecordsOpts...)
 		cancel()

@@ -1246,8 +1246,9 @@ func testConcurrentHeartbeat(t *testing.T, s lease.Store) {
 func leasesOf(s lease.Snapshot, err error) ([]lease.Lease, error) { return s.Leases, err }
 
 // testHeartbeatLoad: a worker's load round-trips through Heartbeat and
-// Snapshot, rounded and bounded as lease.Load says; a nil load stores
-// none, removing the one before; the store keeps its own copy.
+// Snapshot, rounded and bounded as lease.Load says (polls unknown, or not
+// a finite non-negative number, stored as -1); a nil load stores none,
+// removing the one before; the store keeps its own copy.
 func testHeartbeatLoad(t *testing.T, s lease.Store) {
 	ctx := t.Context()
 	beat := func(load *lease.Load) lease.Worker {
@@ -1260,15 +1261,17 @@ func testHeartbeatLoad(t *testing.T, s lease.Store) {
 		return w
 	}
 	in := &lease.Load{CPU: 0.5, Shards: map[string]lease.Throughput{
-		"shardId-000000000000": {Records: 1000, Bytes: 1048576},
-		"shardId-000000000001": {Records: 0.25, Bytes: 12.5},
+		"shardId-000000000000": {Records: 1000, Bytes: 1048576, Polls: 4.56789},
+		"shardId-000000000001": {Records: 0.25, Bytes: 12.5, Polls: 1},
 		"shardId-000000000002": {},
+		"shardId-000000000003": {Records: 3, Bytes: 300, Polls: -1}, // polls unknown
 	}}
 	w := beat(in)
 	want := &lease.Load{CPU: 0.5, Shards: map[string]lease.Throughput{
-		"shardId-000000000000": {Records: 1000, Bytes: 1050000}, // 3 significant digits
-		"shardId-000000000001": {Records: 0.25, Bytes: 12.5},
+		"shardId-000000000000": {Records: 1000, Bytes: 1050000, Polls: 4.57}, // 3 significant digits
+		"shardId-000000000001": {Records: 0.25, Bytes: 12.5, Polls: 1},
 		"shardId-000000000002": {},
+		"shardId-000000000003": {Records: 3, Bytes: 300, Polls: -1},
 	}}
 	if diff := cmp.Diff(want, w.Load); diff != "" {
 		t.Fatalf("Heartbeat's load (-want +got):\n%s", diff)
@@ -1291,8 +1294,18 @@ func testHeartbeatLoad(t *testing.T, s lease.Store) {
 	if diff := cmp.Diff(&lease.Load{CPU: -1}, w.Load, opts); diff != "" {
 		t.Fatalf("unknown CPU, no shards (-want +got):\n%s", diff)
 	}
-	w = beat(&lease.Load{CPU: math.NaN(), Shards: map[string]lease.Throughput{"s": {Records: math.Inf(1), Bytes: -3}, "t": {Records: 0.000123456, Bytes: 123456789}}})
-	if diff := cmp.Diff(&lease.Load{CPU: -1, Shards: map[string]lease.Throughput{"s": {}, "t": {Records: 0.000123, Bytes: 123000000}}}, w.Load); diff != "" {
+	w = beat(&lease.Load{CPU: math.NaN(), Shards: map[string]lease.Throughput{
+		"s": {Records: math.Inf(1), Bytes: -3, Polls: math.NaN()},
+		"t": {Records: 0.000123456, Bytes: 123456789, Polls: 0.000987654},
+		"u": {Polls: math.Inf(1)},
+		"v": {Polls: -0.5},
+	}})
+	if diff := cmp.Diff(&lease.Load{CPU: -1, Shards: map[string]lease.Throughput{
+		"s": {Polls: -1},
+		"t": {Records: 0.000123, Bytes: 123000000, Polls: 0.000988},
+		"u": {Polls: -1},
+		"v": {Polls: -1},
+	}}, w.Load); diff != "" {
 		t.Fatalf("odd values (-want +got):\n%s", diff)
 	}
 	// Many shards: only the 1,000 busiest by bytes are kept.
