@@ -92,6 +92,9 @@ func (w workerLoad) reads(stream string) bool {
 // measured it.
 type throughput struct {
 	records, bytes float64
+	// polls is the GetRecords calls per second made to read it; negative
+	// when unknown (a worker of a version that does not publish them).
+	polls float64
 	// plans is how many plans' figures a throughput the leader remembers
 	// averages (assignment.seen); 0 in a worker's report.
 	plans float64
@@ -172,19 +175,30 @@ func rate(x float64) float64 {
 // ECS service, one task size), so loads of different workers compare.
 //
 //   - A shard's cost is perRecord × its records/s, plus perByte × its
-//     bytes/s, plus perShard (the polling, renewals and checkpoints of a
-//     shard, busy or not), with the throughput its owner reported, else
-//     the first other worker by owner id that did (such as the owner
-//     before a move). The three coefficients are fitted every plan to the
-//     fleet's own figures (fitCosts): the non-negative least-squares fit
-//     of each worker's CPU on the sums of its shards' records/s and
-//     bytes/s and their number, over the workers whose figures are
+//     bytes/s, plus perPoll × its GetRecords calls/s, plus perShard (the
+//     renewals and checkpoints of a shard, busy or not), with the
+//     throughput its owner reported, else the first other worker by owner
+//     id that did (such as the owner before a move). The coefficients are
+//     fitted every plan to the fleet's own figures (fitCosts): the
+//     non-negative least-squares fit of each worker's CPU on the sums of
+//     its shards' records/s, bytes/s and polls/s and their number, over
+//     the workers whose figures are
 //     settled (a CPU, and a report of exactly the leases they hold: none
 //     taken, given or in motion since they measured). So the cost of a record against an idle shard is
 //     the handler's and the platform's, not a guess: a fixed guess
 //     under-prices hot shards when records are costly, and the plan then
 //     stops short or moves the wrong leases. The process's own baseline
-//     falls into perShard. A shard's throughput is the one reported now
+//     falls into perShard. A reader polls an idle shard about once a
+//     second and a busy one up to about five times, so the cost of polling
+//     grows with records but not in proportion: without the polls, a fit
+//     on records and shards under-prices workers of busy shards (by 1–2 %
+//     in the skewed scale simulation).
+//     The polls are fitted only when every figure of the plan has them
+//     (pollsKnown); a fleet with a worker of a version that does not
+//     publish them (a rolling deploy), or the remembered leases of one
+//     that left, is planned on records, bytes and shards alone (perPoll
+//     0), as before, and a kept model with a perPoll does not serve it.
+//     A shard's throughput is the one reported now
 //     averaged with what earlier plans saw of it (in.recent, see
 //     planSmoothing: the plain mean of the first reports, then about ten
 //     rounds), so that one interval's noise on a hot shard prices it
@@ -463,9 +477,10 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		return costs, nil
 	}
 	owners := slices.Sorted(maps.Keys(metrics))
-	samples, settled := fitSamples(leases, metrics, owners, p.in.expired)
+	withPolls := pollsKnown(leases, metrics, p.in.recent)
+	samples, settled := fitSamples(leases, metrics, owners, p.in.expired, withPolls)
 	model, fitted := fitCosts(samples)
-	if !fitted && p.in.recentModel != (costModel{}) {
+	if !fitted && p.in.recentModel != (costModel{}) && (withPolls || p.in.recentModel.perPoll == 0) {
 		// Too few workers settled to fit one: most just took or gave a
 		// lease (a death or a leave of several gives out theirs at once).
 		// What a record, a byte and a shard cost has not changed since the
@@ -473,7 +488,9 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 		// price: without a model they cost the average, and a hot one
 		// went to a worker holding a hot lease already, both stuck there
 		// above the bound (the skewed scale simulation: a death of five
-		// and a leave of five ended at 1.3–1.5 × the mean).
+		// and a leave of five ended at 1.3–1.5 × the mean). But a model
+		// with polls does not serve a plan without them: it would price
+		// every shard as if it made none.
 		model, fitted = p.in.recentModel, true
 	}
 	if fitted {
@@ -589,14 +606,28 @@ func average(n float64) float64 { return max(planSmoothing, 1/(n+1)) }
 func (p *planner) smoothed(id lease.Key, t throughput) throughput {
 	prev, ok := p.in.recent[id]
 	if !ok {
-		return throughput{records: rate(t.records), bytes: rate(t.bytes), plans: 1}
+		return throughput{records: rate(t.records), bytes: rate(t.bytes), polls: polls(t.polls), plans: 1}
 	}
 	a := average(prev.plans)
-	return throughput{
+	out := throughput{
 		records: a*rate(t.records) + (1-a)*rate(prev.records),
 		bytes:   a*rate(t.bytes) + (1-a)*rate(prev.bytes),
+		polls:   polls(t.polls),
 		plans:   min(prev.plans+1, 1/planSmoothing),
 	}
+	if out.polls >= 0 && prev.polls >= 0 {
+		out.polls = a*out.polls + (1-a)*prev.polls
+	}
+	return out
+}
+
+// polls is x as a rate of polls: -1 (unknown) when it is negative, NaN or
+// infinite.
+func polls(x float64) float64 {
+	if !(x >= 0) || math.IsInf(x, 1) {
+		return -1
+	}
+	return x
 }
 
 // fullLoad is how many shards a stored lease.Load keeps at most (the
@@ -609,9 +640,11 @@ const fullLoad = 1000
 func validCPU(cpu float64) bool { return cpu > 0 && !math.IsInf(cpu, 1) }
 
 // costModel prices a shard by its throughput: perRecord × its records/s +
-// perByte × its bytes/s + perShard. Fitted (fitCosts), its unit is one
-// worker's CPU; the fixed weights have no unit (only their ratios matter).
-type costModel struct{ perRecord, perByte, perShard float64 }
+// perByte × its bytes/s + perPoll × its GetRecords calls/s + perShard.
+// Fitted (fitCosts), its unit is one worker's CPU; the fixed weights have
+// no unit (only their ratios matter) and no perPoll. perPoll is fitted
+// only when every figure of the plan has its polls (pollsKnown), else 0.
+type costModel struct{ perRecord, perByte, perPoll, perShard float64 }
 
 // fixedWeights is the model when none can be fitted: recordWeight and
 // shardWeight, in bytes/s.
@@ -619,17 +652,18 @@ var fixedWeights = costModel{perRecord: recordWeight, perByte: 1, perShard: shar
 
 // cost is the cost of a shard of throughput t.
 func (m costModel) cost(t throughput) float64 {
-	return m.perRecord*rate(t.records) + m.perByte*rate(t.bytes) + m.perShard
+	return m.perRecord*rate(t.records) + m.perByte*rate(t.bytes) + m.perPoll*rate(t.polls) + m.perShard
 }
 
 // minFitWorkers is the fewest workers with settled figures a cost model
-// is fitted on: below that the fit's three coefficients are as much noise
+// is fitted on: below that the fit's coefficients are as much noise
 // as signal, and the fixed weights serve.
 const minFitWorkers = 8
 
 // fitSample is one worker's figures: the sums over the shards it reported
-// (records/s, bytes/s, and their number) and its CPU.
-type fitSample struct{ records, bytes, shards, cpu float64 }
+// (records/s, bytes/s, GetRecords calls/s, and their number) and its CPU.
+// polls is 0 when the plan is without polls (pollsKnown).
+type fitSample struct{ records, bytes, polls, shards, cpu float64 }
 
 // smoothing returns the factor by which the costs of a settled worker's
 // shards are scaled so that they sum to its CPU reading, within 1 ±
@@ -641,7 +675,7 @@ type fitSample struct{ records, bytes, shards, cpu float64 }
 // reading's lag after a move (or a model that fits this worker badly)
 // cannot shift its load by more than the noise the tolerance allows for.
 func (p *planner) smoothing(s fitSample, m costModel) float64 {
-	sum := m.perRecord*s.records + m.perByte*s.bytes + m.perShard*s.shards
+	sum := m.perRecord*s.records + m.perByte*s.bytes + m.perPoll*s.polls + m.perShard*s.shards
 	if !(sum > 0) {
 		return 1
 	}
@@ -649,13 +683,39 @@ func (p *planner) smoothing(s fitSample, m costModel) float64 {
 	return min(max(s.cpu/sum, 1-d), 1+d)
 }
 
+// pollsKnown reports whether a plan's figures all have their polls: every
+// shard each worker reported, and every lease's remembered throughput
+// (recent) that nobody reports now. Only then is perPoll fitted and
+// priced; a fleet with a worker of a version that does not publish polls
+// (a rolling deploy), or the remembered leases of one that left, is
+// planned on records, bytes and shards alone, as before the polls were
+// published.
+func pollsKnown(leases []lease.Lease, metrics map[string]workerLoad, recent map[lease.Key]throughput) bool {
+	reported := map[lease.Key]bool{}
+	for _, w := range metrics {
+		for id, t := range w.shards {
+			if polls(t.polls) < 0 {
+				return false
+			}
+			reported[id] = true
+		}
+	}
+	for _, l := range leases {
+		if t, ok := recent[l.Key]; ok && !reported[l.Key] && t.polls < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // fitSamples returns the figures of every worker (in owners' order) whose
 // figures are settled, and the index of each such worker's among them: a valid CPU, and a report of exactly the leases it
 // holds (none taken, given or in motion since it measured, so that its
 // CPU and its shards cover the same work, but for the smoothing of its
 // CPU). A shard reported but not among leases (not listed, finished)
-// is left out of the comparison.
-func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool) (out []fitSample, index map[string]int) {
+// is left out of the comparison. The polls are summed only withPolls
+// (else 0, and fitCosts fits no perPoll).
+func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []string, expired func(lease.Lease) bool, withPolls bool) (out []fitSample, index map[string]int) {
 	held := map[string]map[lease.Key]bool{}
 	listed := make(map[lease.Key]bool, len(leases))
 	unsettled := map[string]bool{}
@@ -693,6 +753,9 @@ func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []st
 			t := w.shards[id]
 			s.records += rate(t.records)
 			s.bytes += rate(t.bytes)
+			if withPolls {
+				s.polls += rate(t.polls)
+			}
 		}
 		if !settled || n != len(h) || n == 0 {
 			continue // taken since it measured (or holds none it reports)
@@ -705,9 +768,11 @@ func fitSamples(leases []lease.Lease, metrics map[string]workerLoad, owners []st
 }
 
 // fitCosts fits a cost model to the workers' figures: the non-negative
-// perRecord, perByte and perShard that make the sums of their costs over
-// each worker's shards closest to its CPU, in least squares. It tries
-// every subset of the three coefficients (the others 0), keeps the
+// perRecord, perByte, perPoll and perShard that make the sums of their
+// costs over each worker's shards closest to its CPU, in least squares.
+// It tries every subset of the four coefficients (the others 0; a column
+// that is 0 in every sample, such as the polls of a plan without them, in
+// none), keeps the
 // solutions whose coefficients are all positive, and returns the one of
 // least residual (the first of equal ones, in a fixed order): the
 // non-negative least-squares fit, computed so that it is the same on
@@ -725,10 +790,12 @@ func fitCosts(samples []fitSample) (m costModel, ok bool) {
 			return s.records
 		case 1:
 			return s.bytes
+		case 2:
+			return s.polls
 		}
 		return s.shards
 	}
-	var norm [3]float64
+	var norm [4]float64
 	for _, s := range samples {
 		for j := range norm {
 			norm[j] += col(s, j) * col(s, j)
@@ -738,9 +805,9 @@ func fitCosts(samples []fitSample) (m costModel, ok bool) {
 		norm[j] = math.Sqrt(norm[j])
 	}
 	best := math.Inf(1)
-	for mask := 1; mask < 8; mask++ {
+	for mask := 1; mask < 1<<len(norm); mask++ {
 		var cols []int
-		for j := range 3 {
+		for j := range len(norm) {
 			if mask&(1<<j) != 0 {
 				cols = append(cols, j)
 			}
@@ -774,7 +841,7 @@ func fitCosts(samples []fitSample) (m costModel, ok bool) {
 		if !solved {
 			continue
 		}
-		var cand [3]float64
+		var cand [4]float64
 		positive := true
 		for i, j := range cols {
 			if !(coef[i] > 0) {
@@ -788,14 +855,14 @@ func fitCosts(samples []fitSample) (m costModel, ok bool) {
 		rss := 0.0
 		for _, s := range samples {
 			e := s.cpu
-			for j := range 3 {
+			for j := range cand {
 				e -= cand[j] * col(s, j)
 			}
 			rss += e * e
 		}
 		if rss < best {
 			best = rss
-			m, ok = costModel{perRecord: cand[0], perByte: cand[1], perShard: cand[2]}, true
+			m, ok = costModel{perRecord: cand[0], perByte: cand[1], perPoll: cand[2], perShard: cand[3]}, true
 		}
 	}
 	return m, ok

@@ -795,6 +795,126 @@ func TestFitCosts(t *testing.T) {
 	if _, ok := fitCosts(samples(minFitWorkers-1, func() float64 { return 100 }, want)); ok {
 		t.Errorf("fitted on %d workers, want none below %d", minFitWorkers-1, minFitWorkers)
 	}
+	// Polls that grow with records, but not in proportion (a reader polls
+	// an idle shard once a second, a busy one up to five times): their
+	// cost is fitted beside the others'.
+	withPolls := costModel{perRecord: 0.01, perByte: 2e-6, perPoll: 0.002, perShard: 0.001}
+	var polled []fitSample
+	for range 20 {
+		var s fitSample
+		for range 1 + r.IntN(40) {
+			th := throughput{records: math.Exp(2 * r.NormFloat64())}
+			th.bytes = th.records * float64(100+r.IntN(4000))
+			th.polls = 1 + 4*min(th.records/5, 1)
+			s.records += th.records
+			s.bytes += th.bytes
+			s.polls += th.polls
+			s.shards++
+			s.cpu += withPolls.cost(th)
+		}
+		polled = append(polled, s)
+	}
+	got, ok = fitCosts(polled)
+	if !ok || math.Abs(got.perRecord-withPolls.perRecord) > 1e-6*withPolls.perRecord || math.Abs(got.perByte-withPolls.perByte) > 1e-6*withPolls.perByte ||
+		math.Abs(got.perPoll-withPolls.perPoll) > 1e-6*withPolls.perPoll || math.Abs(got.perShard-withPolls.perShard) > 1e-6*withPolls.perShard {
+		t.Errorf("with polls: fitted %+v (ok %v), want %+v", got, ok, withPolls)
+	}
+}
+
+// polledFleet is a calibrated fleet (20 workers, 400 shards) whose CPU
+// also depends on each shard's GetRecords calls, which grow with its
+// records but not in proportion (1 a second idle, up to 5 busy), as the
+// reader polls.
+func polledFleet() *fleetState {
+	s := calibrated(20, 400)
+	s.truth = costModel{perRecord: 0.01, perByte: 1e-6, perPoll: 0.002, perShard: 0.001}
+	for i := range s.shards {
+		t := &s.shards[i].t
+		t.polls = 1 + 4*min(t.records/2, 1)
+	}
+	return s
+}
+
+// withoutPolls makes the polls of the owners' reports unknown (a worker of
+// a version that does not publish them), every worker's when none given.
+func withoutPolls(in assignInput, owners ...string) assignInput {
+	in.workers = slices.Clone(in.workers)
+	for i, w := range in.workers {
+		if len(owners) > 0 && !slices.Contains(owners, w.owner) {
+			continue
+		}
+		shards := maps.Clone(w.shards)
+		for id, t := range shards {
+			t.polls = -1
+			shards[id] = t
+		}
+		in.workers[i].shards = shards
+	}
+	return in
+}
+
+// TestAssignPolls: when every worker publishes its shards' polls, the
+// cost model fits a cost per poll and the planned loads are the true
+// ones, which a model of records, bytes and shards alone cannot match
+// when polls are not in proportion to records. With one worker that
+// publishes no polls (an older version's, in a rolling deploy), the plan
+// is the one without polls (as before they were published): no cost per
+// poll, the same takes, moves and loads as when nobody publishes them.
+// A kept model with a cost per poll does not serve a plan without polls.
+func TestAssignPolls(t *testing.T) {
+	s := polledFleet()
+	k := s.scale()
+	in := s.input(nil, 0)
+	in.tolerance = 0.1
+	a := planAssignment(in)
+	if want := k * s.truth.perPoll; math.Abs(a.model.perPoll-want) > 1e-6*want {
+		t.Errorf("model %+v, want a cost per poll of %v", a.model, want)
+	}
+	off := func(a assignment) float64 {
+		worst := 0.0
+		for w, l := range s.loads() {
+			worst = max(worst, math.Abs(a.load[w]-l)/l)
+		}
+		return worst
+	}
+	// Without moves, and without scaling each worker's costs to its CPU
+	// (tolerance 0), the planned loads are the model's.
+	noMoves := in
+	noMoves.maxMoves, noMoves.tolerance = 0, 0
+	if got := off(planAssignment(noMoves)); got > 1e-6 {
+		t.Errorf("with polls, planned loads off the true ones by up to %.6f, want exact", got)
+	}
+	none := planAssignment(withoutPolls(noMoves))
+	if got := off(none); got < 1e-3 || none.model.perPoll != 0 {
+		t.Errorf("without polls, planned loads off the true ones by up to %.6f (model %+v), want a fit without polls, off by more", got, none.model)
+	}
+	// One worker without polls: the plan is the one without polls.
+	old := planAssignment(withoutPolls(in, "w07"))
+	all := planAssignment(withoutPolls(in))
+	sameMoves := func(a, b []move) bool {
+		return slices.EqualFunc(a, b, func(x, y move) bool { return x.lease.Key == y.lease.Key && x.to == y.to })
+	}
+	if old.model.perPoll != 0 || old.model != all.model || !sameMoves(old.moves, all.moves) || !sameMoves(old.takes, all.takes) || !maps.Equal(old.load, all.load) {
+		t.Errorf("one worker without polls: model %+v, moves %v, loads %v; want those of a plan without any polls: %+v, %v, %v", old.model, old.moves, old.load, all.model, all.moves, all.load)
+	}
+	if sameMoves(old.moves, a.moves) && old.model == a.model {
+		t.Errorf("the plans with and without polls are the same (model %+v): the test shows nothing", a.model)
+	}
+	// A plan that fits nothing (too few workers) keeps the last model,
+	// but not one with a cost per poll when it has no polls.
+	few := polledFleet()
+	few.workers = few.workers[:minFitWorkers-1]
+	for i := range few.shards {
+		few.shards[i].owner = few.workers[i%len(few.workers)]
+	}
+	fin := few.input(nil, 0)
+	fin.tolerance, fin.recentModel = 0.1, a.model
+	if got := planAssignment(fin); got.model != a.model {
+		t.Errorf("too few workers to fit, polls known: model %+v, want the kept one %+v", got.model, a.model)
+	}
+	if got := planAssignment(withoutPolls(fin, "w03")); got.model != (costModel{}) {
+		t.Errorf("too few workers to fit, one without polls: model %+v, want none (the kept one prices polls)", got.model)
+	}
 }
 
 // calibrated returns a fleet of nw workers whose CPU is what the scale
@@ -1051,7 +1171,7 @@ func TestAssignSmoothing(t *testing.T) {
 	for _, w := range in.workers {
 		metrics[w.owner] = w
 	}
-	samples, _ := fitSamples(leases, metrics, slices.Sorted(maps.Keys(metrics)), p.in.expired)
+	samples, _ := fitSamples(leases, metrics, slices.Sorted(maps.Keys(metrics)), p.in.expired, true)
 	m, ok := fitCosts(samples)
 	if !ok {
 		t.Fatal("no fit")

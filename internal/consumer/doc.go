@@ -256,7 +256,9 @@
 //     two differ by less than 5 % of a CPU (unless the receiver holds
 //     nothing), and none to or from a worker that has not measured a
 //     lease it was just given; takes are not bounded. Costs are fitted
-//     each round to the workers' own figures (assign.go; a round whose
+//     each round to the workers' own figures (assign.go: per record, per
+//     byte, per GetRecords call and per shard, but not per call while a
+//     worker publishes no calls, as an older version does; a round whose
 //     figures are too unsettled to fit keeps the last fit), and each
 //     lease's reported rates, like each worker's CPU scale, are averaged
 //     by the leader over its rounds (planSmoothing: about ten rounds), so

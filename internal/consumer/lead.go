@@ -503,7 +503,7 @@ func (c *Consumer) assignInput(parts []leadPart) assignInput {
 			w.shards = make(map[lease.Key]throughput, len(l.Shards))
 		}
 		for id, t := range l.Shards {
-			w.shards[lease.Key{Stream: stream, ShardID: id}] = throughput{records: t.Records, bytes: t.Bytes}
+			w.shards[lease.Key{Stream: stream, ShardID: id}] = throughput{records: t.Records, bytes: t.Bytes, polls: t.Polls}
 		}
 	}
 	for _, pt := range parts {
