@@ -1392,33 +1392,39 @@ func TestAssignRecent(t *testing.T) {
 // while few plans saw it, then with weight planSmoothing, so one
 // interval's noise on a hot shard moves its price by a tenth of it; the
 // plan hands the average on (assignment.seen) with the number of plans
-// it covers.
+// it covers. The polls are averaged alike while known: a report without
+// them is unknown, and one with them after a remembered figure without
+// them (of a worker of an older version) starts afresh.
 func TestAssignAveragesOverPlans(t *testing.T) {
 	s := calibrated(20, 400)
 	hot := lease.Key{Stream: testStream, ShardID: shardID(0)}
 	truth := s.shards[0].t
+	truth.polls = 4
 	for _, tt := range []struct {
-		name   string
-		recent *throughput // nil: none
-		want   throughput
+		name     string
+		recent   *throughput // nil: none
+		reported float64     // the polls reported now
+		want     throughput
 	}{
-		{"first seen", nil, throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes, plans: 1}},
-		{"seen once", &throughput{records: truth.records, bytes: truth.bytes, plans: 1}, throughput{records: 1.25 * truth.records, bytes: 1.25 * truth.bytes, plans: 2}},
-		{"seen long", &throughput{records: truth.records, bytes: truth.bytes, plans: 10}, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, plans: 10}},
+		{"first seen", nil, 6, throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes, polls: 6, plans: 1}},
+		{"seen once", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 1}, 6, throughput{records: 1.25 * truth.records, bytes: 1.25 * truth.bytes, polls: 5, plans: 2}},
+		{"seen long", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 10}, 6, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: 4.2, plans: 10}},
+		{"polls not reported", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 10}, -1, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: -1, plans: 10}},
+		{"polls not seen", &throughput{records: truth.records, bytes: truth.bytes, polls: -1, plans: 10}, 6, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: 6, plans: 10}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := s.input(nil, 0)
 			in.maxMoves = 0
 			for _, w := range in.workers {
 				if _, ok := w.shards[hot]; ok {
-					w.shards[hot] = throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes} // one noisy interval
+					w.shards[hot] = throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes, polls: tt.reported} // one noisy interval
 				}
 			}
 			if tt.recent != nil {
 				in.recent = map[lease.Key]throughput{hot: *tt.recent}
 			}
 			got := planAssignment(in).seen[hot]
-			if math.Abs(got.records-tt.want.records) > 1e-9 || math.Abs(got.bytes-tt.want.bytes) > 1e-9 || got.plans != tt.want.plans {
+			if math.Abs(got.records-tt.want.records) > 1e-9 || math.Abs(got.bytes-tt.want.bytes) > 1e-9 || math.Abs(got.polls-tt.want.polls) > 1e-9 || got.plans != tt.want.plans {
 				t.Errorf("seen %+v, want %+v", got, tt.want)
 			}
 		})
