@@ -200,12 +200,12 @@ func rate(x float64) float64 {
 //     0), as before, and a kept model with a perPoll does not serve it.
 //     A shard's throughput is the one reported now
 //     averaged with what earlier plans saw of it (in.recent, see
-//     planSmoothing: the plain mean of the first reports, then about ten
-//     rounds), so that one interval's noise on a hot shard prices it
+//     rateSmoothing: the plain mean of the first reports, then about
+//     twenty rounds), so that one interval's noise on a hot shard prices it
 //     neither up nor down by more than a fraction of the tolerance. A
 //     settled worker's costs are then scaled to its CPU reading, within
-//     1 ± tolerance/2 (smoothing), the factor averaged over plans as the
-//     throughputs are (in.recentScales): the reading covers what the
+//     1 ± tolerance/2 (smoothing), the factor averaged over plans
+//     (in.recentScales, planSmoothing: about ten): the reading covers what the
 //     model leaves out, but it also trails a move, and a worker that just
 //     gave a hot shard away must not look busy by more than the noise the
 //     tolerance allows for. Other workers' costs are their fitted costs.
@@ -514,7 +514,7 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 				scale = p.smoothing(samples[i], model)
 				avg := averaged{value: scale, n: 1}
 				if prev, ok := p.in.recentScales[owner]; ok {
-					a := average(prev.n)
+					a := average(prev.n, planSmoothing)
 					avg = averaged{value: a*scale + (1-a)*prev.value, n: min(prev.n+1, 1/planSmoothing)}
 				}
 				scale = avg.value
@@ -583,37 +583,41 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	return costs, known
 }
 
-// planSmoothing weighs a lease's newest reported throughput, and a
-// settled worker's newest smoothing factor, against what the leader's
-// earlier plans saw (assignInput.recent, recentScales): an exponential
-// moving average over balancing rounds. A worker's report is itself
-// smoothed over about three heartbeats (loadMeter), and a hot shard's
-// rate over that still varies by about 5 %: with 50 workers some cross
-// the tolerance on noise alone every few rounds, and their leases move
-// and move back. Averaged over about ten rounds more (50 s with a lease
-// duration of 10 s), the noise is a third of that; a lasting change of a
-// shard's rate is priced in after a few rounds.
-const planSmoothing = 0.1
+// planSmoothing weighs a settled worker's newest smoothing factor against
+// what the leader's earlier plans saw (assignInput.recentScales), and
+// rateSmoothing a lease's newest reported throughput (assignInput.recent):
+// exponential moving averages over balancing rounds. A worker's report is
+// itself smoothed over about three heartbeats (loadMeter), and a hot
+// shard's rate over that still varies by about 5 %: with 50 workers some
+// cross the tolerance on noise alone every few rounds, and their leases
+// move and move back. Averaged over about twenty rounds more (100 s with a
+// lease duration of 10 s), the noise is a fifth of that; a lasting change
+// of a shard's rate is priced in after several rounds. The factors follow
+// the leases a worker holds, so they average over about ten.
+const (
+	planSmoothing = 0.1
+	rateSmoothing = 0.05
+)
 
 // average returns the weight of the newest figure in an average over
 // plans that already averaged n figures: the plain mean of the first ones
 // (a lease's first report is one interval's, and carries its noise whole),
-// then planSmoothing.
-func average(n float64) float64 { return max(planSmoothing, 1/(n+1)) }
+// then w.
+func average(n, w float64) float64 { return max(w, 1/(n+1)) }
 
 // smoothed returns t, the throughput of the lease id as a worker reports
-// it now, averaged with what earlier plans saw of it (planSmoothing).
+// it now, averaged with what earlier plans saw of it (rateSmoothing).
 func (p *planner) smoothed(id lease.Key, t throughput) throughput {
 	prev, ok := p.in.recent[id]
 	if !ok {
 		return throughput{records: rate(t.records), bytes: rate(t.bytes), polls: polls(t.polls), plans: 1}
 	}
-	a := average(prev.plans)
+	a := average(prev.plans, rateSmoothing)
 	out := throughput{
 		records: a*rate(t.records) + (1-a)*rate(prev.records),
 		bytes:   a*rate(t.bytes) + (1-a)*rate(prev.bytes),
 		polls:   polls(t.polls),
-		plans:   min(prev.plans+1, 1/planSmoothing),
+		plans:   min(prev.plans+1, 1/rateSmoothing),
 	}
 	if out.polls >= 0 && prev.polls >= 0 {
 		out.polls = a*out.polls + (1-a)*prev.polls

@@ -1389,8 +1389,8 @@ func TestAssignRecent(t *testing.T) {
 
 // TestAssignAveragesOverPlans: a lease's reported throughput is averaged
 // with what earlier plans saw of it (assignInput.recent): the plain mean
-// while few plans saw it, then with weight planSmoothing, so one
-// interval's noise on a hot shard moves its price by a tenth of it; the
+// while few plans saw it, then with weight rateSmoothing, so one
+// interval's noise on a hot shard moves its price by a twentieth of it; the
 // plan hands the average on (assignment.seen) with the number of plans
 // it covers. The polls are averaged alike while known: a report without
 // them is unknown, and one with them after a remembered figure without
@@ -1408,9 +1408,9 @@ func TestAssignAveragesOverPlans(t *testing.T) {
 	}{
 		{"first seen", nil, 6, throughput{records: 1.5 * truth.records, bytes: 1.5 * truth.bytes, polls: 6, plans: 1}},
 		{"seen once", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 1}, 6, throughput{records: 1.25 * truth.records, bytes: 1.25 * truth.bytes, polls: 5, plans: 2}},
-		{"seen long", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 10}, 6, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: 4.2, plans: 10}},
-		{"polls not reported", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 10}, -1, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: -1, plans: 10}},
-		{"polls not seen", &throughput{records: truth.records, bytes: truth.bytes, polls: -1, plans: 10}, 6, throughput{records: 1.05 * truth.records, bytes: 1.05 * truth.bytes, polls: 6, plans: 10}},
+		{"seen long", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 20}, 6, throughput{records: 1.025 * truth.records, bytes: 1.025 * truth.bytes, polls: 4.1, plans: 20}},
+		{"polls not reported", &throughput{records: truth.records, bytes: truth.bytes, polls: 4, plans: 20}, -1, throughput{records: 1.025 * truth.records, bytes: 1.025 * truth.bytes, polls: -1, plans: 20}},
+		{"polls not seen", &throughput{records: truth.records, bytes: truth.bytes, polls: -1, plans: 20}, 6, throughput{records: 1.025 * truth.records, bytes: 1.025 * truth.bytes, polls: 6, plans: 20}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := s.input(nil, 0)

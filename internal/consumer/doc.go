@@ -261,8 +261,9 @@
 //     worker publishes no calls, as an older version does; a round whose
 //     figures are too unsettled to fit keeps the last fit), and each
 //     lease's reported rates, like each worker's CPU scale, are averaged
-//     by the leader over its rounds (planSmoothing: about ten rounds), so
-//     that one interval's noise moves no lease; a worker that joins a led
+//     by the leader over its rounds (rateSmoothing: about twenty rounds;
+//     planSmoothing: about ten), so that one interval's noise moves no
+//     lease; a worker that joins a led
 //     fleet follows from its first round and waits to be given its share
 //     (a quarter of the mean or more, lowShare: filling it further
 //     often took a second hand-over that lowered nobody's peak). While a

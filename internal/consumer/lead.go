@@ -555,7 +555,8 @@ const assignTolerance = 0.15
 // startTolerance is the hysteresis while a fleet starts: for startTight
 // lease durations after the leader gave out the leases of a fleet starting
 // from nothing, it evens the load to within half of assignTolerance, as its
-// first figures of each shard come in and settle (about ten rounds). The
+// first figures of each shard come in and settle (their plain mean over
+// the first rounds, see rateSmoothing). The
 // start moves every lease anyway, so a few dozen more hand-overs then cost
 // little; a fleet left with its busiest just under assignTolerance crosses
 // it on the figures' noise later, one move at a time, when each move
