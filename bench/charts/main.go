@@ -32,9 +32,9 @@ import (
 const (
 	// invokeFile is the newest complete BenchmarkInvoke run with the
 	// default path and WithRecycledMessages side by side, and
-	// BenchmarkInvokeFloor (2026-12-06 17:43, 98dbc1e, `go test -run '^$'
+	// BenchmarkInvokeFloor (2026-12-06 20:20, 56364ab, `go test -run '^$'
 	// -bench 'BenchmarkInvoke' -benchmem -count=8 .`, from the test binary).
-	invokeFile = "invoke-final-2026-12-06.txt"
+	invokeFile = "invoke-final-2026-12-06b.txt"
 	// invokeFloorFile is the run BenchmarkInvokeFloor is read from: the
 	// same run.
 	invokeFloorFile = invokeFile
