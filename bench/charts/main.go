@@ -41,8 +41,8 @@ const (
 	// scaleFile is the newest `make bench-scale` output (2026-12-04, 84a195b).
 	scaleFile = "scale-2026-12-04b.txt"
 	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
-	// command, by load and by count (2026-12-06 18:21 UTC, 9da86be).
-	scaleLoadFile = "scale-load-2026-12-06l.txt"
+	// command, by load and by count (2026-12-06 20:23 UTC, 56364ab).
+	scaleLoadFile = "scale-load-2026-12-06n.txt"
 )
 
 // e2eRuns are the bench/e2e runs charted, one group of bars each. The raw

@@ -17,9 +17,9 @@ type Reads struct{ Rows, RCU float64 }
 
 // scanUnits is lease/doc.go's cost of one strongly consistent Scan of a
 // table of s held leases and w workers publishing their load, and the
-// leader row: ceil((310·s + 220·w + 175) / 4096).
+// leader row: ceil((317·s + 220·w + 175) / 4096).
 func scanUnits(s, w int) float64 {
-	return math.Ceil(float64(310*s+220*w+175) / readUnitBytes)
+	return math.Ceil(float64(317*s+220*w+175) / readUnitBytes)
 }
 
 // OldReads is the read cost before the leader (lease/doc.go's formula):

@@ -245,8 +245,8 @@
 //     listing interval L): the leader (2/D + 1/L) Scans of the table, each
 //     ceil((317·S + 220·W) / 4096) units; each follower 2/D × (1 unit for
 //     the leader row + 0.5 for its owner-index query). At 1,000 shards and
-//     50 workers, D 10 s and L 30 s: 18 + 15 = 33 units/s, where every
-//     worker Scanning cost W times the leader's part, 922.
+//     50 workers, D 10 s and L 30 s: 19 + 15 = 34 units/s, where every
+//     worker Scanning cost W times the leader's part, 945.
 //   - Convergence: moves are hand-overs, at most Config.MaxMoves (8) per
 //     round of D/2, or one per worker while the busiest is above 1.5 ×
 //     the mean (a fleet that took its leases before a leader planned),
