@@ -49,7 +49,14 @@ type template struct {
 	n          int
 	slots      [maxSlots]slot
 	rec        wrec // what record made of it
+	// before, for each field of rec between the slots (keptFields), is the
+	// number of slots before it: the field moves by what they gain.
+	before [nFields]uint8
 }
+
+// keptFields are the string fields a template's record holds between its
+// slots, whose values the next record repeats byte for byte.
+var keptFields = [...]int{fEventSource, fEventSourceARN, fAWSRegion}
 
 // tplBuild gathers the template of the record being parsed field by field.
 // A record is a template when each known key appears in it once at most,
@@ -97,6 +104,29 @@ func (d *decoder) keep(r *wrec, start, end int) {
 	}
 	t.start, t.end, t.n, t.slots, t.rec = uint32(start), uint32(end), b.n, b.slots, *r
 	t.rec.dup = 0
+	for _, f := range keptFields {
+		k := 0
+		for k < t.n && t.slots[k].start < r.span[f].off {
+			k++
+		}
+		t.before[f] = uint8(k)
+	}
+}
+
+// repeats reports whether b holds lit at pos.
+func repeats(b []byte, pos int, lit []byte) bool {
+	return len(b)-pos >= len(lit) && string(b[pos:pos+len(lit)]) == string(lit)
+}
+
+// plainString returns the index past the string whose quote is at pos
+// when it has no escapes and is ASCII (jsonscan.String's flags 0), as a
+// template's slot requires.
+func plainString(b []byte, pos int) (int, bool) {
+	if b[pos] != '"' {
+		return 0, false
+	}
+	end, flags, err := jsonscan.String(b, pos)
+	return end, err == nil && flags == 0
 }
 
 // recordFast reads the record whose '{' is at i by the template into r,
@@ -108,17 +138,19 @@ func (d *decoder) keep(r *wrec, start, end int) {
 func (d *decoder) recordFast(i int, r *wrec) (int, bool) {
 	t, b := &d.tpl, d.buf
 	var out wrec
-	var shift [maxSlots]int // shift[k]: the length the slots before k gained over the template's
-	pos, seg, grown := i, int(t.start), 0
+	var shift [maxSlots + 1]int // shift[k]: the length the slots before k gained over the template's
+	pos, seg := i, int(t.start)
 	for k := 0; k < t.n; k++ {
 		s := &t.slots[k]
-		shift[k] = grown
-		lit := b[seg:s.start]
-		if len(b)-pos < len(lit)+1 || string(b[pos:pos+len(lit)]) != string(lit) {
+		if !repeats(b, pos, b[seg:s.start]) {
 			return i, false
 		}
-		pos += len(lit)
+		pos += int(s.start) - seg
+		if pos >= len(b) {
+			return i, false
+		}
 		var end int
+		var ok bool
 		switch s.kind {
 		case slotTS:
 			if c := b[pos]; c != '-' && !isDigit(c) {
@@ -128,61 +160,42 @@ func (d *decoder) recordFast(i int, r *wrec) (int, bool) {
 			if end, err = jsonscan.Number(b, pos); err != nil {
 				return i, false
 			}
-			f, ok := jsonscan.ParseFloat(b[pos:end])
-			if !ok {
+			if out.ts, ok = jsonscan.ParseFloat(b[pos:end]); !ok {
 				return i, false
 			}
-			out.ts, out.hasTS = f, true
+			out.hasTS = true
 		case slotData:
-			if b[pos] != '"' {
-				return i, false
-			}
-			ok := false
-			if d.lazy {
+			if d.lazy && b[pos] == '"' {
 				end, ok = d.lazyData(pos)
 			}
 			if !ok {
-				var flags uint8
-				var err error
-				if end, flags, err = jsonscan.String(b, pos); err != nil || flags != 0 {
+				if end, ok = plainString(b, pos); !ok {
 					return i, false
 				}
 			}
 			out.span[fData] = span{uint32(pos + 1), uint32(end - 1)}
 		default:
-			if b[pos] != '"' {
-				return i, false
-			}
-			var flags uint8
-			var err error
-			if end, flags, err = jsonscan.String(b, pos); err != nil || flags != 0 {
+			if end, ok = plainString(b, pos); !ok {
 				return i, false
 			}
 			out.span[s.f] = span{uint32(pos + 1), uint32(end - 1)}
 		}
-		grown += (end - pos) - int(s.end-s.start)
+		shift[k+1] = shift[k] + (end - pos) - int(s.end-s.start)
 		pos, seg = end, int(s.end)
 	}
-	tail := b[seg:t.end]
-	if len(b)-pos < len(tail) || string(b[pos:pos+len(tail)]) != string(tail) {
+	if !repeats(b, pos, b[seg:t.end]) {
 		return i, false
 	}
-	pos += len(tail)
+	pos += int(t.end) - seg
 	// The fields between the slots are where the template's are, moved by
 	// what the slots before them gained.
 	tr := &t.rec
-	for _, f := range [...]int{fEventSource, fEventSourceARN, fAWSRegion} {
+	for _, f := range keptFields {
 		if tr.set&(1<<f) == 0 {
 			continue
 		}
-		sp, moved := tr.span[f], grown
-		for k := 0; k < t.n; k++ {
-			if sp.off < t.slots[k].start {
-				moved = shift[k]
-				break
-			}
-		}
-		off := int(sp.off) - int(t.start) + i + moved
+		sp := tr.span[f]
+		off := int(sp.off) - int(t.start) + i + shift[t.before[f]]
 		out.span[f] = span{uint32(off), uint32(off + int(sp.end-sp.off))}
 		out.orig[f] = tr.orig[f]
 	}
