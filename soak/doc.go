@@ -64,7 +64,7 @@
 // (-scale.rounds) SHA-256 passes over each payload. It starts 3 workers,
 // then 3 more, then stops 4 of the 6 with SIGTERM at once. After each
 // change it waits until the lease table has converged (every shard's
-// leaseOwner a running worker, unchanged for 4 lease durations; it reads
+// leaseOwner a running worker, unchanged for 8 lease durations; it reads
 // the rows' leaseKey and leaseOwner only, so it measures any balancing),
 // then measures for -scale.measure: each worker's CPU utilization
 // ((utime+stime) of /proc/<pid>/stat over wall time), leases, hot leases

@@ -45,8 +45,11 @@ const (
 	scaleRecordBytes  = 1024
 	// scaleStable is how long the lease table's owners must stay the same
 	// (every shard held by a running worker) for a phase to count as
-	// converged.
-	scaleStable = 4 * leaseDuration
+	// converged. 8 lease durations: with 4 (12 s), two runs of 2a27f45
+	// measured the 3-worker phase before the leader's first move by load,
+	// which waits for each worker's figures of the leases it holds and
+	// came 12–20 s after the takes.
+	scaleStable = 8 * leaseDuration
 	// scaleConvergeTimeout bounds waiting for convergence after a change.
 	scaleConvergeTimeout = 2 * time.Minute
 	// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat

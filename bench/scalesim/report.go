@@ -56,7 +56,7 @@ func (r *Report) Format(w io.Writer) error {
 		assign = "count (AssignByCount)"
 	}
 	fmt.Fprintf(&b, "%d shards, %d workers at the start, %d records/s written %s, start TRIM_HORIZON, assignment by %s\n", c.Shards, c.Workers, c.WriteRate, writes, assign)
-	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU (measured) at convergence over the last lease duration, at the end over the last %s; expected end: max/mean of each worker's expected CPU at the phase's end, the CPU model's cost of each shard it owns at the shard's true write rate (and its polls), without the window's noise\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll, c.EndWindow)
+	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU (measured) at convergence over the last lease duration, at the end over the last %s of the %s after it converged; expected end: max/mean of each worker's expected CPU at the phase's end, the CPU model's cost of each shard it owns at the shard's true write rate (and its polls), without the window's noise\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll, c.EndWindow, c.Settle)
 	fmt.Fprintf(&b, "lease duration %s (renewal every %s, balancing every %s, expiry after %s, store call deadline %s), list interval %s, checkpoint interval %s, shutdown timeout %s\n",
 		c.LeaseDuration, c.LeaseDuration/3, c.LeaseDuration/2, c.LeaseDuration, max(c.LeaseDuration/3, time.Second), c.ListInterval, c.CheckpointInterval, c.ShutdownTimeout)
 	if c.Assignment == consumer.AssignByCount {
