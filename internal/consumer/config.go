@@ -148,7 +148,9 @@ type Config struct {
 	// CPUTime returns the CPU time this worker used so far, for the load
 	// it publishes; nil: the process's (getrusage; unknown where that does
 	// not exist). CPUs is the capacity it is measured against (default
-	// GOMAXPROCS, which follows the container's CPU limit). The scale
+	// GOMAXPROCS, or the container's cgroup CPU limit when that is lower:
+	// Go rounds the limit up to at least 2, so half a vCPU runs with
+	// GOMAXPROCS 2). The scale
 	// simulation sets both, one simulated worker per goroutine.
 	CPUTime func() time.Duration
 	CPUs    float64

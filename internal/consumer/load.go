@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +25,7 @@ type loadMeter struct {
 	// cpu returns the CPU time used so far (Config.CPUTime, or the
 	// process's); ok false: unknown.
 	cpu  func() (time.Duration, bool)
-	cpus float64 // the CPUs this worker may use (Config.CPUs, or GOMAXPROCS)
+	cpus float64 // the CPUs this worker may use (Config.CPUs, or capacity())
 
 	at      time.Time     // the previous measure (zero: none yet)
 	used    time.Duration // cpu() then
@@ -53,7 +52,7 @@ type counted struct {
 const smoothing = 0.5
 
 func newLoadMeter(cfg Config) *loadMeter {
-	m := &loadMeter{cpu: processCPU, cpus: float64(runtime.GOMAXPROCS(0)), util: -1, counted: map[*shard]counted{}}
+	m := &loadMeter{cpu: processCPU, cpus: capacity(), util: -1, counted: map[*shard]counted{}}
 	if cfg.CPUTime != nil {
 		m.cpu = func() (time.Duration, bool) { return cfg.CPUTime(), true }
 	}
