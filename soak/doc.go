@@ -60,8 +60,9 @@
 // keys aim the producer's keys at shards; a hot shard gets -scale.hot = 8
 // times a cold one's -scale.rate = 10 records/s, of 1 KiB each), the
 // workers (the soak's settings, straight to the stand-ins, no dead-letter
-// or delay queue) pay a CPU cost per byte: LAMBDAADAPTER_DEMO_HASH_ROUNDS
-// (-scale.rounds) SHA-256 passes over each payload. It starts 3 workers,
+// or delay queue; GOMAXPROCS=1, a task of one vCPU) pay a CPU cost per
+// byte: LAMBDAADAPTER_DEMO_HASH_ROUNDS (-scale.rounds) SHA-256 passes over
+// each payload. It starts 3 workers,
 // then 3 more, then stops 4 of the 6 with SIGTERM at once. After each
 // change it waits until the lease table has converged (every shard's
 // leaseOwner a running worker, unchanged for 8 lease durations; it reads
