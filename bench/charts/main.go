@@ -42,7 +42,7 @@ const (
 	scaleFile = "scale-2026-12-04b.txt"
 	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
 	// command, by load and by count (2026-12-06 20:23 UTC, 56364ab).
-	scaleLoadFile = "scale-load-2026-12-06n.txt"
+	scaleLoadFile = "scale-load-2026-12-06p.txt"
 )
 
 // e2eRuns are the bench/e2e runs charted, one group of bars each. The raw
