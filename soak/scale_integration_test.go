@@ -88,7 +88,7 @@ func TestScaleSoak(t *testing.T) {
 	// gap between the busiest and the least-loaded worker below the
 	// planner's minGap (5 % of a worker's CPU), and the leader moves
 	// nothing by load (make soak-scale on 439f202: 3 workers at 1.28 ×
-	// the mean, a lease moved once, 45 s after the start, on noise).
+	// the mean, one lease moved by load, 48 s after the start).
 	s.workerExtra = []string{fmt.Sprintf("LAMBDAADAPTER_DEMO_HASH_ROUNDS=%d", *flagScaleRounds), "GOMAXPROCS=" + strconv.Itoa(scaleWorkerCPUs)}
 	shards, hashKeys := s.shardHashKeys()
 	hot := map[string]bool{}

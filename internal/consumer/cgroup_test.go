@@ -32,7 +32,7 @@ func TestCPULimit(t *testing.T) {
 			"sys/fs/cgroup/a/cpu.max":   file("200000 100000\n"),
 			"sys/fs/cgroup/cpu.max":     file("400000 100000\n"),
 		}, 2, true},
-		{"v1, a quarter-period quota", fstest.MapFS{
+		{"v1, one and a half CPUs", fstest.MapFS{
 			"proc/self/cgroup": file("5:memory:/docker/x\n4:cpu,cpuacct:/docker/x\n"),
 			"sys/fs/cgroup/cpu,cpuacct/docker/x/cpu.cfs_quota_us":  file("150000\n"),
 			"sys/fs/cgroup/cpu,cpuacct/docker/x/cpu.cfs_period_us": file("100000\n"),
