@@ -212,8 +212,15 @@ func rate(x float64) float64 {
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
 //     of positive coefficients), the model of the last plan that fitted
 //     one serves (in.recentModel); before any, the fixed weights
-//     (recordWeight, shardWeight) spread each reporting worker's CPU over
-//     its shards, a shard's share proportional to its weight.
+//     (recordWeight, shardWeight), scaled so that they price the settled
+//     workers' figures at their CPU in sum (scaledWeights), serve as the
+//     model in a fleet of fewer than minFitWorkers workers with metrics
+//     (too small ever to fit one): a shard costs the same wherever it is,
+//     and each settled worker's own reading counts within 1 ± tolerance/2,
+//     as with a fitted model. In a larger fleet before its first fit (a
+//     start), or while no worker is settled, each reporting worker's CPU
+//     is spread over its shards, a shard's share proportional to its
+//     weight.
 //   - A lease nobody reported (new, free, just moved to a worker that has
 //     not measured it yet) costs, with a fitted model, what the
 //     throughput the leader saw in an earlier plan says (in.recent: the
@@ -495,10 +502,28 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 	}
 	if fitted {
 		p.model = model
+	} else if m, ok := scaledWeights(samples); ok && len(metrics) < minFitWorkers {
+		// A fleet too small ever to fit a model: the fixed weights,
+		// scaled to the settled workers' CPU as a whole, price every
+		// shard the same wherever it is, and each worker's own reading
+		// counts within 1 ± tolerance/2 (smoothing), as with a fitted
+		// model. Not kept for the next plan: the scale follows the fleet's
+		// load. Spread over each worker's shards by its own reading, a
+		// lease cost what its holder's CPU said, and a reading trails a
+		// move (the load meter averages it): the giver's remaining leases
+		// looked costlier, the taker's cheaper, and two workers passed
+		// leases to and fro for minutes (make soak-scale on 5cb9f57;
+		// TestAssignStableLaggingCPU). A larger fleet before its first
+		// fit (a start) still spreads each worker's reading: the weights
+		// can be far from what a record costs in the handler (the skewed
+		// scale simulation: a start with them bounded took 1,369 moves
+		// and ended at 1.43 × the mean), and the fit comes in a few rounds.
+		model, fitted = m, true
 	}
-	// Each reporting worker's figures: with a fitted model every worker
-	// that reported a shard's throughput, its CPU aside; without, the
-	// worker's CPU spread over its shards by the fixed weights.
+	// Each reporting worker's figures: with a model (fitted, kept or the
+	// scaled weights) every worker that reported a shard's throughput, its
+	// CPU aside; without, the worker's CPU spread over its shards by the
+	// fixed weights.
 	reported := map[string]map[lease.Key]float64{}
 	var reporters []string
 	for _, owner := range owners {
@@ -685,6 +710,23 @@ func (p *planner) smoothing(s fitSample, m costModel) float64 {
 	}
 	d := max(p.in.tolerance, 0) / 2
 	return min(max(s.cpu/sum, 1-d), 1+d)
+}
+
+// scaledWeights returns the fixed weights scaled so that they price the
+// settled workers' figures at their CPU in sum (one worker's CPU a unit,
+// as a fitted model's); ok false when no settled worker's figures weigh
+// anything or their CPU is 0.
+func scaledWeights(samples []fitSample) (costModel, bool) {
+	cpu, weight := 0.0, 0.0
+	for _, s := range samples {
+		cpu += s.cpu
+		weight += fixedWeights.perRecord*s.records + fixedWeights.perByte*s.bytes + fixedWeights.perShard*s.shards
+	}
+	if !(cpu > 0) || !(weight > 0) || math.IsInf(cpu, 1) {
+		return costModel{}, false
+	}
+	k := cpu / weight
+	return costModel{perRecord: k * fixedWeights.perRecord, perByte: k * fixedWeights.perByte, perShard: k * fixedWeights.perShard}, true
 }
 
 // pollsKnown reports whether a plan's figures all have their polls: every
