@@ -684,6 +684,11 @@ func (m costModel) cost(t throughput) float64 {
 	return m.perRecord*rate(t.records) + m.perByte*rate(t.bytes) + m.perPoll*rate(t.polls) + m.perShard
 }
 
+// costs is the sum of the costs of a worker's shards, by its figures s.
+func (m costModel) costs(s fitSample) float64 {
+	return m.perRecord*s.records + m.perByte*s.bytes + m.perPoll*s.polls + m.perShard*s.shards
+}
+
 // minFitWorkers is the fewest workers with settled figures a cost model
 // is fitted on: below that the fit's coefficients are as much noise
 // as signal, and the fixed weights serve.
@@ -704,7 +709,7 @@ type fitSample struct{ records, bytes, polls, shards, cpu float64 }
 // reading's lag after a move (or a model that fits this worker badly)
 // cannot shift its load by more than the noise the tolerance allows for.
 func (p *planner) smoothing(s fitSample, m costModel) float64 {
-	sum := m.perRecord*s.records + m.perByte*s.bytes + m.perPoll*s.polls + m.perShard*s.shards
+	sum := m.costs(s)
 	if !(sum > 0) {
 		return 1
 	}
@@ -720,7 +725,7 @@ func scaledWeights(samples []fitSample) (costModel, bool) {
 	cpu, weight := 0.0, 0.0
 	for _, s := range samples {
 		cpu += s.cpu
-		weight += fixedWeights.perRecord*s.records + fixedWeights.perByte*s.bytes + fixedWeights.perShard*s.shards
+		weight += fixedWeights.costs(s)
 	}
 	if !(cpu > 0) || !(weight > 0) || math.IsInf(cpu, 1) {
 		return costModel{}, false

@@ -48,12 +48,15 @@ func cpuLimit(fsys fs.FS) (limit float64, ok bool) {
 		}
 		controllers, dir := parts[1], strings.TrimPrefix(path.Clean("/"+parts[2]), "/")
 		var mounts []string
-		var read func(mount, dir string) (float64, bool)
+		var read func(fsys fs.FS, dir string) (float64, bool)
 		switch {
 		case parts[0] == "0" && controllers == "":
-			mounts, read = []string{"sys/fs/cgroup"}, readV2(fsys)
+			mounts, read = []string{"sys/fs/cgroup"}, readV2
 		case hasController(controllers, "cpu"):
-			mounts, read = []string{"sys/fs/cgroup/" + controllers, "sys/fs/cgroup/cpu"}, readV1(fsys)
+			mounts, read = []string{"sys/fs/cgroup/" + controllers}, readV1
+			if controllers != "cpu" {
+				mounts = append(mounts, "sys/fs/cgroup/cpu")
+			}
 		default:
 			continue
 		}
@@ -62,7 +65,7 @@ func cpuLimit(fsys fs.FS) (limit float64, ok bool) {
 				if d == "." {
 					d = ""
 				}
-				if l, found := read(mount, d); found {
+				if l, found := read(fsys, path.Join(mount, d)); found {
 					limit = min(limit, l)
 				}
 				if d == "" {
@@ -89,39 +92,35 @@ func hasController(list, c string) bool {
 }
 
 // readV2 reads cpu.max ("max 100000", or "50000 100000": a quota and a
-// period in µs) of the cgroup dir under mount.
-func readV2(fsys fs.FS) func(mount, dir string) (float64, bool) {
-	return func(mount, dir string) (float64, bool) {
-		data, err := fs.ReadFile(fsys, path.Join(mount, dir, "cpu.max"))
-		if err != nil {
-			return 0, false
-		}
-		f := strings.Fields(string(data))
-		if len(f) == 0 || f[0] == "max" {
-			return 0, false
-		}
-		period := "100000"
-		if len(f) > 1 {
-			period = f[1]
-		}
-		return quota(f[0], period)
+// period in µs) of the cgroup directory dir.
+func readV2(fsys fs.FS, dir string) (float64, bool) {
+	data, err := fs.ReadFile(fsys, path.Join(dir, "cpu.max"))
+	if err != nil {
+		return 0, false
 	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 || f[0] == "max" {
+		return 0, false
+	}
+	period := "100000"
+	if len(f) > 1 {
+		period = f[1]
+	}
+	return quota(f[0], period)
 }
 
 // readV1 reads cpu.cfs_quota_us (-1: none) and cpu.cfs_period_us of the
-// cgroup dir under mount.
-func readV1(fsys fs.FS) func(mount, dir string) (float64, bool) {
-	return func(mount, dir string) (float64, bool) {
-		q, err := fs.ReadFile(fsys, path.Join(mount, dir, "cpu.cfs_quota_us"))
-		if err != nil {
-			return 0, false
-		}
-		p, err := fs.ReadFile(fsys, path.Join(mount, dir, "cpu.cfs_period_us"))
-		if err != nil {
-			return 0, false
-		}
-		return quota(strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
+// cgroup directory dir.
+func readV1(fsys fs.FS, dir string) (float64, bool) {
+	q, err := fs.ReadFile(fsys, path.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		return 0, false
 	}
+	p, err := fs.ReadFile(fsys, path.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return 0, false
+	}
+	return quota(strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
 }
 
 // quota returns quota/period, both in µs, when both are positive integers.
