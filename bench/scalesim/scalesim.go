@@ -327,6 +327,10 @@ type Phase struct {
 	// The start's is figured after the steady window, which measures each
 	// shard's polls (before it, they are not known).
 	ExpectedEnd float64
+	// Oracle is, for a join, what a planner that knew every shard's true
+	// cost would reach with the fewest moves (oracleJoin); nil for other
+	// changes.
+	Oracle *Oracle
 	// ownedEnd is each live worker's shards at the phase's end, for
 	// ExpectedEnd.
 	ownedEnd observation
@@ -347,6 +351,27 @@ type Phase struct {
 	// Length is the phase's length.
 	Length time.Duration
 }
+
+// Oracle is what an oracle reaches after a join (oracleJoin): Ends[0]
+// with FewestMoves's count of moves, Ends[1] with the most moves the
+// target allows, 1.2 × the fewest (rounded down).
+type Oracle struct{ Ends [2]OracleEnd }
+
+// OracleEnd is one of an oracle's ends: its moves; Expected, its highest
+// worker's modelled CPU over the mean, as Phase.ExpectedEnd counts it;
+// Within, the share of one-EndWindow readings of that placement (records
+// Poisson, readWithin) that show the highest worker at most 1.2 × the
+// mean. Ends[1].Within far below 1 says that even knowing every shard's
+// true cost, the moves allowed leave the busiest so near the limit that a
+// reading tells the limit from the noise only by chance: the phase's own
+// MaxMeanEnd can be no surer.
+type OracleEnd struct {
+	Moves            int
+	Expected, Within float64
+}
+
+// oracleDraws is how many readings readWithin draws.
+const oracleDraws = 4000
 
 // Steady is the lease-store traffic of the steady window after the start.
 type Steady struct {
@@ -533,7 +558,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	cfg := s.cfg
 	// Every shard is taken once at the start.
 	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
-	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, func() {
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, func() {
 		for range cfg.Workers {
 			s.startWorker(ctx)
 		}
@@ -549,6 +574,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	rep.Phases[0].ExpectedEnd = s.expectedMaxMean(rep.Phases[0].ownedEnd) // with the polls measured now
 	for _, e := range cfg.Events {
 		var ideal, fewest int64
+		var oracle *Oracle
 		change := func() {}
 		o := s.observe()
 		switch e.Kind {
@@ -562,6 +588,16 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				costs = append(costs, nil)
 			}
 			fewest = int64(FewestMoves(costs, balanceRatio))
+			var held [][]shardLoad
+			for _, w := range s.live {
+				held = append(held, s.loads(o.owned[w.id]))
+			}
+			rng := rand.New(rand.NewPCG(cfg.Seed, uint64(len(rep.Phases))))
+			oracle = &Oracle{}
+			for i, budget := range []int{0, int(balanceRatio*float64(fewest) + 1e-9)} {
+				placed, moves := oracleJoin(held, e.N, balanceRatio, budget)
+				oracle.Ends[i] = OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), balanceRatio, oracleDraws, rng)}
+			}
 			change = func() {
 				for range e.N {
 					s.startWorker(ctx)
@@ -585,7 +621,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				}
 			}
 		}
-		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, change)
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, oracle, change)
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -603,8 +639,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 // above what they cost, and the bound would count moves that no worker
 // needs.
 func (s *sim) costs(shards []string) []float64 {
-	const payload = 6 // bytes: a record's id, in decimal
-	perRecord := (s.cfg.CPUPerRecord + payload*s.cfg.CPUPerByte).Seconds()
+	perRecord := s.perRecord()
 	out := make([]float64, 0, len(shards))
 	for _, id := range shards {
 		i, _ := strconv.Atoi(id[len("shardId-"):])
@@ -613,6 +648,24 @@ func (s *sim) costs(shards []string) []float64 {
 			polls = r
 		}
 		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+polls*s.cfg.CPUPerPoll.Seconds())
+	}
+	return out
+}
+
+// perRecord is the CPU model's cost of one record, in seconds, at a
+// payload of 6 bytes (a record's id, in decimal).
+func (s *sim) perRecord() float64 {
+	const payload = 6
+	return (s.cfg.CPUPerRecord + payload*s.cfg.CPUPerByte).Seconds()
+}
+
+// loads returns each of the shards' modelled cost (costs) and write rate.
+func (s *sim) loads(shards []string) []shardLoad {
+	costs := s.costs(shards)
+	out := make([]shardLoad, len(shards))
+	for k, id := range shards {
+		i, _ := strconv.Atoi(id[len("shardId-"):])
+		out[k] = shardLoad{cost: costs[k], records: s.shares[i] * float64(s.cfg.WriteRate)}
 	}
 	return out
 }
@@ -824,7 +877,7 @@ func (s *sim) observe() observation {
 // phase applies change and watches the fleet until it converged and Settle
 // passed, or ConvergeTimeout. ideal and fewest are the phase's Ideal and
 // Fewest.
-func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, change func()) (Phase, error) {
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, oracle *Oracle, change func()) (Phase, error) {
 	cfg := s.cfg
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
@@ -832,7 +885,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	joined := len(s.all)
 	change()
 	joiners := s.all[joined:]
-	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest}
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest, Oracle: oracle}
 	var (
 		o        observation
 		was      bool
@@ -886,8 +939,14 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 		if !p.Converged {
 			state = fmt.Sprintf("NOT converged in %s", cfg.ConvergeTimeout)
 		}
-		cfg.Progress(fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d, fewest %d, joiners hold %d), held %d-%d, max/mean CPU %.2f at convergence, %.2f at the end (expected %.2f, mean %.2f), %d duplicates",
-			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Duplicates))
+		line := fmt.Sprintf("%-10s %d workers, target %d: %s; %d moves (ideal %d, fewest %d, joiners hold %d), held %d-%d, max/mean CPU %.2f at convergence, %.2f at the end (expected %.2f, mean %.2f), %d duplicates",
+			name, p.Workers, p.Target, state, p.Moves, p.Ideal, p.Fewest, p.JoinHeld, p.MinHeld, p.MaxHeld, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Duplicates)
+		if p.Oracle != nil {
+			f, a := p.Oracle.Ends[0], p.Oracle.Ends[1]
+			line += fmt.Sprintf("; by the true costs, %d moves end at %.2f expected, read within %.1f in %.0f%% of %s readings, %d moves at %.2f, %.0f%%",
+				f.Moves, f.Expected, balanceRatio, 100*f.Within, round(cfg.EndWindow), a.Moves, a.Expected, 100*a.Within)
+		}
+		cfg.Progress(line)
 	}
 	return p, nil
 }

@@ -1,0 +1,188 @@
+package scalesim
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// An oracle is a planner that knows every shard's true cost, where the
+// fleet's own planner sees only reported rates and CPU readings, each a
+// few per cent off. What it reaches with the fewest moves shows how far
+// the two targets for a change can be met together at all: moves
+// at most 1.2 × the fewest, and the busiest worker at most 1.2 × the mean
+// as a one-minute CPU reading tells it. The fewest moves bring the
+// busiest just within the limit by the model; a reading of a minute adds
+// the noise of the records that happen to arrive in it (each shard's are
+// Poisson), and the highest of fifty such readings is read high.
+
+// shardLoad is one lease's modelled cost (CPU seconds per second) and the
+// records per second written to its shard.
+type shardLoad struct{ cost, records float64 }
+
+// oracleJoin returns the placement an oracle reaches after joined empty
+// workers join the workers of held (each one's leases) with
+// FewestMoves's count of moves: each worker above ratio × the mean gives
+// its costliest leases until it is within it (the leases FewestMoves
+// counts); the leases given go, costliest first, each to the least-loaded
+// worker but the one that gave it (a joiner first); then each joiner still empty takes, from the busiest worker, the
+// lease that leaves the larger of the two loads least (one move each, the
+// ones FewestMoves counts for empty workers). Then, up to budget moves in
+// all, the busiest gives the least-loaded worker the lease that leaves
+// the larger of the two loads least, while that lowers the busiest: the
+// moves the target allows beyond the fewest, spent on the peak. The
+// joiners come last in the result.
+func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out [][]shardLoad, moves int) {
+	out = make([][]shardLoad, len(held)+joined)
+	total := 0.0
+	for i, ls := range held {
+		out[i] = slices.Clone(ls)
+		for _, l := range ls {
+			total += l.cost
+		}
+	}
+	if len(out) == 0 {
+		return out, 0
+	}
+	limit := ratio * total / float64(len(out))
+	load := func(ls []shardLoad) float64 {
+		s := 0.0
+		for _, l := range ls {
+			s += l.cost
+		}
+		return s
+	}
+	byCost := func(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
+	type given struct {
+		l    shardLoad
+		from int
+	}
+	var pool []given
+	for i := range held {
+		slices.SortStableFunc(out[i], byCost)
+		for len(out[i]) > 0 && load(out[i]) > limit {
+			pool = append(pool, given{out[i][0], i})
+			out[i] = out[i][1:]
+		}
+	}
+	slices.SortStableFunc(pool, func(a, b given) int { return byCost(a.l, b.l) })
+	// least returns the least-loaded worker but skip (then the one with
+	// fewest leases, then the first).
+	least := func(skip int) int {
+		at := -1
+		for i := range out {
+			if i == skip {
+				continue
+			}
+			if at < 0 {
+				at = i
+				continue
+			}
+			if l, m := load(out[i]), load(out[at]); l < m || l == m && len(out[i]) < len(out[at]) {
+				at = i
+			}
+		}
+		return at
+	}
+	for _, g := range pool {
+		i := least(g.from)
+		out[i] = append(out[i], g.l)
+		moves++
+	}
+	for j := len(held); j < len(out); j++ {
+		if len(out[j]) > 0 {
+			continue
+		}
+		d := -1
+		for i := range held {
+			if len(out[i]) > 1 && (d < 0 || load(out[i]) > load(out[d])) {
+				d = i
+			}
+		}
+		if d < 0 {
+			break
+		}
+		from, best, at := load(out[d]), math.Inf(1), 0
+		for k, l := range out[d] {
+			if m := max(from-l.cost, l.cost); m < best {
+				best, at = m, k
+			}
+		}
+		out[j] = append(out[j], out[d][at])
+		out[d] = slices.Delete(out[d], at, at+1)
+		moves++
+	}
+	for moves < budget {
+		d, r := 0, least(-1)
+		for i := range out {
+			if load(out[i]) > load(out[d]) {
+				d = i
+			}
+		}
+		from, to := load(out[d]), load(out[r])
+		best, at := from, -1
+		for k, l := range out[d] {
+			if m := max(from-l.cost, to+l.cost); m < best {
+				best, at = m, k
+			}
+		}
+		if d == r || at < 0 {
+			break
+		}
+		out[r] = append(out[r], out[d][at])
+		out[d] = slices.Delete(out[d], at, at+1)
+		moves++
+	}
+	return out, moves
+}
+
+// maxMeanLoads returns the highest worker's load over the mean.
+func maxMeanLoads(placed [][]shardLoad) float64 {
+	hi, sum := 0.0, 0.0
+	for _, ls := range placed {
+		s := 0.0
+		for _, l := range ls {
+			s += l.cost
+		}
+		hi, sum = max(hi, s), sum+s
+	}
+	if sum == 0 {
+		return 0
+	}
+	return hi / (sum / float64(len(placed)))
+}
+
+// readWithin returns the share of draws in which placed, read as the
+// simulation reads CPU over a window (seconds), shows the highest worker
+// at most ratio × the mean: each worker's records in the window are
+// Poisson (drawn as a normal of the same mean and variance, the counts
+// being in the thousands), each costing perRecord seconds; the rest of its
+// cost (its polls) is read exactly.
+func readWithin(placed [][]shardLoad, perRecord, window, ratio float64, draws int, rng *rand.Rand) float64 {
+	if len(placed) == 0 || draws < 1 || window <= 0 {
+		return 0
+	}
+	fixed := make([]float64, len(placed))
+	rates := make([]float64, len(placed))
+	for i, ls := range placed {
+		for _, l := range ls {
+			fixed[i] += l.cost - l.records*perRecord
+			rates[i] += l.records
+		}
+	}
+	within := 0
+	read := make([]float64, len(placed))
+	for range draws {
+		hi, sum := 0.0, 0.0
+		for i := range placed {
+			n := rates[i]*window + math.Sqrt(rates[i]*window)*rng.NormFloat64()
+			read[i] = fixed[i] + max(n, 0)*perRecord/window
+			hi, sum = max(hi, read[i]), sum+read[i]
+		}
+		if sum > 0 && hi <= ratio*sum/float64(len(placed)) {
+			within++
+		}
+	}
+	return float64(within) / float64(draws)
+}

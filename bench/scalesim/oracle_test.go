@@ -1,0 +1,125 @@
+package scalesim
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestOracleJoin: the oracle's placement after a join makes FewestMoves's
+// count of moves, keeps every lease, leaves every old worker within the
+// limit and gives every joiner a lease.
+func TestOracleJoin(t *testing.T) {
+	l := func(costs ...float64) []shardLoad {
+		var out []shardLoad
+		for _, c := range costs {
+			out = append(out, shardLoad{cost: c})
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		held   [][]shardLoad
+		joined int
+		want   int // moves
+		most   float64
+	}{
+		// Mean 2.1/4, limit 0.63: the first two give their costliest
+		// (0.5, 0.4); the joiners take them.
+		{"two above, two join", [][]shardLoad{l(0.5, 0.3, 0.2), l(0.4, 0.4), l(0.3)}, 2, 2, 0.5},
+		// Nobody above the limit (mean 3/11, limit 0.327): the joiner
+		// takes a lease from the busiest.
+		{"fill only", [][]shardLoad{l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1), l(0.1, 0.1, 0.1)}, 1, 1, 0.3},
+		// More given than joiners (mean 0.625, limit 0.75): the rest go
+		// to the least loaded.
+		{"more given", [][]shardLoad{l(0.6, 0.5, 0.1), l(0.6, 0.5, 0.1), l(0.1)}, 1, 2, 0.7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			costs := make([][]float64, len(tt.held))
+			n, total := 0, 0.0
+			for i, ls := range tt.held {
+				for _, x := range ls {
+					costs[i] = append(costs[i], x.cost)
+					total += x.cost
+					n++
+				}
+			}
+			for range tt.joined {
+				costs = append(costs, nil)
+			}
+			out, moves := oracleJoin(tt.held, tt.joined, balanceRatio, 0)
+			if fewest := FewestMoves(costs, balanceRatio); moves != fewest || moves != tt.want {
+				t.Errorf("moves %d, FewestMoves %d, want %d", moves, fewest, tt.want)
+			}
+			got, hi := 0, 0.0
+			for i, ls := range out {
+				s := 0.0
+				for _, x := range ls {
+					s += x.cost
+				}
+				got += len(ls)
+				hi = max(hi, s)
+				if len(ls) == 0 {
+					t.Errorf("worker %d holds nothing", i)
+				}
+			}
+			if got != n {
+				t.Errorf("%d leases placed, want %d", got, n)
+			}
+			if hi > tt.most+1e-9 {
+				t.Errorf("busiest %.2f, want at most %.2f", hi, tt.most)
+			}
+			if want := hi / (total / float64(len(out))); math.Abs(maxMeanLoads(out)-want) > 1e-9 {
+				t.Errorf("maxMeanLoads %v, want %v", maxMeanLoads(out), want)
+			}
+		})
+	}
+}
+
+// TestOracleJoinBudget: moves beyond the fewest lower the busiest while
+// they can, and stop when no move does.
+func TestOracleJoinBudget(t *testing.T) {
+	held := [][]shardLoad{{{cost: 0.3}, {cost: 0.2}, {cost: 0.1}}, {{cost: 0.2}, {cost: 0.2}}, {{cost: 0.1}, {cost: 0.1}}, {{cost: 0.2}, {cost: 0.1}}}
+	// Mean 1.5/5 = 0.3, limit 0.36. The fewest: the first gives 0.3 to
+	// the joiner, the second 0.2 to the least loaded but itself, the
+	// third (0.4 after). One move more: the third gives 0.1 to the
+	// second, and everyone carries 0.3.
+	_, fewest := oracleJoin(held, 1, balanceRatio, 0)
+	out, moves := oracleJoin(held, 1, balanceRatio, fewest+1)
+	if fewest != 2 || moves != 3 {
+		t.Errorf("moves %d (fewest %d), want 3 (2)", moves, fewest)
+	}
+	if got := maxMeanLoads(out); math.Abs(got-1) > 1e-9 {
+		t.Errorf("max/mean %.3f after one move more, want 1", got)
+	}
+	if _, moves := oracleJoin(held, 1, balanceRatio, 100); moves != 3 {
+		t.Errorf("%d moves with a budget of 100, want 3: no move lowers the busiest below 0.3", moves)
+	}
+}
+
+// TestReadWithin: a placement within the limit reads within it when the
+// window is long enough for the noise to vanish, and not when the busiest
+// is above; at the limit exactly, about half the readings are within.
+func TestReadWithin(t *testing.T) {
+	const perRecord = 0.01
+	w := func(records float64) []shardLoad { return []shardLoad{{cost: records * perRecord, records: records}} }
+	rng := rand.New(rand.NewPCG(1, 2))
+	even := [][]shardLoad{w(40), w(40), w(40), w(49)}                                                  // 1.16 × the mean
+	above := [][]shardLoad{w(40), w(40), w(40), w(60)}                                                 // 1.33
+	at := [][]shardLoad{w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(432.0 / 8.8)} // 1.2
+	if p := readWithin(even, perRecord, 1e6, balanceRatio, 1000, rng); p != 1 {
+		t.Errorf("within: %v of long readings, want 1", p)
+	}
+	if p := readWithin(above, perRecord, 1e6, balanceRatio, 1000, rng); p != 0 {
+		t.Errorf("above (1.33): %v of long readings within, want 0", p)
+	}
+	pAt, pEven := readWithin(at, perRecord, 60, balanceRatio, 4000, rng), readWithin(even, perRecord, 60, balanceRatio, 4000, rng)
+	t.Logf("one-minute readings within 1.2: %.3f at the limit, %.3f at 1.16", pAt, pEven)
+	if p := pAt; p < 0.3 || p > 0.6 {
+		t.Errorf("at the limit: %v of one-minute readings within, want about half (less: the others' noise adds)", p)
+	}
+	if p := pEven; p < 0.9 || p == 1 {
+		t.Errorf("1.16 × the mean: %v of one-minute readings within, want most but not all", p)
+	}
+}
