@@ -67,7 +67,7 @@ func (r *Report) Format(w io.Writer) error {
 	fmt.Fprintf(&b, "fewest: FewestMoves lower bound at the change for max/mean ≤ %.1f and a lease on every worker (a leaving worker's leases, plus the costliest leases off workers above the limit and off the worker that takes the costliest of the leaving one's, one more if none of those fits another worker's room; at least one per joining worker)\n\n", balanceRatio)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\texpected end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\toracle: moves: expected end (read within)\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
+	fmt.Fprintln(tw, "phase\tworkers\ttarget\tbalanced\treading\tmax/mean conv\tmax/mean end\texpected end\tmean CPU\tmoves\tideal (count)\tfewest (load)\tmoves/fewest\tjoiners' leases\ttransfers\tfree takes\texpired takes\theld min-max\tmost unowned\tflaps\tduplicates\t")
 	for _, p := range r.Phases {
 		bal, rd := "-", "NOT CONVERGED"
 		if p.Balanced > 0 {
@@ -80,17 +80,20 @@ func (r *Report) Format(w io.Writer) error {
 		if p.Fewest > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(p.Moves)/float64(p.Fewest))
 		}
-		oracle := "-"
-		if p.Oracle != nil {
-			f, a := p.Oracle.Ends[0], p.Oracle.Ends[1]
-			oracle = fmt.Sprintf("%d: %.2f (%.0f%%), %d: %.2f (%.0f%%)", f.Moves, f.Expected, 100*f.Within, a.Moves, a.Expected, 100*a.Within)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
-			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, ratio, p.JoinHeld, oracle, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d-%d\t%d\t%d\t%d\t\n",
+			p.Name, p.Workers, p.Target, bal, rd, p.MaxMean, p.MaxMeanEnd, p.ExpectedEnd, p.MeanCPU, p.Moves, p.Ideal, p.Fewest, ratio, p.JoinHeld, p.Store.Transfers, p.Store.FreeTakes, p.Store.ExpiredTakes,
 			p.MinHeld, p.MaxHeld, p.Unowned, p.Flaps, p.Duplicates)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, p := range r.Phases {
+		if p.Oracle == nil {
+			continue
+		}
+		f, a := p.Oracle.Ends[0], p.Oracle.Ends[1]
+		fmt.Fprintf(&b, "oracle, %s (placed by the true costs): the fewest, %d moves, end at %.2f by the model, read within %.1f in %.0f%% of %s readings; the most allowed, %d moves, at %.2f, %.0f%%\n",
+			p.Name, f.Moves, f.Expected, balanceRatio, 100*f.Within, c.EndWindow, a.Moves, a.Expected, 100*a.Within)
 	}
 
 	s := r.Steady
