@@ -87,9 +87,14 @@ func (r *Report) Format(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	blank := false
 	for _, p := range r.Phases {
 		if p.Oracle == nil {
 			continue
+		}
+		if !blank {
+			b.WriteString("\n") // the table ends at a blank line (bench/charts reads it)
+			blank = true
 		}
 		f, a := p.Oracle.Ends[0], p.Oracle.Ends[1]
 		fmt.Fprintf(&b, "oracle, %s (placed by the true costs): the fewest, %d moves, end at %.2f by the model, read within %.1f in %.0f%% of %s readings; the most allowed, %d moves, at %.2f, %.0f%%\n",
