@@ -328,8 +328,9 @@ type Phase struct {
 	// shard's polls (before it, they are not known).
 	ExpectedEnd float64
 	// Oracle is, for a join, what a planner that knew every shard's true
-	// cost would reach with the fewest moves (oracleJoin); nil for other
-	// changes.
+	// cost would reach with the fewest moves and with the most the target
+	// allows (oracleJoin), and how a reading of each tells it; nil for the
+	// start and the other changes.
 	Oracle *Oracle
 	// ownedEnd is each live worker's shards at the phase's end, for
 	// ExpectedEnd.
