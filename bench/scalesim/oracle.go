@@ -35,24 +35,54 @@ type shardLoad struct{ cost, records float64 }
 // joiners come last in the result.
 func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out [][]shardLoad, moves int) {
 	out = make([][]shardLoad, len(held)+joined)
+	loads := make([]float64, len(out))
 	total := 0.0
 	for i, ls := range held {
 		out[i] = slices.Clone(ls)
 		for _, l := range ls {
-			total += l.cost
+			loads[i] += l.cost
 		}
+		total += loads[i]
 	}
 	if len(out) == 0 {
 		return out, 0
 	}
-	limit := ratio * total / float64(len(out))
-	load := func(ls []shardLoad) float64 {
-		s := 0.0
-		for _, l := range ls {
-			s += l.cost
-		}
-		return s
+	// give moves lease k of worker d to worker r.
+	give := func(d, k, r int) {
+		l := out[d][k]
+		out[d] = slices.Delete(out[d], k, k+1)
+		out[r] = append(out[r], l)
+		loads[d] -= l.cost
+		loads[r] += l.cost
+		moves++
 	}
+	// least returns the least-loaded worker but skip (then the one with
+	// fewest leases, then the first).
+	least := func(skip int) int {
+		at := -1
+		for i := range out {
+			if i != skip && (at < 0 || loads[i] < loads[at] || loads[i] == loads[at] && len(out[i]) < len(out[at])) {
+				at = i
+			}
+		}
+		return at
+	}
+	// even returns the lease of d whose move to a worker carrying to
+	// leaves the larger of the two loads least, and that load.
+	even := func(d int, to float64) (at int, most float64) {
+		at, most = -1, math.Inf(1)
+		for k, l := range out[d] {
+			if m := max(loads[d]-l.cost, to+l.cost); m < most {
+				at, most = k, m
+			}
+		}
+		return at, most
+	}
+
+	// The leases FewestMoves counts off each worker above the limit
+	// (shed: the costliest first), held aside, then placed costliest
+	// first.
+	limit := ratio * total / float64(len(out))
 	byCost := func(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
 	type given struct {
 		l    shardLoad
@@ -61,78 +91,53 @@ func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out 
 	var pool []given
 	for i := range held {
 		slices.SortStableFunc(out[i], byCost)
-		for len(out[i]) > 0 && load(out[i]) > limit {
-			pool = append(pool, given{out[i][0], i})
-			out[i] = out[i][1:]
+		costs := make([]float64, len(out[i]))
+		for k, l := range out[i] {
+			costs[k] = l.cost
 		}
+		n, kept := shedding(costs, 0, limit)
+		for _, l := range out[i][:n] {
+			pool = append(pool, given{l, i})
+		}
+		out[i], loads[i] = out[i][n:], kept
 	}
 	slices.SortStableFunc(pool, func(a, b given) int { return byCost(a.l, b.l) })
-	// least returns the least-loaded worker but skip (then the one with
-	// fewest leases, then the first).
-	least := func(skip int) int {
-		at := -1
-		for i := range out {
-			if i == skip {
-				continue
-			}
-			if at < 0 {
-				at = i
-				continue
-			}
-			if l, m := load(out[i]), load(out[at]); l < m || l == m && len(out[i]) < len(out[at]) {
-				at = i
-			}
-		}
-		return at
-	}
 	for _, g := range pool {
-		i := least(g.from)
-		out[i] = append(out[i], g.l)
+		r := least(g.from)
+		out[r] = append(out[r], g.l)
+		loads[r] += g.l.cost
 		moves++
 	}
+	// Each joiner still empty: from the busiest worker holding two or more.
 	for j := len(held); j < len(out); j++ {
 		if len(out[j]) > 0 {
 			continue
 		}
 		d := -1
 		for i := range held {
-			if len(out[i]) > 1 && (d < 0 || load(out[i]) > load(out[d])) {
+			if len(out[i]) > 1 && (d < 0 || loads[i] > loads[d]) {
 				d = i
 			}
 		}
 		if d < 0 {
 			break
 		}
-		from, best, at := load(out[d]), math.Inf(1), 0
-		for k, l := range out[d] {
-			if m := max(from-l.cost, l.cost); m < best {
-				best, at = m, k
-			}
-		}
-		out[j] = append(out[j], out[d][at])
-		out[d] = slices.Delete(out[d], at, at+1)
-		moves++
+		k, _ := even(d, 0)
+		give(d, k, j)
 	}
+	// The moves the target allows beyond the fewest, on the peak.
 	for moves < budget {
 		d, r := 0, least(-1)
 		for i := range out {
-			if load(out[i]) > load(out[d]) {
+			if loads[i] > loads[d] {
 				d = i
 			}
 		}
-		from, to := load(out[d]), load(out[r])
-		best, at := from, -1
-		for k, l := range out[d] {
-			if m := max(from-l.cost, to+l.cost); m < best {
-				best, at = m, k
-			}
-		}
-		if d == r || at < 0 {
+		k, most := even(d, loads[r])
+		if d == r || k < 0 || most >= loads[d] {
 			break
 		}
-		out[r] = append(out[r], out[d][at])
-		out[d] = slices.Delete(out[d], at, at+1)
-		moves++
+		give(d, k, r)
 	}
 	return out, moves
 }

@@ -643,7 +643,7 @@ func (s *sim) costs(shards []string) []float64 {
 	perRecord := s.perRecord()
 	out := make([]float64, 0, len(shards))
 	for _, id := range shards {
-		i, _ := strconv.Atoi(id[len("shardId-"):])
+		i := shardIndex(id)
 		polls := s.pollRate
 		if r, ok := s.pollRates[id]; ok {
 			polls = r
@@ -651,6 +651,12 @@ func (s *sim) costs(shards []string) []float64 {
 		out = append(out, s.shares[i]*float64(s.cfg.WriteRate)*perRecord+polls*s.cfg.CPUPerPoll.Seconds())
 	}
 	return out
+}
+
+// shardIndex returns the index in s.shares of the shard id (shardId-N).
+func shardIndex(id string) int {
+	i, _ := strconv.Atoi(id[len("shardId-"):])
+	return i
 }
 
 // perRecord is the CPU model's cost of one record, in seconds, at a
@@ -665,7 +671,7 @@ func (s *sim) loads(shards []string) []shardLoad {
 	costs := s.costs(shards)
 	out := make([]shardLoad, len(shards))
 	for k, id := range shards {
-		i, _ := strconv.Atoi(id[len("shardId-"):])
+		i := shardIndex(id)
 		out[k] = shardLoad{cost: costs[k], records: s.shares[i] * float64(s.cfg.WriteRate)}
 	}
 	return out
