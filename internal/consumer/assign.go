@@ -154,7 +154,7 @@ const (
 // rate is x as a rate: 0 when it is negative, NaN or infinite (a row
 // written by a faulty worker).
 func rate(x float64) float64 {
-	if !(x >= 0) || math.IsInf(x, 1) {
+	if !validRate(x) {
 		return 0
 	}
 	return x
@@ -653,11 +653,15 @@ func (p *planner) smoothed(id lease.Key, t throughput) throughput {
 // polls is x as a rate of polls: -1 (unknown) when it is negative, NaN or
 // infinite.
 func polls(x float64) float64 {
-	if !(x >= 0) || math.IsInf(x, 1) {
+	if !validRate(x) {
 		return -1
 	}
 	return x
 }
+
+// validRate reports whether x is a rate a worker may publish: zero or
+// positive, and finite.
+func validRate(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 // fullLoad is how many shards a stored lease.Load keeps at most (the
 // quietest beyond it are left out): a worker that reported that many may
@@ -727,7 +731,7 @@ func scaledWeights(samples []fitSample) (costModel, bool) {
 		cpu += s.cpu
 		weight += fixedWeights.costs(s)
 	}
-	if !(cpu > 0) || !(weight > 0) || math.IsInf(cpu, 1) {
+	if !validCPU(cpu) || !(weight > 0) {
 		return costModel{}, false
 	}
 	k := cpu / weight
