@@ -161,10 +161,12 @@ func maxMeanLoads(placed [][]shardLoad) float64 {
 // readWithin returns the share of draws in which placed, read as the
 // simulation reads CPU over a window (seconds), shows the highest worker
 // at most ratio × the mean: each worker's records in the window are
-// Poisson (drawn as a normal of the same mean and variance, the counts
-// being in the thousands), each costing perRecord seconds; the rest of its
-// cost (its polls) is read exactly.
-func readWithin(placed [][]shardLoad, perRecord, window, ratio float64, draws int, rng *rand.Rand) float64 {
+// Poisson, or with a grain of more than one (Config.Grain) every
+// grain-th arrival of a Poisson stream grain times as busy, their variance
+// a grain-th of the mean (drawn as a normal of the same mean and
+// variance, the counts being in the thousands), each costing perRecord
+// seconds; the rest of its cost (its polls) is read exactly.
+func readWithin(placed [][]shardLoad, perRecord, window float64, grain int, ratio float64, draws int, rng *rand.Rand) float64 {
 	if len(placed) == 0 || draws < 1 || window <= 0 {
 		return 0
 	}
@@ -181,7 +183,7 @@ func readWithin(placed [][]shardLoad, perRecord, window, ratio float64, draws in
 	for range draws {
 		hi, sum := 0.0, 0.0
 		for i := range placed {
-			n := rates[i]*window + math.Sqrt(rates[i]*window)*rng.NormFloat64()
+			n := rates[i]*window + math.Sqrt(rates[i]*window/float64(max(grain, 1)))*rng.NormFloat64()
 			read[i] = fixed[i] + max(n, 0)*perRecord/window
 			hi, sum = max(hi, read[i]), sum+read[i]
 		}

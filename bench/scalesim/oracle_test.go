@@ -100,7 +100,9 @@ func TestOracleJoinBudget(t *testing.T) {
 
 // TestReadWithin: a placement within the limit reads within it when the
 // window is long enough for the noise to vanish, and not when the busiest
-// is above; at the limit exactly, about half the readings are within.
+// is above; at the limit exactly, about half the readings are within; with
+// a grain of 25 (a stream 25 times as busy), a placement 1.16 × the mean
+// reads within in every one-minute reading.
 func TestReadWithin(t *testing.T) {
 	const perRecord = 0.01
 	w := func(records float64) []shardLoad { return []shardLoad{{cost: records * perRecord, records: records}} }
@@ -108,18 +110,21 @@ func TestReadWithin(t *testing.T) {
 	even := [][]shardLoad{w(40), w(40), w(40), w(49)}                                                  // 1.16 × the mean
 	above := [][]shardLoad{w(40), w(40), w(40), w(60)}                                                 // 1.33
 	at := [][]shardLoad{w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(40), w(432.0 / 8.8)} // 1.2
-	if p := readWithin(even, perRecord, 1e6, balanceRatio, 1000, rng); p != 1 {
+	if p := readWithin(even, perRecord, 1e6, 1, balanceRatio, 1000, rng); p != 1 {
 		t.Errorf("within: %v of long readings, want 1", p)
 	}
-	if p := readWithin(above, perRecord, 1e6, balanceRatio, 1000, rng); p != 0 {
+	if p := readWithin(above, perRecord, 1e6, 1, balanceRatio, 1000, rng); p != 0 {
 		t.Errorf("above (1.33): %v of long readings within, want 0", p)
 	}
-	pAt, pEven := readWithin(at, perRecord, 60, balanceRatio, 4000, rng), readWithin(even, perRecord, 60, balanceRatio, 4000, rng)
+	pAt, pEven := readWithin(at, perRecord, 60, 1, balanceRatio, 4000, rng), readWithin(even, perRecord, 60, 1, balanceRatio, 4000, rng)
 	t.Logf("one-minute readings within 1.2: %.3f at the limit, %.3f at 1.16", pAt, pEven)
 	if p := pAt; p < 0.3 || p > 0.6 {
 		t.Errorf("at the limit: %v of one-minute readings within, want about half (less: the others' noise adds)", p)
 	}
 	if p := pEven; p < 0.9 || p == 1 {
 		t.Errorf("1.16 × the mean: %v of one-minute readings within, want most but not all", p)
+	}
+	if p := readWithin(even, perRecord, 60, 25, balanceRatio, 4000, rng); p != 1 {
+		t.Errorf("1.16 × the mean, grain 25: %v of one-minute readings within, want all", p)
 	}
 }

@@ -50,6 +50,9 @@ func (r *Report) Format(w io.Writer) error {
 	if c.SkewTop != 0 || c.SkewMax != 0 {
 		k, _ := FitSkew(c.Shards, c.SkewTop, c.SkewMax)
 		writes = fmt.Sprintf("skewed (top 5%% of shards %.0f%% of records, hottest %.1f%%: Q %.2f, S %.3f)", 100*c.SkewTop, 100*c.SkewMax, k.Q, k.S)
+		if c.Grain > 1 {
+			writes += fmt.Sprintf(", each record every %dth of a stream of %d records/s (Grain)", c.Grain, c.Grain*c.WriteRate)
+		}
 	}
 	assign := "load (AssignByLoad)"
 	if c.Assignment == consumer.AssignByCount {

@@ -108,6 +108,15 @@ type Config struct {
 	// or, with SkewTop set, each record to a shard drawn from the skew's
 	// shares.
 	WriteRate int
+	// Grain is how many of a busier stream's records each record written
+	// stands for, with SkewTop set (0 or 1: one). Each shard's records
+	// are then every Grain-th arrival of a Poisson stream Grain times as
+	// busy (the shard's records drawn Grain times as often, one written
+	// at every Grain-th): a worker's records in a window vary as a
+	// stream's of WriteRate × Grain records a second do, about 1/√Grain
+	// of the plain draw's noise, with the simulation's cost of
+	// WriteRate. The CPU model's costs are then per written record.
+	Grain int
 
 	// SkewTop and SkewMax skew the writes (FitSkew): the top 5% of the
 	// shards carry SkewTop of the records and the hottest SkewMax (e.g. 0.5
@@ -174,6 +183,8 @@ func (c *Config) defaults() error {
 	switch {
 	case c.Shards < 1 || c.Workers < 1 || c.WriteRate < 1:
 		return errors.New("scalesim: shards, workers and write rate must be positive")
+	case c.Grain < 0:
+		return errors.New("scalesim: negative grain")
 	case c.SkewTop < 0 || c.SkewMax < 0 || c.CPUPerRecord < 0 || c.CPUPerByte < 0 || c.CPUPerPoll < 0:
 		return errors.New("scalesim: negative skew or CPU cost")
 	case c.Assignment != consumer.AssignByLoad && c.Assignment != consumer.AssignByCount:
@@ -428,6 +439,7 @@ type sim struct {
 
 	shares   []float64 // each shard's share of the records, by index
 	cum      []float64 // their running sum (nil: round robin)
+	grains   []int     // each shard's arrivals towards its next record (Grain)
 	wrng     *rand.Rand
 	cpuw     cpuWindow
 	cpuEnd   cpuWindow // over EndWindow
@@ -526,6 +538,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			sum += x
 			s.cum = append(s.cum, sum)
 		}
+		if cfg.Grain > 1 {
+			// Each shard starts at a random point of its cycle, so
+			// that no two shards write their first record in step.
+			s.grains = make([]int, cfg.Shards)
+			for i := range s.grains {
+				s.grains[i] = s.wrng.IntN(cfg.Grain)
+			}
+		}
 	}
 	rep := &Report{Config: cfg}
 	began, cpu0 := time.Now(), cpuTime()
@@ -597,7 +617,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 			oracle = &Oracle{}
 			for i, budget := range []int{0, int(balanceRatio*float64(fewest) + 1e-9)} {
 				placed, moves := oracleJoin(held, e.N, balanceRatio, budget)
-				oracle.Ends[i] = OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), balanceRatio, oracleDraws, rng)}
+				oracle.Ends[i] = OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)}
 			}
 			change = func() {
 				for range e.N {
@@ -797,10 +817,26 @@ func (s *sim) write(ctx context.Context) {
 			id := s.tally.next()
 			to := shard
 			if s.cum != nil {
-				to = min(sort.SearchFloat64s(s.cum, s.wrng.Float64()*s.cum[len(s.cum)-1]), len(s.ids)-1)
+				to = s.drawShard()
 			}
 			s.k.PutTo(streamName, s.ids[to], "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
 			shard = (shard + 1) % len(s.ids)
+		}
+	}
+}
+
+// drawShard draws the shard of the next record from the skew's shares:
+// with a Grain, the shard whose count of arrivals reaches the next
+// multiple of Grain first.
+func (s *sim) drawShard() int {
+	for {
+		to := min(sort.SearchFloat64s(s.cum, s.wrng.Float64()*s.cum[len(s.cum)-1]), len(s.ids)-1)
+		if s.grains == nil {
+			return to
+		}
+		if s.grains[to]++; s.grains[to] == s.cfg.Grain {
+			s.grains[to] = 0
+			return to
 		}
 	}
 }

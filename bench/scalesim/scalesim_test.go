@@ -16,6 +16,7 @@ var (
 	full       = flag.Bool("scalesim.full", false, "run TestFullFleetVirtual: 1,000 shards and 50 workers in virtual time (make bench-scale)")
 	trace      = flag.Bool("scalesim.trace", false, "print each lease move the samples see (TestSkewedFullFleetVirtual)")
 	benchLease = flag.Duration("scalesim.lease", 3*time.Second, "the lease duration of BenchmarkFleet (real time)")
+	grain      = flag.Int("scalesim.grain", 1, "how many of a busier stream's records each record TestSkewedFullFleetVirtual writes stands for (Config.Grain)")
 	endWindow  = flag.Duration("scalesim.end", time.Minute, "the window over which TestSkewedFullFleetVirtual measures each phase's end (its last part; each phase goes on this and 30 s after it converged)")
 )
 
@@ -262,6 +263,7 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 				// A longer window reads the placement with less of the
 				// records' noise (see Oracle).
 				cfg.EndWindow = *endWindow
+				cfg.Grain = *grain
 				cfg.Settle = cfg.EndWindow + 30*time.Second
 				cfg.Progress = func(line string) { fmt.Printf("%7.1fs %s\n", time.Since(began).Seconds(), line) }
 				if *trace {
