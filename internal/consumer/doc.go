@@ -285,7 +285,9 @@
 //     two hot leases on one worker stay there together, above the bound
 //     for good); the same holds for a dead worker's leases (take).
 //     A worker that finds the leader row held but not yet saying how the
-//     fleet balances (a leader in its first round) follows too. A leader
+//     fleet balances (a leader in its first round) follows too, and so
+//     does one that found it free but lost the take of it to another
+//     worker (the workers of a fleet starting together race for it). A leader
 //     whose fleet is starting (most leases free) gives nothing out while
 //     the live workers it reads change from one plan to the next, and
 //     plans again a second later (formingWait), for at most D/4 after its

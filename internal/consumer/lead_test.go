@@ -208,6 +208,49 @@ func TestWorkerFollowsAnUndecidedLeader(t *testing.T) {
 	})
 }
 
+// rowRace is a store in which another worker takes the leader row
+// between a worker's read of it and its own take, once: the race of the
+// workers of a fleet starting together, which all find the row free.
+type rowRace struct {
+	lease.Store
+	raced atomic.Bool
+}
+
+func (r *rowRace) Take(ctx context.Context, l lease.Lease, owner string) (lease.Lease, error) {
+	if l.Key == lease.LeaderKey(l.Key.Stream) && r.raced.CompareAndSwap(false, true) {
+		if _, err := r.Store.Take(ctx, l, "rival"); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	return r.Store.Take(ctx, l, owner)
+}
+
+// TestWorkerFollowsTheLeaderThatWonTheRace: a worker that finds the leader
+// row free but loses the take of it to another worker follows the winner,
+// which has not said yet how the fleet balances, instead of taking leases
+// by count that the winner's plans would move again; once the winner's row
+// expires (it never plans here), the worker leads and holds every lease.
+func TestWorkerFollowsTheLeaderThatWonTheRace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(4)
+		mem := lease.NewMemory()
+		store := &rowRace{Store: mem}
+		c, stop := run(t, Config{Kinesis: f, Store: store, Owner: "w1", Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(newRecorder()))
+		defer stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !store.raced.Load() || leaderRow(t, mem).Owner != "rival" {
+			t.Fatalf("the rival did not take the leader row (raced %v, row %+v)", store.raced.Load(), leaderRow(t, mem))
+		}
+		if n := len(c.Owned()); n != 0 {
+			t.Errorf("%d leases taken after losing the leader row to another worker, want 0", n)
+		}
+		waitFor(t, "w1 leads and holds every lease", func() bool {
+			return len(c.Owned()) == 4 && leaderRow(t, mem).Owner == "w1"
+		})
+	})
+}
+
 // TestLeaderJoinedCount: the leader counts the workers that joined since
 // the fleet last shrank or formed, across plans (a plan that finds the
 // fleet even does not end the count), and starts over when a worker
