@@ -3,6 +3,7 @@ package scalesim
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ var (
 	full       = flag.Bool("scalesim.full", false, "run TestFullFleetVirtual: 1,000 shards and 50 workers in virtual time (make bench-scale)")
 	trace      = flag.Bool("scalesim.trace", false, "print each lease move the samples see (TestSkewedFullFleetVirtual)")
 	benchLease = flag.Duration("scalesim.lease", 3*time.Second, "the lease duration of BenchmarkFleet (real time)")
+	logLevel   = flag.String("scalesim.log", "", "send the consumers' logs from this level up (debug, info, warn, error) to stderr (TestSkewedFullFleetVirtual); a run's info logs are about 1 MB")
 	grain      = flag.Int("scalesim.grain", 1, "how many of a busier stream's records each record TestSkewedFullFleetVirtual writes stands for (Config.Grain)")
 	endWindow  = flag.Duration("scalesim.end", time.Minute, "the window over which TestSkewedFullFleetVirtual measures each phase's end (its last part; each phase goes on this and 30 s after it converged)")
 )
@@ -264,6 +266,13 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 				// records' noise (see Oracle).
 				cfg.EndWindow = *endWindow
 				cfg.Grain = *grain
+				if *logLevel != "" {
+					var level slog.Level
+					if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+						t.Fatalf("-scalesim.log: %v", err)
+					}
+					cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+				}
 				cfg.Settle = cfg.EndWindow + 30*time.Second
 				cfg.Progress = func(line string) { fmt.Printf("%7.1fs %s\n", time.Since(began).Seconds(), line) }
 				if *trace {
