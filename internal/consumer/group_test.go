@@ -227,6 +227,44 @@ func TestMemberFollowsOnlyWhatTheLeaderPlans(t *testing.T) {
 	}
 }
 
+// TestMemberFollowsAnUndecidedLeader: a group's member that finds the
+// group's leader row held by another worker that has not said yet what it
+// plans (its first round is under way) follows it as the primary does,
+// taking no lease of its stream by count, which the leader's plan would
+// move again; when that leader's row expires, the primary leads and the
+// worker holds every lease of both streams.
+func TestMemberFollowsAnUndecidedLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		fk.CreateStream("a", 2)
+		fk.CreateStream("b", 2)
+		mem := lease.NewMemory()
+		ctx := context.Background()
+		row, err := mem.Ensure(ctx, lease.LeaderKey("a"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Take(ctx, row, "starting"); err != nil {
+			t.Fatal(err)
+		}
+		recs := map[string]*recorder{"a": newRecorder(), "b": newRecorder()}
+		w := startGroup(t, k, mem, "w1", []string{"a", "b"}, recs, AssignByLoad)
+		defer w.stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		for _, c := range w.cs {
+			if n := len(c.Owned()); n != 0 {
+				t.Errorf("stream %s: %d leases taken while the leader row is held undecided, want 0", c.cfg.Stream, n)
+			}
+		}
+		waitFor(t, "w1 leads both streams and holds every lease", func() bool {
+			l, _ := mem.Get(ctx, lease.LeaderKey("a"))
+			return w.owned() == 4 && l.Owner == "w1" && l.Checkpoint == "plan:leader:a,b"
+		})
+	})
+}
+
 // TestNewGroupValidates: a group's consumers share the owner and the store
 // and read distinct streams.
 func TestNewGroupValidates(t *testing.T) {

@@ -184,35 +184,48 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 			return roleFollowing
 		}
 	}
-	if fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) || (row.Checkpoint == "" && row.Owner != "") {
-		// A leader that has not said yet how the fleet balances (it
-		// says so in its first round) is followed too: a worker of a
-		// starting fleet waits for its plan rather than taking leases by
-		// count, which the plan would move again.
+	if c.follows(row) {
 		return roleFollowing
 	}
 	return roleSelf
 }
 
+// follows reports whether the leader row, as read, has this worker follow
+// the leader: the leader plans this worker's stream, or has not said yet
+// what it plans (it says so in its first round). A worker of a starting
+// fleet waits for that plan rather than taking leases by count, which the
+// plan would move again; for a group's member, a leader that turns out
+// not to plan its stream costs a round.
+func (c *Consumer) follows(row lease.Lease) bool {
+	return fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) || (row.Checkpoint == "" && row.Owner != "")
+}
+
 // memberRole is roleFor for a group's member that is not its primary: it
 // never competes for the leader row; it follows while the leader plans
 // its stream (the primary of this process, or another worker's, as the
-// row says) and balances for itself otherwise.
+// row says) or has not said yet what it plans, and balances for itself
+// otherwise.
 func (c *Consumer) memberRole(ctx context.Context) role {
-	fleet := c.grp.ledHere()
-	if fleet == "" {
-		sctx, cancel := c.storeContext(ctx)
-		row, err := c.cfg.Store.Get(sctx, c.leaderKey())
-		cancel()
-		if err != nil {
-			if !errors.Is(err, lease.ErrNotFound) && ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the leader row failed; balancing for this worker alone", slog.String(attrError, err.Error()))
-			}
-			return roleSelf
+	if fleet := c.grp.ledHere(); fleet != "" {
+		if fleetCovers(fleet, c.grp.name, c.cfg.Stream) {
+			return roleFollowing
 		}
-		fleet = row.Checkpoint
+		return roleSelf
 	}
-	if fleetCovers(fleet, c.grp.name, c.cfg.Stream) {
+	sctx, cancel := c.storeContext(ctx)
+	row, err := c.cfg.Store.Get(sctx, c.leaderKey())
+	cancel()
+	if err != nil {
+		if !errors.Is(err, lease.ErrNotFound) && ctx.Err() == nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the leader row failed; balancing for this worker alone", slog.String(attrError, err.Error()))
+		}
+		return roleSelf
+	}
+	if c.follows(row) {
+		// An undecided leader (this process's primary in its first round,
+		// or another worker's) is followed as a primary follows it: the
+		// members of a starting service once balanced their streams by
+		// count until its first plan, which then moved those leases again.
 		return roleFollowing
 	}
 	return roleSelf
