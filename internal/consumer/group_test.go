@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/message"
 	"github.com/shardsettle/lambdaadapter/internal/publish"
 	"github.com/shardsettle/lambdaadapter/lambdaadaptertest/awsfake"
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -41,6 +42,12 @@ func (w worker) owned() int {
 // written while it moved.
 func startGroup(t *testing.T, k KinesisAPI, mem lease.Store, owner string, streams []string, recs map[string]*recorder, by Assignment, tweaks ...func(*Config)) worker {
 	t.Helper()
+	return startGroupWith(t, k, mem, owner, streams, func(s string) message.Handler { return recs[s] }, by, tweaks...)
+}
+
+// startGroupWith is startGroup with each stream's handler made by h.
+func startGroupWith(t *testing.T, k KinesisAPI, mem lease.Store, owner string, streams []string, h func(stream string) message.Handler, by Assignment, tweaks ...func(*Config)) worker {
+	t.Helper()
 	store := &scanCounter{Store: mem}
 	var cs []*Consumer
 	for _, s := range streams {
@@ -48,7 +55,7 @@ func startGroup(t *testing.T, k KinesisAPI, mem lease.Store, owner string, strea
 		for _, tweak := range tweaks {
 			tweak(&cfg)
 		}
-		cs = append(cs, newConsumer(t, cfg, handler(recs[s])))
+		cs = append(cs, newConsumer(t, cfg, handler(h(s))))
 	}
 	if _, err := NewGroup(cs...); err != nil {
 		t.Fatal(err)
@@ -203,6 +210,113 @@ func TestGroupBalancesAcrossStreams(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestGroupBalancesLoadAcrossStreams: two workers read streams a and b,
+// two shards each; a's first shard carries three times the records of each
+// other shard, and each record costs the handler's worker the same CPU
+// time. Balancing each stream alone, or the streams together by count,
+// leaves two leases on each worker, one of them with the hot shard and a
+// cold one (0.4 CPU against 0.2). The group's leader plans both streams by
+// the load each worker publishes in each stream's row, so the hot shard
+// ends alone on its worker and the three cold ones, of both streams, on
+// the other (0.3 each), by graceful hand-overs: every record is handled
+// once.
+func TestGroupBalancesLoadAcrossStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		streams := []string{"a", "b"}
+		recs := map[string]*recorder{}
+		for _, s := range streams {
+			fk.CreateStream(s, 2)
+			recs[s] = newRecorder()
+		}
+		mem := lease.NewMemory()
+		const perRecord = 10 * time.Millisecond
+		var ws []worker
+		for i := range 2 {
+			var used atomic.Int64 // this worker's CPU time, charged per record
+			h := func(s string) message.Handler {
+				return message.HandlerFunc(func(ctx context.Context, m *message.Message) message.Outcome {
+					used.Add(int64(perRecord))
+					return recs[s].HandleRecord(ctx, m)
+				})
+			}
+			cpu := func(c *Config) {
+				c.CPUTime = func() time.Duration { return time.Duration(used.Load()) }
+				c.CPUs = 1
+			}
+			ws = append(ws, startGroupWith(t, k, mem, fmt.Sprintf("w%d", i), streams, h, AssignByLoad, cpu))
+		}
+		// 30 records/s to a's first shard, 10/s to each other shard.
+		wctx, stopWriting := context.WithCancel(t.Context())
+		defer stopWriting()
+		written := make(chan int, 1)
+		go func() {
+			n := 0
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-wctx.Done():
+					written <- n
+					return
+				case <-tick.C:
+				}
+				for _, s := range streams {
+					for sh := range 2 {
+						per := 1
+						if s == "a" && sh == 0 {
+							per = 3
+						}
+						for range per {
+							fk.PutTo(s, shardID(sh), "k", fmt.Appendf(nil, "%s-%d-%d", s, sh, n))
+							n++
+						}
+					}
+				}
+			}
+		}()
+		hotOwner := func() (hot, other *worker) {
+			for i := range ws {
+				if slices.Contains(ws[i].cs[0].Owned(), shardID(0)) {
+					return &ws[i], &ws[1-i]
+				}
+			}
+			return nil, nil
+		}
+		waitFor(t, "the hot shard alone on its worker, the three cold ones on the other", func() bool {
+			hot, other := hotOwner()
+			return hot != nil && hot.owned() == 1 && other.owned() == 3
+		})
+		// It stays so: the load is even now, and nothing flaps.
+		time.Sleep(time.Minute)
+		if hot, other := hotOwner(); hot == nil || hot.owned() != 1 || other.owned() != 3 {
+			for _, w := range ws {
+				for _, c := range w.cs {
+					t.Logf("%s %s owns %v", c.Owner(), c.cfg.Stream, c.Owned())
+				}
+			}
+			t.Error("the leases moved again after the load was even")
+		}
+		stopWriting()
+		n := <-written
+		waitFor(t, "every record handled", func() bool { return recs["a"].count()+recs["b"].count() >= n })
+		for _, s := range streams {
+			for p, times := range recs[s].times() {
+				if times != 1 {
+					t.Errorf("stream %s: %q handled %d times", s, p, times)
+				}
+			}
+		}
+		if got := recs["a"].count() + recs["b"].count(); got != n {
+			t.Errorf("%d records handled, %d written", got, n)
+		}
+		for _, w := range ws {
+			w.stop()
+		}
+	})
 }
 
 // TestMemberFollowsOnlyWhatTheLeaderPlans: a member of a group follows the
