@@ -26,8 +26,17 @@ func scanUnits(s, w int) float64 {
 // each of w workers Scans the table (s leases, w worker rows, the leader
 // row) every balancing round (lease/2) and every list interval.
 func OldReads(s, w int, lease, list time.Duration) Reads {
-	scans := float64(w) * (2/lease.Seconds() + 1/list.Seconds())
-	return Reads{Rows: scans * float64(s+w+1), RCU: scans * scanUnits(s, w)}
+	return OldReadsStreams(s, w, 1, lease, list)
+}
+
+// OldReadsStreams is OldReads for a service of n streams on one table (s
+// leases in all, a worker row per worker and stream): each of the n
+// consumers of each of w workers Scans the whole table (a Scan reads every
+// row, whatever stream its filter matches) every balancing round and
+// every list interval.
+func OldReadsStreams(s, w, n int, lease, list time.Duration) Reads {
+	scans := float64(w*n) * (2/lease.Seconds() + 1/list.Seconds())
+	return Reads{Rows: scans * float64(s+n*w+1), RCU: scans * scanUnits(s, n*w)}
 }
 
 // LedReads is the read cost with a leader: the leader Scans every
@@ -36,9 +45,20 @@ func OldReads(s, w int, lease, list time.Duration) Reads {
 // through the owner index (Query, 0.5 units) every balancing round.
 // Gets of leases adopted after a move are left out (they come with moves).
 func LedReads(s, w int, lease, list time.Duration) Reads {
-	scans := 2/lease.Seconds() + 1/list.Seconds()
-	rounds := float64(w) * 2 / lease.Seconds()
-	return Reads{Rows: scans * float64(s+w+1), RCU: scans*scanUnits(s, w) + rounds*1 + (rounds-2/lease.Seconds())*0.5}
+	return LedReadsStreams(s, w, 1, lease, list)
+}
+
+// LedReadsStreams is LedReads for a service of n streams on one table
+// (internal/consumer/doc.go, "Several streams"): the group's leader Scans
+// the whole table once a balancing round for every stream
+// (SnapshotStreams) and once a list interval for each stream's listing;
+// each of the n consumers of every worker reads the leader row and, but
+// the leader's own, queries the owner index every round.
+func LedReadsStreams(s, w, n int, lease, list time.Duration) Reads {
+	round := 2 / lease.Seconds()
+	scans := round + float64(n)/list.Seconds()
+	rounds := float64(w*n) * round
+	return Reads{Rows: scans * float64(s+n*w+1), RCU: scans*scanUnits(s, n*w) + rounds*1 + (rounds-round)*0.5}
 }
 
 // Format writes the report as plain-text tables: the settings, one row per
@@ -58,7 +78,11 @@ func (r *Report) Format(w io.Writer) error {
 	if c.Assignment == consumer.AssignByCount {
 		assign = "count (AssignByCount)"
 	}
-	fmt.Fprintf(&b, "%d shards, %d workers at the start, %d records/s written %s, start TRIM_HORIZON, assignment by %s\n", c.Shards, c.Workers, c.WriteRate, writes, assign)
+	shards := fmt.Sprintf("%d shards", c.Shards)
+	if c.Streams > 1 {
+		shards += fmt.Sprintf(" dealt over %d streams, each worker reading them all as one group (consumer.NewGroup)", c.Streams)
+	}
+	fmt.Fprintf(&b, "%s, %d workers at the start, %d records/s written %s, start TRIM_HORIZON, assignment by %s\n", shards, c.Workers, c.WriteRate, writes, assign)
 	fmt.Fprintf(&b, "CPU model (per worker, 1 CPU): %s per record + %s per payload byte + %s per GetRecords call; max/mean CPU (measured) at convergence over the last lease duration, at the end over the last %s of the %s after it converged; expected end: max/mean of each worker's expected CPU at the phase's end, the CPU model's cost of each shard it owns at the shard's true write rate (and its polls), without the window's noise\n", c.CPUPerRecord, c.CPUPerByte, c.CPUPerPoll, c.EndWindow, c.Settle)
 	fmt.Fprintf(&b, "lease duration %s (renewal every %s, balancing every %s, expiry after %s, store call deadline %s), list interval %s, checkpoint interval %s, shutdown timeout %s\n",
 		c.LeaseDuration, c.LeaseDuration/3, c.LeaseDuration/2, c.LeaseDuration, max(c.LeaseDuration/3, time.Second), c.ListInterval, c.CheckpointInterval, c.ShutdownTimeout)
@@ -124,10 +148,13 @@ func (r *Report) Format(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(&b, "modelled worker CPU at the window's end: mean %.2f, max/mean %.2f\n", s.MeanCPU, s.MaxMean)
-	old := OldReads(s.Shards, s.Workers, c.LeaseDuration, c.ListInterval)
-	nw := LedReads(s.Shards, s.Workers, c.LeaseDuration, c.ListInterval)
+	old := OldReadsStreams(s.Shards, s.Workers, c.Streams, c.LeaseDuration, c.ListInterval)
+	nw := LedReadsStreams(s.Shards, s.Workers, c.Streams, c.LeaseDuration, c.ListInterval)
 	fmt.Fprintf(&b, "lease-table reads per second: measured %.1f rows, %.1f RCU; the leader's formula (LedReads) %.1f rows, %.1f RCU; before the leader (OldReads: every worker Scans every lease duration/2 and every list interval) %.1f rows, %.1f RCU: measured RCU = %.1f%% of the old\n",
 		perSecond(s.Store.RowsRead, s.Window), perSecond(s.Store.RCU, s.Window)/1000, nw.Rows, nw.RCU, old.Rows, old.RCU, 100*perSecond(s.Store.RCU, s.Window)/1000/max(old.RCU, 1e-9))
+	if c.Streams > 1 {
+		fmt.Fprintf(&b, "  (with %d streams: LedReadsStreams and OldReadsStreams, each Scan reading the whole table, each worker's %d consumers reading as one worker of one stream does)\n", c.Streams, c.Streams)
+	}
 	if s.CPU > 0 {
 		fmt.Fprintf(&b, "process CPU in the window: %s (%.2f cores)\n", round(s.CPU), s.CPU.Seconds()/max(s.Window.Seconds(), 1e-9))
 	}

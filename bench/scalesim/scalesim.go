@@ -52,6 +52,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/kinesis"
+
 	"github.com/shardsettle/lambdaadapter/internal/consumer"
 	"github.com/shardsettle/lambdaadapter/internal/engine"
 	"github.com/shardsettle/lambdaadapter/internal/message"
@@ -96,8 +99,16 @@ type Event struct {
 // Config describes a simulation. Shards, Workers and WriteRate are
 // required; zero durations take the defaults named.
 type Config struct {
-	// Shards is the number of open shards of the stream.
+	// Shards is the number of open shards of the stream, or of all the
+	// streams together.
 	Shards int
+	// Streams is how many streams the shards are dealt over, round robin
+	// (0 or 1: one stream). With several, each worker reads every stream as
+	// one process does (consumer.NewGroup: a consumer per stream under one
+	// owner id, one CPU clock and one handler), and the group's leader
+	// plans the leases of every stream at once, as a service reading
+	// several streams does.
+	Streams int
 	// Workers is the number of workers started together at the start.
 	Workers int
 	// Events are the changes of the fleet, in order; each comes once the
@@ -185,6 +196,8 @@ func (c *Config) defaults() error {
 		return errors.New("scalesim: shards, workers and write rate must be positive")
 	case c.Grain < 0:
 		return errors.New("scalesim: negative grain")
+	case c.Streams < 0 || c.Streams > c.Shards:
+		return errors.New("scalesim: streams must be between 0 and the shards")
 	case c.SkewTop < 0 || c.SkewMax < 0 || c.CPUPerRecord < 0 || c.CPUPerByte < 0 || c.CPUPerPoll < 0:
 		return errors.New("scalesim: negative skew or CPU cost")
 	case c.Assignment != consumer.AssignByLoad && c.Assignment != consumer.AssignByCount:
@@ -214,6 +227,9 @@ func (c *Config) defaults() error {
 		if _, err := FitSkew(c.Shards, c.SkewTop, c.SkewMax); err != nil {
 			return err
 		}
+	}
+	if c.Streams == 0 {
+		c.Streams = 1
 	}
 	if c.CPUPerRecord == 0 {
 		c.CPUPerRecord = DefaultCPUPerRecord
@@ -257,8 +273,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// streamName is the simulated stream.
+// streamName is the simulated stream, or, with Config.Streams, the first
+// part of each stream's name (scale-0, scale-1, ...).
 const streamName = "scale"
+
+// shardLoc is where a shard is: its stream and shard id.
+type shardLoc struct{ stream, id string }
 
 // Report is what a simulation measured.
 type Report struct {
@@ -416,23 +436,27 @@ func (s Steady) PerShardSecond(n int64) float64 {
 // worker is one simulated process.
 type worker struct {
 	id     string
-	c      *consumer.Consumer
+	cs     []*consumer.Consumer // one per stream, a group when several
 	sw     *switchboard
 	cpu    *cpuClock
 	killed atomic.Bool
 	cancel context.CancelFunc
-	done   chan error // Run's result
+	done   chan error // each consumer's Run result
 }
 
 // sim is one run.
 type sim struct {
-	cfg   Config
-	k     *awsfake.Kinesis
-	arn   string
-	ids   []string // shard ids
-	mem   *lease.Memory
-	store *countingStore
-	rng   *rand.Rand
+	cfg     Config
+	k       *awsfake.Kinesis
+	streams []string          // the streams' names
+	arns    []string          // their ARNs
+	byARN   map[string]string // stream name by ARN
+	ids     []string          // each shard's key (sim.key), by index
+	locs    []shardLoc        // where each shard is, by index
+	index   map[string]int    // each shard's index, by key
+	mem     *lease.Memory
+	store   *countingStore
+	rng     *rand.Rand
 
 	all  []*worker // every worker started
 	live []*worker // those neither leaving nor killed
@@ -515,9 +539,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		s.plans = newPlanLog(next)
 		s.cfg.Logger = slog.New(s.plans)
 	}
-	s.arn = s.k.CreateStream(streamName, cfg.Shards)
+	s.byARN, s.index = map[string]string{}, map[string]int{}
+	for j := range cfg.Streams {
+		name := streamName
+		if cfg.Streams > 1 {
+			name = fmt.Sprintf("%s-%d", streamName, j)
+		}
+		n := cfg.Shards / cfg.Streams
+		if j < cfg.Shards%cfg.Streams {
+			n++
+		}
+		arn := s.k.CreateStream(name, n)
+		s.streams, s.arns = append(s.streams, name), append(s.arns, arn)
+		s.byARN[arn] = name
+	}
+	if cfg.Streams > 1 {
+		s.store.streams = s.streams
+	}
 	for i := range cfg.Shards {
-		s.ids = append(s.ids, fmt.Sprintf("shardId-%012d", i))
+		// The i-th shard is stream i % Streams's (i / Streams)-th.
+		loc := shardLoc{stream: s.streams[i%cfg.Streams], id: fmt.Sprintf("shardId-%012d", i/cfg.Streams)}
+		s.locs = append(s.locs, loc)
+		s.ids = append(s.ids, s.key(loc.stream, loc.id))
+		s.index[s.ids[i]] = i
 	}
 	s.cpuw.window = cfg.LeaseDuration
 	s.cpuEnd.window = cfg.EndWindow
@@ -663,7 +707,7 @@ func (s *sim) costs(shards []string) []float64 {
 	perRecord := s.perRecord()
 	out := make([]float64, 0, len(shards))
 	for _, id := range shards {
-		i := shardIndex(id)
+		i := s.shardIndex(id)
 		polls := s.pollRate
 		if r, ok := s.pollRates[id]; ok {
 			polls = r
@@ -673,9 +717,21 @@ func (s *sim) costs(shards []string) []float64 {
 	return out
 }
 
-// shardIndex returns the index in s.shares of the shard id (shardId-N).
-func shardIndex(id string) int {
-	i, _ := strconv.Atoi(id[len("shardId-"):])
+// key returns the key by which the simulation knows the shard id of
+// stream: the shard id with one stream, else "stream/shardId".
+func (s *sim) key(stream, id string) string {
+	if len(s.streams) == 1 {
+		return id
+	}
+	return stream + "/" + id
+}
+
+// shardIndex returns the index in s.shares of the shard key.
+func (s *sim) shardIndex(key string) int {
+	i, ok := s.index[key]
+	if !ok {
+		panic("scalesim: no shard " + key)
+	}
 	return i
 }
 
@@ -691,7 +747,7 @@ func (s *sim) loads(shards []string) []shardLoad {
 	costs := s.costs(shards)
 	out := make([]shardLoad, len(shards))
 	for k, id := range shards {
-		i := shardIndex(id)
+		i := s.shardIndex(id)
 		out[k] = shardLoad{cost: costs[k], records: s.shares[i] * float64(s.cfg.WriteRate)}
 	}
 	return out
@@ -713,7 +769,7 @@ func (s *sim) expectedMaxMean(o observation) float64 {
 
 // startWorker starts a new worker.
 func (s *sim) startWorker(ctx context.Context) {
-	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, 1)}
+	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, len(s.streams))}
 	w.cpu = &cpuClock{perRecord: s.cfg.CPUPerRecord, perByte: s.cfg.CPUPerByte, perPoll: s.cfg.CPUPerPoll}
 	h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
 		if w.killed.Load() {
@@ -727,34 +783,43 @@ func (s *sim) startWorker(ctx context.Context) {
 		w.cpu.record(len(m.Payload))
 		return message.Ack()
 	})
-	e, err := engine.New(engine.Config{Handler: h, Logger: s.cfg.Logger})
-	if err != nil {
-		panic("scalesim: " + err.Error()) // a valid configuration: a bug here
+	for j, name := range s.streams {
+		e, err := engine.New(engine.Config{Handler: h, Logger: s.cfg.Logger})
+		if err != nil {
+			panic("scalesim: " + err.Error()) // a valid configuration: a bug here
+		}
+		c, err := consumer.New(consumer.Config{
+			Stream:             name,
+			StreamARN:          s.arns[j],
+			Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu, polls: s.polls, key: s.iteratorKey},
+			Store:              killableStore{sw: w.sw, s: s.store},
+			Owner:              w.id,
+			Engine:             e,
+			Start:              consumer.TrimHorizon(),
+			LeaseDuration:      s.cfg.LeaseDuration,
+			ListInterval:       s.cfg.ListInterval,
+			CheckpointInterval: s.cfg.CheckpointInterval,
+			ShutdownTimeout:    s.cfg.ShutdownTimeout,
+			Assignment:         s.cfg.Assignment,
+			CPUTime:            w.cpu.now,
+			CPUs:               1,
+			Logger:             s.cfg.Logger,
+		})
+		if err != nil {
+			panic("scalesim: " + err.Error())
+		}
+		w.cs = append(w.cs, c)
 	}
-	c, err := consumer.New(consumer.Config{
-		Stream:             streamName,
-		StreamARN:          s.arn,
-		Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu, polls: s.polls},
-		Store:              killableStore{sw: w.sw, s: s.store},
-		Owner:              w.id,
-		Engine:             e,
-		Start:              consumer.TrimHorizon(),
-		LeaseDuration:      s.cfg.LeaseDuration,
-		ListInterval:       s.cfg.ListInterval,
-		CheckpointInterval: s.cfg.CheckpointInterval,
-		ShutdownTimeout:    s.cfg.ShutdownTimeout,
-		Assignment:         s.cfg.Assignment,
-		CPUTime:            w.cpu.now,
-		CPUs:               1,
-		Logger:             s.cfg.Logger,
-	})
-	if err != nil {
-		panic("scalesim: " + err.Error())
+	if len(w.cs) > 1 {
+		if _, err := consumer.NewGroup(w.cs...); err != nil {
+			panic("scalesim: " + err.Error())
+		}
 	}
-	w.c = c
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancel = cancel
-	go func() { w.done <- c.Run(rctx) }()
+	for _, c := range w.cs {
+		go func() { w.done <- c.Run(rctx) }()
+	}
 	s.all = append(s.all, w)
 	s.live = append(s.live, w)
 }
@@ -789,8 +854,10 @@ func (s *sim) stopAll() error {
 	s.live = nil
 	var first error
 	for _, w := range s.all {
-		if err := <-w.done; err != nil && first == nil {
-			first = fmt.Errorf("scalesim: worker %s: %w", w.id, err)
+		for range w.cs {
+			if err := <-w.done; err != nil && first == nil {
+				first = fmt.Errorf("scalesim: worker %s: %w", w.id, err)
+			}
 		}
 	}
 	return first
@@ -819,7 +886,7 @@ func (s *sim) write(ctx context.Context) {
 			if s.cum != nil {
 				to = s.drawShard()
 			}
-			s.k.PutTo(streamName, s.ids[to], "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
+			s.k.PutTo(s.locs[to].stream, s.locs[to].id, "k"+strconv.Itoa(id%64), []byte(strconv.Itoa(id)))
 			shard = (shard + 1) % len(s.ids)
 		}
 	}
@@ -862,10 +929,7 @@ type observation struct {
 // observe looks at the lease table (directly: not counted) and the live
 // workers.
 func (s *sim) observe() observation {
-	snap, err := s.mem.Snapshot(context.Background(), streamName)
-	if err != nil {
-		panic("scalesim: " + err.Error()) // Memory fails only on a done context
-	}
+	leases := s.leases()
 	o := observation{held: map[string]int{}, liveCount: len(s.live)}
 	owned := map[string][]string{}
 	o.owned = owned
@@ -882,14 +946,17 @@ func (s *sim) observe() observation {
 	for _, w := range s.live {
 		o.held[w.id] = 0
 	}
-	for _, l := range snap.Leases {
+	for _, l := range leases {
 		o.switches += l.OwnerSwitches
 		if _, ok := o.held[l.Owner]; !ok {
 			o.unowned++
 			continue
 		}
 		o.held[l.Owner]++
-		owned[l.Owner] = append(owned[l.Owner], l.Key.ShardID)
+		owned[l.Owner] = append(owned[l.Owner], s.key(l.Key.Stream, l.Key.ShardID))
+	}
+	for _, keys := range owned {
+		slices.Sort(keys)
 	}
 	if len(s.live) == 0 {
 		return o
@@ -899,7 +966,7 @@ func (s *sim) observe() observation {
 	for _, n := range o.held {
 		o.min, o.max = min(o.min, n), max(o.max, n)
 	}
-	o.balanced = o.unowned == 0 && len(snap.Leases) == s.cfg.Shards
+	o.balanced = o.unowned == 0 && len(leases) == s.cfg.Shards
 	if s.cfg.Assignment == consumer.AssignByCount {
 		o.balanced = o.balanced && o.min >= o.target-1 && o.max <= o.target+1
 	} else {
@@ -909,12 +976,48 @@ func (s *sim) observe() observation {
 		return o
 	}
 	for _, w := range s.live {
-		if !slices.Equal(w.c.Owned(), owned[w.id]) { // both sorted
+		if !slices.Equal(s.reads(w), owned[w.id]) { // both sorted
 			return o
 		}
 	}
 	o.reading = true
 	return o
+}
+
+// leases returns the rows of every stream's shards (directly: not
+// counted).
+func (s *sim) leases() []lease.Lease {
+	var out []lease.Lease
+	for _, name := range s.streams {
+		snap, err := s.mem.Snapshot(context.Background(), name)
+		if err != nil {
+			panic("scalesim: " + err.Error()) // Memory fails only on a done context
+		}
+		out = append(out, snap.Leases...)
+	}
+	return out
+}
+
+// reads returns the keys of the shards w reads, in every stream, sorted.
+func (s *sim) reads(w *worker) []string {
+	var out []string
+	for j, c := range w.cs { // one per stream, in s.streams's order
+		for _, id := range c.Owned() {
+			out = append(out, s.key(s.streams[j], id))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// iteratorKey returns the key of the shard a GetShardIterator call reads
+// (for shardPolls).
+func (s *sim) iteratorKey(in *kinesis.GetShardIteratorInput) string {
+	name := aws.ToString(in.StreamName)
+	if in.StreamARN != nil {
+		name = s.byARN[*in.StreamARN]
+	}
+	return s.key(name, aws.ToString(in.ShardId))
 }
 
 // phase applies change and watches the fleet until it converged and Settle
@@ -1073,8 +1176,7 @@ func (s *sim) traceEstimates(o observation, phase string) {
 	s.cfg.Trace(line)
 	// The busiest's leases, by the table.
 	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(exp[b], exp[a]) })
-	snap, err := s.mem.Snapshot(context.Background(), streamName)
-	if err != nil || len(ids) == 0 {
+	if len(ids) == 0 {
 		return
 	}
 	total := 0.0
@@ -1085,9 +1187,10 @@ func (s *sim) traceEstimates(o observation, phase string) {
 	}
 	mean := total / float64(len(o.held))
 	line = fmt.Sprintf("%-9s end: %s holds", phase, ids[0])
-	for _, l := range snap.Leases {
+	for _, l := range s.leases() {
 		if l.Owner == ids[0] || l.Handoff == ids[0] {
-			line += fmt.Sprintf(" %s %.3f", strings.TrimPrefix(l.Key.ShardID, "shardId-000000000"), s.costs([]string{l.Key.ShardID})[0]/mean)
+			key := s.key(l.Key.Stream, l.Key.ShardID)
+			line += fmt.Sprintf(" %s %.3f", strings.Replace(key, "shardId-000000000", "", 1), s.costs([]string{key})[0]/mean)
 			if l.Handoff != "" {
 				line += fmt.Sprintf(" (%s->%s)", l.Owner, l.Handoff)
 			}

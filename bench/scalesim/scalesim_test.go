@@ -18,6 +18,7 @@ var (
 	trace      = flag.Bool("scalesim.trace", false, "print each lease move the samples see (TestSkewedFullFleetVirtual)")
 	benchLease = flag.Duration("scalesim.lease", 3*time.Second, "the lease duration of BenchmarkFleet (real time)")
 	logLevel   = flag.String("scalesim.log", "", "send the consumers' logs from this level up (debug, info, warn, error) to stderr (TestSkewedFullFleetVirtual); a run's info logs are about 1 MB")
+	streams    = flag.Int("scalesim.streams", 1, "how many streams TestSkewedFullFleetVirtual deals its shards over, each worker reading them all (Config.Streams)")
 	grain      = flag.Int("scalesim.grain", 1, "how many of a busier stream's records each record TestSkewedFullFleetVirtual writes stands for (Config.Grain)")
 	endWindow  = flag.Duration("scalesim.end", time.Minute, "the window over which TestSkewedFullFleetVirtual measures each phase's end (its last part; each phase goes on this and 30 s after it converged)")
 )
@@ -190,53 +191,72 @@ func skewed(a consumer.Assignment) Config {
 // count: by load, the busiest worker's CPU comes within 1.2 of the mean
 // after every change; by count it is worse on the same skew; no record is
 // lost, a join or a leave re-delivers none, and the lease table is read
-// far less than when every worker scanned it (OldReads).
+// far less than when every worker scanned it (OldReads). It runs with the
+// shards in one stream and dealt over three, each worker reading the
+// three as one service does (Config.Streams): the leader balances them
+// together, as well as one, and reads them with one Scan a round.
 func TestSkewedFleet(t *testing.T) {
-	reps := map[consumer.Assignment]*Report{}
-	for _, a := range []consumer.Assignment{consumer.AssignByLoad, consumer.AssignByCount} {
-		synctest.Test(t, func(t *testing.T) {
-			cfg := skewed(a)
-			cfg.Progress = func(line string) { t.Log(line) }
-			rep, err := Run(t.Context(), cfg)
-			if err != nil {
-				t.Fatal(err)
+	scans := map[int]int64{} // the steady window's Snapshot calls by load, by streams
+	for _, streams := range []int{1, 3} {
+		t.Run(fmt.Sprintf("streams=%d", streams), func(t *testing.T) {
+			reps := map[consumer.Assignment]*Report{}
+			for _, a := range []consumer.Assignment{consumer.AssignByLoad, consumer.AssignByCount} {
+				synctest.Test(t, func(t *testing.T) {
+					cfg := skewed(a)
+					cfg.Streams = streams
+					cfg.Progress = func(line string) { t.Log(line) }
+					rep, err := Run(t.Context(), cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var b strings.Builder
+					if err := rep.Format(&b); err != nil {
+						t.Fatal(err)
+					}
+					t.Log("\n" + b.String())
+					checkReport(t, rep)
+					for _, p := range rep.Phases {
+						if p.Converged && a == consumer.AssignByLoad && p.MaxMean > balanceRatio {
+							t.Errorf("%s: max/mean CPU %.2f at convergence, want at most %.1f", p.Name, p.MaxMean, balanceRatio)
+						}
+						if p.Kind != Kill && p.Duplicates != 0 {
+							t.Errorf("%s: %d records handled twice; only a kill may re-deliver", p.Name, p.Duplicates)
+						}
+					}
+					st := rep.Steady
+					if got, old := perSecond(st.Store.RCU, st.Window)/1000, OldReadsStreams(st.Shards, st.Workers, streams, rep.Config.LeaseDuration, rep.Config.ListInterval).RCU; got > 0.5*old {
+						t.Errorf("%.1f RCU/s in the steady state, want far below the %.1f of every worker scanning each stream", got, old)
+					}
+					// The documented formula holds (give or take a Scan
+					// in the window: its reads are few and large).
+					if got, want := perSecond(st.Store.RCU, st.Window)/1000, LedReadsStreams(st.Shards, st.Workers, streams, rep.Config.LeaseDuration, rep.Config.ListInterval).RCU; got < 0.75*want || got > 1.25*want {
+						t.Errorf("%.1f RCU/s in the steady state, want about the formula's %.1f (LedReadsStreams)", got, want)
+					}
+					reps[a] = rep
+				})
 			}
-			var b strings.Builder
-			if err := rep.Format(&b); err != nil {
-				t.Fatal(err)
+			load, count := reps[consumer.AssignByLoad], reps[consumer.AssignByCount]
+			if load == nil || count == nil {
+				return
 			}
-			t.Log("\n" + b.String())
-			checkReport(t, rep)
-			for _, p := range rep.Phases {
-				if p.Converged && a == consumer.AssignByLoad && p.MaxMean > balanceRatio {
-					t.Errorf("%s: max/mean CPU %.2f at convergence, want at most %.1f", p.Name, p.MaxMean, balanceRatio)
+			scans[streams] = load.Steady.Store.Calls[Snapshot]
+			for i, p := range load.Phases {
+				if p.MaxMeanEnd > balanceRatio {
+					// Not always held: the planner stops at its own estimates
+					// (tolerance 0.15), made of one heartbeat's rates and a
+					// smoothed CPU reading, a few per cent off the model's.
+					t.Logf("by load, %s: max/mean CPU %.2f at the phase's end (above %.1f)", p.Name, p.MaxMeanEnd, balanceRatio)
 				}
-				if p.Kind != Kill && p.Duplicates != 0 {
-					t.Errorf("%s: %d records handled twice; only a kill may re-deliver", p.Name, p.Duplicates)
+				if c := count.Phases[i]; c.MaxMeanEnd <= p.MaxMeanEnd {
+					t.Errorf("%s: max/mean CPU by count %.2f, by load %.2f: want count worse", p.Name, c.MaxMeanEnd, p.MaxMeanEnd)
 				}
 			}
-			st := rep.Steady
-			old := OldReads(st.Shards, st.Workers, rep.Config.LeaseDuration, rep.Config.ListInterval)
-			if got := perSecond(st.Store.RCU, st.Window) / 1000; got > 0.5*old.RCU {
-				t.Errorf("%.1f RCU/s in the steady state, want far below the %.1f of every worker scanning", got, old.RCU)
-			}
-			reps[a] = rep
 		})
 	}
-	load, count := reps[consumer.AssignByLoad], reps[consumer.AssignByCount]
-	if load == nil || count == nil {
-		return
-	}
-	for i, p := range load.Phases {
-		if p.MaxMeanEnd > balanceRatio {
-			// Not always held: the planner stops at its own estimates
-			// (tolerance 0.15), made of one heartbeat's rates and a
-			// smoothed CPU reading, a few per cent off the model's.
-			t.Logf("by load, %s: max/mean CPU %.2f at the phase's end (above %.1f)", p.Name, p.MaxMeanEnd, balanceRatio)
-		}
-		if c := count.Phases[i]; c.MaxMeanEnd <= p.MaxMeanEnd {
-			t.Errorf("%s: max/mean CPU by count %.2f, by load %.2f: want count worse", p.Name, c.MaxMeanEnd, p.MaxMeanEnd)
-		}
+	// The group's leader reads its three streams with one Scan a round
+	// (lease.Memory.SnapshotStreams, as lease.DynamoDB's), not three.
+	if one, three := scans[1], scans[3]; one > 0 && three > one+one/2 {
+		t.Errorf("%d reads of the whole table in the steady window with three streams, %d with one: want about as many", three, one)
 	}
 }
 
@@ -266,6 +286,7 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 				// records' noise (see Oracle).
 				cfg.EndWindow = *endWindow
 				cfg.Grain = *grain
+				cfg.Streams = *streams
 				if *logLevel != "" {
 					var level slog.Level
 					if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

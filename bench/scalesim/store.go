@@ -137,6 +137,10 @@ func (c Counts) sub(o Counts) Counts {
 // countingStore counts the calls that reach the shared store.
 type countingStore struct {
 	s lease.Store
+	// streams are every stream whose rows the table holds: a Scan reads,
+	// and bills, all of them, whatever stream its filter matches
+	// (lease/doc.go, "Read cost"). Nil: the one stream read.
+	streams []string
 
 	calls, refused             [numCalls]atomic.Int64
 	rows                       atomic.Int64
@@ -257,12 +261,57 @@ func (c *countingStore) RemoveWorker(ctx context.Context, w lease.Worker) error 
 func (c *countingStore) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
 	snap, err := c.s.Snapshot(ctx, stream)
 	c.count(Snapshot, err)
-	c.rows.Add(int64(len(snap.Leases) + len(snap.Workers)))
-	if snap.Leader != nil {
+	if len(c.streams) > 1 {
+		c.scanned(ctx, nil)
+	} else {
+		c.scanned(ctx, map[string]lease.Snapshot{stream: snap})
+	}
+	return snap, err
+}
+
+// scanned counts the rows and read units of one Scan of the table, whose
+// rows are those of snaps, or, when nil, of every stream (read now).
+func (c *countingStore) scanned(ctx context.Context, snaps map[string]lease.Snapshot) {
+	if snaps == nil {
+		snaps, _ = c.s.(streamsSnapshotter).SnapshotStreams(ctx, c.streams...)
+	}
+	var all lease.Snapshot
+	for _, snap := range snaps {
+		all.Leases = append(all.Leases, snap.Leases...)
+		all.Workers = append(all.Workers, snap.Workers...)
+		if snap.Leader != nil {
+			all.Leader = snap.Leader
+		}
+	}
+	c.rows.Add(int64(len(all.Leases) + len(all.Workers)))
+	if all.Leader != nil {
 		c.rows.Add(1)
 	}
-	c.milliRCU.Add(scanMilliUnits(snap))
-	return snap, err
+	c.milliRCU.Add(scanMilliUnits(all))
+}
+
+// streamsSnapshotter is a store that reads the rows of several streams at
+// once (lease.Memory, as lease.DynamoDB with one Scan): the consumer's
+// group leader reads so when its store can.
+type streamsSnapshotter interface {
+	SnapshotStreams(ctx context.Context, streams ...string) (map[string]lease.Snapshot, error)
+}
+
+// SnapshotStreams counts one Snapshot: one Scan of the whole table, which
+// reads every stream's rows (the leader row once).
+func (c *countingStore) SnapshotStreams(ctx context.Context, streams ...string) (map[string]lease.Snapshot, error) {
+	m, ok := c.s.(streamsSnapshotter)
+	if !ok {
+		return nil, errors.New("scalesim: the store reads one stream at a time")
+	}
+	snaps, err := m.SnapshotStreams(ctx, streams...)
+	c.count(Snapshot, err)
+	if len(streams) < len(c.streams) {
+		c.scanned(ctx, nil)
+	} else {
+		c.scanned(ctx, snaps)
+	}
+	return snaps, err
 }
 
 func (c *countingStore) Owned(ctx context.Context, owner string) ([]lease.Key, error) {
@@ -294,7 +343,7 @@ func (sw *switchboard) cut(ctx context.Context) error {
 // killableStore is one worker's view of the shared store.
 type killableStore struct {
 	sw *switchboard
-	s  lease.Store
+	s  *countingStore
 }
 
 var _ lease.Store = killableStore{}
@@ -390,6 +439,14 @@ func (k killableStore) Snapshot(ctx context.Context, stream string) (lease.Snaps
 	return k.s.Snapshot(ctx, stream)
 }
 
+// SnapshotStreams is countingStore's, cut like every call.
+func (k killableStore) SnapshotStreams(ctx context.Context, streams ...string) (map[string]lease.Snapshot, error) {
+	if err := k.sw.cut(ctx); err != nil {
+		return nil, err
+	}
+	return k.s.SnapshotStreams(ctx, streams...)
+}
+
 // killableKinesis is one worker's Kinesis client. Each GetRecords call
 // that reaches the stream advances the worker's CPU clock by
 // Config.CPUPerPoll.
@@ -398,6 +455,9 @@ type killableKinesis struct {
 	k     consumer.KinesisAPI
 	cpu   *cpuClock
 	polls *shardPolls // nil: not counted by shard
+	// key names the shard a GetShardIterator call reads, for polls (nil:
+	// its shard id).
+	key func(*kinesis.GetShardIteratorInput) string
 }
 
 // shardPolls counts the GetRecords calls of each shard, following the
@@ -467,7 +527,11 @@ func (k killableKinesis) GetShardIterator(ctx context.Context, in *kinesis.GetSh
 	}
 	out, err := k.k.GetShardIterator(ctx, in, opts...)
 	if err == nil && in.ShardId != nil {
-		k.polls.track(out.ShardIterator, *in.ShardId)
+		key := *in.ShardId
+		if k.key != nil {
+			key = k.key(in)
+		}
+		k.polls.track(out.ShardIterator, key)
 	}
 	return out, err
 }
