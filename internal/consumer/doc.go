@@ -311,10 +311,11 @@
 //     where it has a live row. The row says which streams the leader plans
 //     ("plan:leader:a,b"); a member of a stream the leader does not plan
 //     (the leader runs an older list) balances that stream for itself.
-//     While the row does not say yet (a leader in its first round), the
-//     members follow as the primary does (a round lost when the leader
-//     turns out not to plan their stream), rather than take leases by
-//     count that its plan would move again.
+//     While the row does not say yet (a leader in its first round, or no
+//     leader yet: the row free or not there, which the primaries take or
+//     make in their rounds), the members follow (a round lost when the
+//     leader turns out not to plan their stream), rather than take leases
+//     by count that its plan would move again.
 //     The other members of the leader's process follow like any worker
 //     (the owner index, renewals), but list their streams; a lease the
 //     leader takes for its own process in another stream is handed to that

@@ -379,6 +379,76 @@ func TestMemberFollowsAnUndecidedLeader(t *testing.T) {
 	})
 }
 
+// TestMemberRole: a group's member that is not its primary follows while
+// the group's leader row plans its stream or says nothing yet: the row
+// held by a leader in its first round, free, or not there (its primary
+// takes or makes it in its own round); it balances its stream for itself
+// when the row says the leader plans other streams or that every worker
+// balances for itself, or when the row cannot be read.
+func TestMemberRole(t *testing.T) {
+	ctx := context.Background()
+	k := newStream(1)
+	for _, c := range []struct {
+		name       string
+		none       bool   // no leader row
+		owner      string // who holds it ("": nobody)
+		fleet      string // what it says
+		released   bool   // its holder released it
+		unreadable bool   // reading it fails
+		want       role
+	}{
+		{name: "no row", none: true, want: roleFollowing},
+		{name: "free, undecided", want: roleFollowing},
+		{name: "held, undecided", owner: "v", want: roleFollowing},
+		{name: "plans b", owner: "v", fleet: "plan:leader:a,b", want: roleFollowing},
+		{name: "released, planned b", owner: "v", fleet: "plan:leader:a,b", released: true, want: roleFollowing},
+		{name: "plans a alone", owner: "v", fleet: fleetLed, want: roleSelf},
+		{name: "released, planned a alone", owner: "v", fleet: fleetLed, released: true, want: roleSelf},
+		{name: "every worker for itself", owner: "v", fleet: fleetSelf, want: roleSelf},
+		{name: "unreadable", owner: "v", unreadable: true, want: roleSelf},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := lease.NewMemory()
+			if !c.none {
+				row, err := mem.Ensure(ctx, lease.LeaderKey("a"), nil)
+				if err == nil && c.owner != "" {
+					row, err = mem.Take(ctx, row, c.owner)
+				}
+				if err == nil && c.fleet != "" {
+					row, err = mem.Checkpoint(ctx, row, c.fleet, 0)
+				}
+				if err == nil && c.released {
+					_, err = mem.Release(ctx, row)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			var store lease.Store = mem
+			if c.unreadable {
+				store = unreadableStore{mem}
+			}
+			mk := func(stream string) *Consumer {
+				return newConsumer(t, Config{Stream: stream, Kinesis: k, Store: store, Owner: "w"}, handler(newRecorder()))
+			}
+			a, b := mk("a"), mk("b")
+			if _, err := NewGroup(a, b); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.memberRole(ctx); got != c.want {
+				t.Errorf("memberRole = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// unreadableStore is a lease store whose Get fails.
+type unreadableStore struct{ lease.Store }
+
+func (unreadableStore) Get(context.Context, lease.Key) (lease.Lease, error) {
+	return lease.Lease{}, errors.New("throttled")
+}
+
 // TestNewGroupValidates: a group's consumers share the owner and the store
 // and read distinct streams.
 func TestNewGroupValidates(t *testing.T) {

@@ -195,9 +195,16 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 // what it plans (it says so in its first round). A worker of a starting
 // fleet waits for that plan rather than taking leases by count, which the
 // plan would move again; for a group's member, a leader that turns out
-// not to plan its stream costs a round.
+// not to plan its stream costs a round. A group's member also waits while
+// the row is free and says nothing: its primary takes the row in its next
+// round (or loses it to another worker's, which then plans), as a primary
+// that reads it free does at once. (A starting service of 50 workers
+// reading 4 streams once had one member take all 250 leases of its stream
+// by count before any leader was there, and the leader's plans moved
+// them again: the skewed scale simulation, -scalesim.streams=4.)
 func (c *Consumer) follows(row lease.Lease) bool {
-	return fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) || (row.Checkpoint == "" && row.Owner != "")
+	undecided := row.Checkpoint == "" && (row.Owner != "" || !c.isPrimary())
+	return fleetCovers(row.Checkpoint, c.grp.name, c.cfg.Stream) || undecided
 }
 
 // memberRole is roleFor for a group's member that is not its primary: it
@@ -215,17 +222,17 @@ func (c *Consumer) memberRole(ctx context.Context) role {
 	sctx, cancel := c.storeContext(ctx)
 	row, err := c.cfg.Store.Get(sctx, c.leaderKey())
 	cancel()
+	if errors.Is(err, lease.ErrNotFound) {
+		// Not there yet: the primary makes it in its round (follows).
+		return roleFollowing
+	}
 	if err != nil {
-		if !errors.Is(err, lease.ErrNotFound) && ctx.Err() == nil {
+		if ctx.Err() == nil {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the leader row failed; balancing for this worker alone", slog.String(attrError, err.Error()))
 		}
 		return roleSelf
 	}
 	if c.follows(row) {
-		// An undecided leader (this process's primary in its first round,
-		// or another worker's) is followed as a primary follows it: the
-		// members of a starting service once balanced their streams by
-		// count until its first plan, which then moved those leases again.
 		return roleFollowing
 	}
 	return roleSelf
