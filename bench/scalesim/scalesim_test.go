@@ -58,23 +58,7 @@ func fleet() Config {
 // than the renewal and checkpoint intervals allow.
 func TestSmallFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := small()
-		cfg.Progress = func(line string) { t.Log(line) }
-		rep, err := Run(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		if err := rep.Format(&b); err != nil {
-			t.Fatal(err)
-		}
-		t.Log("\n" + b.String())
-		checkReport(t, rep)
-		for _, p := range rep.Phases {
-			if p.Kind != Kill && p.Duplicates != 0 {
-				t.Errorf("%s: %d records handled twice; only a kill may re-deliver", p.Name, p.Duplicates)
-			}
-		}
+		rep := runLogged(t, small())
 		st := rep.Steady
 		// Renewal every third of the lease duration; at most one checkpoint
 		// per shard per checkpoint interval (plus one at the window's edge).
@@ -98,6 +82,30 @@ func TestSmallFleet(t *testing.T) {
 			t.Errorf("%.0f GetRecords calls counted by shard in the steady window, want the %.0f made", perShard, want)
 		}
 	})
+}
+
+// runLogged runs cfg, logging its progress and report, and checks what
+// every small simulation must show (checkReport), and that only a kill
+// re-delivered records.
+func runLogged(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	cfg.Progress = func(line string) { t.Log(line) }
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := rep.Format(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	checkReport(t, rep)
+	for _, p := range rep.Phases {
+		if p.Kind != Kill && p.Duplicates != 0 {
+			t.Errorf("%s: %d records handled twice; only a kill may re-deliver", p.Name, p.Duplicates)
+		}
+	}
+	return rep
 }
 
 // checkReport asserts what every simulation must show: every phase
@@ -204,23 +212,10 @@ func TestSkewedFleet(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					cfg := skewed(a)
 					cfg.Streams = streams
-					cfg.Progress = func(line string) { t.Log(line) }
-					rep, err := Run(t.Context(), cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var b strings.Builder
-					if err := rep.Format(&b); err != nil {
-						t.Fatal(err)
-					}
-					t.Log("\n" + b.String())
-					checkReport(t, rep)
+					rep := runLogged(t, cfg)
 					for _, p := range rep.Phases {
 						if p.Converged && a == consumer.AssignByLoad && p.MaxMean > balanceRatio {
 							t.Errorf("%s: max/mean CPU %.2f at convergence, want at most %.1f", p.Name, p.MaxMean, balanceRatio)
-						}
-						if p.Kind != Kill && p.Duplicates != 0 {
-							t.Errorf("%s: %d records handled twice; only a kill may re-deliver", p.Name, p.Duplicates)
 						}
 					}
 					st := rep.Steady
