@@ -108,6 +108,8 @@ bench-lanes:
 # virtual time with the default durations (seconds), then in real time with 3 s leases
 # (minutes). Prints a table per run. The real-time run with the default 10 s leases:
 #   cd bench/scalesim && go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m . -scalesim.lease=10s
+# The skewed fleet with its shards dealt over 4 streams, each worker reading them as one group:
+#   cd bench/scalesim && go test -run '^TestSkewedFullFleetVirtual$' -count=1 -timeout 90m -v . -scalesim.full -scalesim.streams=4
 bench-scale:
 	cd bench/scalesim && $(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v . -scalesim.full
 	cd bench/scalesim && $(GO) test -run '^TestSkewedFullFleetVirtual$$' -count=1 -timeout 60m -v . -scalesim.full
