@@ -52,13 +52,16 @@ func LedReads(s, w int, lease, list time.Duration) Reads {
 // (internal/consumer/doc.go, "Several streams"): the group's leader Scans
 // the whole table once a balancing round for every stream
 // (SnapshotStreams) and once a list interval for each stream's listing;
-// each of the n consumers of every worker reads the leader row and, but
-// the leader's own, queries the owner index every round.
+// every worker reads the leader row once a round, and every follower
+// queries the owner index once a round, for all its streams (its members
+// use its primary's reads); the leader's other n-1 consumers query the
+// index each round.
 func LedReadsStreams(s, w, n int, lease, list time.Duration) Reads {
 	round := 2 / lease.Seconds()
 	scans := round + float64(n)/list.Seconds()
-	rounds := float64(w*n) * round
-	return Reads{Rows: scans * float64(s+n*w+1), RCU: scans*scanUnits(s, n*w) + rounds*1 + (rounds-round)*0.5}
+	gets := float64(w) * round
+	queries := float64(w-1+n-1) * round
+	return Reads{Rows: scans * float64(s+n*w+1), RCU: scans*scanUnits(s, n*w) + gets*1 + queries*0.5}
 }
 
 // Format writes the report as plain-text tables: the settings, one row per
@@ -153,7 +156,7 @@ func (r *Report) Format(w io.Writer) error {
 	fmt.Fprintf(&b, "lease-table reads per second: measured %.1f rows, %.1f RCU; the leader's formula (LedReads) %.1f rows, %.1f RCU; before the leader (OldReads: every worker Scans every lease duration/2 and every list interval) %.1f rows, %.1f RCU: measured RCU = %.1f%% of the old\n",
 		perSecond(s.Store.RowsRead, s.Window), perSecond(s.Store.RCU, s.Window)/1000, nw.Rows, nw.RCU, old.Rows, old.RCU, 100*perSecond(s.Store.RCU, s.Window)/1000/max(old.RCU, 1e-9))
 	if c.Streams > 1 {
-		fmt.Fprintf(&b, "  (with %d streams: LedReadsStreams and OldReadsStreams, each Scan reading the whole table, each worker's %d consumers reading as one worker of one stream does)\n", c.Streams, c.Streams)
+		fmt.Fprintf(&b, "  (with %d streams: LedReadsStreams and OldReadsStreams, each Scan reading the whole table)\n", c.Streams)
 	}
 	if s.CPU > 0 {
 		fmt.Fprintf(&b, "process CPU in the window: %s (%.2f cores)\n", round(s.CPU), s.CPU.Seconds()/max(s.Window.Seconds(), 1e-9))

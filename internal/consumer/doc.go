@@ -321,10 +321,17 @@
 //     leader takes for its own process in another stream is handed to that
 //     stream's member at once. Cost with N streams: the leader's part as
 //     above (its Scans read every row of the table either way), plus one
-//     listing Scan per stream every L; each follower N × the follower's
-//     part (each member reads the leader row and queries the index):
-//     (2/D + N/L) · ceil((317·S + 220·N·W) / 4096) + (N·W − 1) · 1.5 · 2/D,
-//     S the shards of every stream. At 4 streams of 250 shards and 50
-//     workers: 30 + 60 = 90 units/s (the scale simulation counts 88.9,
-//     -scalesim.streams=4), where every consumer Scanning cost 4,153.
+//     listing Scan per stream every L; each follower the follower's part
+//     once, not once per stream: the primary reads the leader row and
+//     queries the owner index (which names the worker's leases of every
+//     stream), and the other members use those reads while they are
+//     younger than 3D/4 (Group.shared; a member whose primary leads, or
+//     whose reads fail, reads for itself), the primary starting a round of
+//     a member at once when the index names a lease of its stream that it
+//     does not hold yet; the leader's other members query the index each:
+//     (2/D + N/L) · ceil((317·S + 220·N·W) / 4096) + ((W − 1) · 1.5 +
+//     (N − 1) · 0.5) · 2/D, S the shards of every stream. At 4 streams of
+//     250 shards and 50 workers: 30 + 15 = 45 units/s (the scale
+//     simulation counts 44.8, -scalesim.streams=4; 88.9 when every member
+//     read for itself), where every consumer Scanning cost 4,153.
 package consumer

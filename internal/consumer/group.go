@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -39,6 +41,80 @@ import (
 type Group struct {
 	name    string      // the leader row's name (lease.LeaderKey): the primary's stream
 	members []*Consumer // in the order given; members[0] is the primary
+	shared  sharedReads
+}
+
+// sharedReads are the primary's last reads of the leader row and of the
+// owner index (which names this worker's leases of every stream), which
+// the other members use instead of reading both themselves every round:
+// a worker of N streams reads them once a round, not N times (the
+// follower's part of the cost, doc.go). A member reads them itself when
+// the primary's are older than sharedFor (the primary leads, or its reads
+// fail or hang).
+type sharedReads struct {
+	mu     sync.Mutex
+	row    lease.Lease
+	rowAt  time.Time
+	keys   []lease.Key
+	keysAt time.Time
+}
+
+// sharedFor is how long a member uses the primary's reads: a balancing
+// round (D/2) and half of one more, so that a member whose round comes
+// just before the primary's uses the last round's.
+func sharedFor(leaseDuration time.Duration) time.Duration { return 3 * leaseDuration / 4 }
+
+// readRow records the primary's read of the leader row, for the members.
+func (g *Group) readRow(row lease.Lease) {
+	if len(g.members) == 1 {
+		return
+	}
+	g.shared.mu.Lock()
+	g.shared.row, g.shared.rowAt = row, time.Now()
+	g.shared.mu.Unlock()
+}
+
+// recentRow returns the primary's last read of the leader row, if it is
+// younger than within.
+func (g *Group) recentRow(within time.Duration) (lease.Lease, bool) {
+	g.shared.mu.Lock()
+	defer g.shared.mu.Unlock()
+	if g.shared.rowAt.IsZero() || time.Since(g.shared.rowAt) >= within {
+		return lease.Lease{}, false
+	}
+	return g.shared.row, true
+}
+
+// queried records the primary's query of the owner index, for the
+// members, and starts a balancing round of each member with a lease of
+// its stream there that it does not hold yet, so that it adopts it now,
+// not at its own next round.
+func (g *Group) queried(keys []lease.Key) {
+	if len(g.members) == 1 {
+		return
+	}
+	g.shared.mu.Lock()
+	g.shared.keys, g.shared.keysAt = keys, time.Now()
+	g.shared.mu.Unlock()
+	for _, m := range g.members[1:] {
+		for _, k := range keys {
+			if k.Stream == m.cfg.Stream && !m.holds(k.ShardID) {
+				m.kick()
+				break
+			}
+		}
+	}
+}
+
+// recentKeys returns the primary's last query of the owner index, if it
+// is younger than within.
+func (g *Group) recentKeys(within time.Duration) ([]lease.Key, bool) {
+	g.shared.mu.Lock()
+	defer g.shared.mu.Unlock()
+	if g.shared.keysAt.IsZero() || time.Since(g.shared.keysAt) >= within {
+		return nil, false
+	}
+	return g.shared.keys, true
 }
 
 // NewGroup makes the consumers cs one group, cs[0] its primary. They must
@@ -166,10 +242,23 @@ func (c *Consumer) give(l lease.Lease) {
 	}
 	c.gifts = append(c.gifts, l)
 	c.mu.Unlock()
+	c.kick()
+}
+
+// kick asks c for a balancing round now.
+func (c *Consumer) kick() {
 	select {
 	case c.balanceNow <- struct{}{}:
 	default: // a round is pending already
 	}
+}
+
+// holds reports whether c reads the shard id now.
+func (c *Consumer) holds(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, held := c.shards[id]
+	return held
 }
 
 // giveBack releases the leases given to c that it will not start: it

@@ -319,6 +319,81 @@ func TestGroupBalancesLoadAcrossStreams(t *testing.T) {
 	})
 }
 
+// TestGroupSharesReads: a follower reading three streams reads the leader
+// row and queries the owner index once a round, with its primary, not
+// once per stream; its members use the primary's reads. A lease handed to
+// one of its members in a move is still adopted, and every record is
+// handled once.
+func TestGroupSharesReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fk := awsfake.NewKinesis()
+		k := &stream{Kinesis: fk}
+		streams := []string{"a", "b", "c"}
+		recs := map[string]*recorder{}
+		for _, s := range streams {
+			fk.CreateStream(s, 2)
+			recs[s] = newRecorder()
+		}
+		mem := lease.NewMemory()
+		var ws []worker
+		for i := range 2 {
+			ws = append(ws, startGroup(t, k, mem, fmt.Sprintf("w%d", i), streams, recs, AssignByCount))
+		}
+		leader := func() string {
+			l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
+			return l.Owner
+		}
+		waitFor(t, "three leases each", func() bool {
+			return ws[0].owned() == 3 && ws[1].owned() == 3 && leader() != ""
+		})
+		time.Sleep(5 * time.Second)
+		var follower worker
+		for _, w := range ws {
+			if w.cs[0].Owner() != leader() {
+				follower = w
+			}
+		}
+		rows, owned := follower.scans.rowReads.Load(), follower.scans.ownedReads.Load()
+		const window = 30 * time.Second
+		time.Sleep(window)
+		rounds := int64(window / (3 * time.Second / 2)) // a round every D/2
+		t.Logf("in %s the follower read the leader row %d times and queried the owner index %d times (%d rounds)",
+			window, follower.scans.rowReads.Load()-rows, follower.scans.ownedReads.Load()-owned, rounds)
+		if n := follower.scans.rowReads.Load() - rows; n > rounds+rounds/2 {
+			t.Errorf("the follower read the leader row %d times in %s, want about %d (once a round, not once per stream)", n, window, rounds)
+		}
+		if n := follower.scans.ownedReads.Load() - owned; n > rounds+rounds/2 {
+			t.Errorf("the follower queried the owner index %d times in %s, want about %d (once a round, not once per stream)", n, window, rounds)
+		}
+
+		// A third worker joins: the leader gives it leases, and the
+		// followers' members adopt what they are given.
+		ws = append(ws, startGroup(t, k, mem, "w2", streams, recs, AssignByCount))
+		waitFor(t, "two leases each", func() bool {
+			return ws[0].owned() == 2 && ws[1].owned() == 2 && ws[2].owned() == 2
+		})
+		for _, s := range streams {
+			for sh := range 2 {
+				fk.PutTo(s, shardID(sh), "k", fmt.Appendf(nil, "%s-%d", s, sh))
+			}
+		}
+		waitFor(t, "every record handled", func() bool {
+			return recs["a"].count() == 2 && recs["b"].count() == 2 && recs["c"].count() == 2
+		})
+		time.Sleep(5 * time.Second)
+		for s, r := range recs {
+			for p, n := range r.times() {
+				if n != 1 {
+					t.Errorf("stream %s: %q handled %d times", s, p, n)
+				}
+			}
+		}
+		for _, w := range ws {
+			w.stop()
+		}
+	})
+}
+
 // TestMemberFollowsOnlyWhatTheLeaderPlans: a member of a group follows the
 // leader only for the streams the leader row names; a single-stream leader
 // (plan:leader) plans its own stream alone.

@@ -149,6 +149,7 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 		}
 		return roleSelf
 	}
+	c.grp.readRow(row)
 	c.mu.Lock()
 	c.tracker.Observe([]lease.Lease{row})
 	claim := row.Owner == "" || row.Owner == c.cfg.Owner || c.tracker.Expired(row)
@@ -215,6 +216,12 @@ func (c *Consumer) follows(row lease.Lease) bool {
 func (c *Consumer) memberRole(ctx context.Context) role {
 	if fleet := c.grp.ledHere(); fleet != "" {
 		if fleetCovers(fleet, c.grp.name, c.cfg.Stream) {
+			return roleFollowing
+		}
+		return roleSelf
+	}
+	if row, ok := c.grp.recentRow(sharedFor(c.cfg.LeaseDuration)); ok {
+		if c.follows(row) {
 			return roleFollowing
 		}
 		return roleSelf
@@ -612,9 +619,7 @@ func (c *Consumer) follow(ctx context.Context) {
 			c.adopt(ctx, l, c.parentsView(ctx, l))
 		}
 	}
-	sctx, cancel := c.storeContext(ctx)
-	keys, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
-	cancel()
+	keys, err := c.owned(ctx)
 	if err != nil {
 		if errors.Is(err, lease.ErrNoOwnerIndex) {
 			// The leader saw the index, this worker does not (yet): it
@@ -644,6 +649,24 @@ func (c *Consumer) follow(ctx context.Context) {
 		}
 		c.adopt(ctx, l, c.parentsView(ctx, l))
 	}
+}
+
+// owned returns the keys of the leases the owner index names for this
+// worker, in every stream: a group's member uses its primary's last query
+// while it is recent (Group.queried), the primary shares its own.
+func (c *Consumer) owned(ctx context.Context) ([]lease.Key, error) {
+	if !c.isPrimary() {
+		if keys, ok := c.grp.recentKeys(sharedFor(c.cfg.LeaseDuration)); ok {
+			return keys, nil
+		}
+	}
+	sctx, cancel := c.storeContext(ctx)
+	keys, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
+	cancel()
+	if err == nil && c.isPrimary() {
+		c.grp.queried(keys)
+	}
+	return keys, err
 }
 
 // parentsView is the view a follower starts the lease l with: the rows of

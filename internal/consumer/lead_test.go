@@ -13,15 +13,28 @@ import (
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
-// scanCounter counts a worker's full reads of the table.
+// scanCounter counts a worker's full reads of the table, and its reads
+// of the leader row and of the owner index.
 type scanCounter struct {
 	lease.Store
-	scans atomic.Int64
+	scans, rowReads, ownedReads atomic.Int64
 }
 
 func (s *scanCounter) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
 	s.scans.Add(1)
 	return s.Store.Snapshot(ctx, stream)
+}
+
+func (s *scanCounter) Get(ctx context.Context, k lease.Key) (lease.Lease, error) {
+	if k == lease.LeaderKey(k.Stream) {
+		s.rowReads.Add(1)
+	}
+	return s.Store.Get(ctx, k)
+}
+
+func (s *scanCounter) Owned(ctx context.Context, owner string) ([]lease.Key, error) {
+	s.ownedReads.Add(1)
+	return s.Store.Owned(ctx, owner)
 }
 
 // olderWorker is the store of a worker of a version before the leader: it
