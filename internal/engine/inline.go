@@ -84,9 +84,24 @@ func (s *Session) startInlineLocked() {
 
 // runInline handles the submitted records in order until every one was
 // handled, the handlers' context ended, or Wait handed the rest to the
-// lanes; then it lets go of the key Wait held for it.
+// lanes; then it lets go of the key Wait held for it. After a hand-over it
+// goes on as one of the lanes: handOver started one fewer, so that no more
+// keys are handled at once than the session has lanes (Config.Lanes; the
+// record the runner was handling counts as one of them).
 func (s *Session) runInline() {
 	lb := &s.inl.lb
+	if s.runInlineRecords(lb) {
+		if s.pol.laneSettles {
+			s.lane(lb)
+		} else {
+			s.lane(nil)
+		}
+	}
+}
+
+// runInlineRecords is runInline's own part: it reports whether the rest
+// went to the lanes.
+func (s *Session) runInlineRecords(lb *laneSettles) (handed bool) {
 	defer func() {
 		s.flushSettles(lb)
 		s.mu.Lock()
@@ -100,10 +115,10 @@ func (s *Session) runInline() {
 	for _, part := range s.inl.parts {
 		for i := range part {
 			if s.ctx.Err() != nil {
-				return // cut off: the rest is not started
+				return false // cut off: the rest is not started
 			}
 			if s.inl.claimed.Add(1)&inlineTaken != 0 {
-				return // the rest went to the lanes
+				return true // the rest went to the lanes
 			}
 			d := &part[i]
 			d.sess = s
@@ -115,6 +130,7 @@ func (s *Session) runInline() {
 			s.handle(d, lb)
 		}
 	}
+	return false
 }
 
 // watchInline (in Wait) watches the inline runner until it ends, the
@@ -188,9 +204,10 @@ func (s *Session) handOver() {
 		s.inl.held = ks
 	}
 	// The scheduler is closed: counted as running while the rest goes in,
-	// the hand-over keeps the lanes from ending before they have it.
+	// the hand-over keeps the lanes from ending before they have it. The
+	// runner becomes the last lane once its record returns (runInline).
 	s.sched.running++
-	s.spawnLanesLocked()
+	s.spawnLanesLocked(s.nlanes - 1)
 	s.mu.Unlock()
 	for _, part := range rest {
 		_, _ = s.pushLambda(part, true)

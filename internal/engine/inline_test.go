@@ -136,6 +136,70 @@ func TestLambdaInlineHandsOver(t *testing.T) {
 	}
 }
 
+// TestLambdaInlineHandOverKeepsTheLanes: after a hand-over, no more
+// records are handled at once than the session has lanes: the record the
+// inline runner is still handling counts as one of them (the runner goes
+// on as a lane once it returns). With one lane, the other keys wait for the
+// blocked record; with four, three run meanwhile. Every record is handled
+// once, in order per key.
+func TestLambdaInlineHandOverKeepsTheLanes(t *testing.T) {
+	for _, lanes := range []int{1, 2, 4} {
+		t.Run(fmt.Sprint("lanes=", lanes), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var got handled
+				var mu sync.Mutex
+				running, most := 0, 0
+				release := make(chan struct{})
+				e := newWorld(t, message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					if m.SequenceNumber == "1000" {
+						<-release
+					} else {
+						time.Sleep(time.Millisecond)
+					}
+					got.add(m)
+					mu.Lock()
+					running--
+					mu.Unlock()
+					return message.Ack()
+				})).engine(t)
+				keys := func(i int) string { return fmt.Sprint("k", i%8) }
+				const n = 64
+				sh, ds := shardOf(t, "s", n, keys)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					runLambda(t, e, lanes, ds)
+				}()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				all, _ := got.snapshot()
+				if lanes == 1 && len(all) != 0 {
+					t.Errorf("%d records handled while the first one blocks the one lane, want 0", len(all))
+				}
+				if lanes > 1 && len(all) == 0 {
+					t.Error("no record of another key handled while the first one blocks")
+				}
+				close(release)
+				<-done
+				if most > lanes {
+					t.Errorf("%d records handled at once, want at most the %d lanes", most, lanes)
+				}
+				_, by := got.snapshot()
+				if diff := cmp.Diff(wantByKey(n, keys), by); diff != "" {
+					t.Errorf("handled per key (-want +got):\n%s", diff)
+				}
+				if seq := firstUnsettled(sh); seq != "" {
+					t.Errorf("first unsettled %s, want none", seq)
+				}
+			})
+		})
+	}
+}
+
 // TestLambdaInlineSlowHandlers: handlers that each take longer than the
 // inline runner's average bound make the session hand the rest to the
 // lanes; the invocation then takes about what the lanes take, not the sum

@@ -175,19 +175,19 @@ func (s *Session) startLanesLocked() {
 		return
 	}
 	s.started = true
-	s.spawnLanesLocked()
+	s.spawnLanesLocked(s.nlanes)
 }
 
-// spawnLanesLocked starts the session's lanes, counted in s.lanes.
-func (s *Session) spawnLanesLocked() {
+// spawnLanesLocked starts n lanes, counted in s.lanes.
+func (s *Session) spawnLanesLocked(n int) {
 	batch := s.e.Batch()
-	s.lanes.Add(int32(s.nlanes))
+	s.lanes.Add(int32(n))
 	var settles []laneSettles
 	if s.pol.laneSettles && !batch {
-		settles = make([]laneSettles, s.nlanes)
+		settles = make([]laneSettles, n)
 		s.settles.Store(&settles)
 	}
-	for i := range s.nlanes {
+	for i := range n {
 		go func() {
 			defer s.laneEnded()
 			switch {
