@@ -75,6 +75,28 @@ func startGroupWith(t *testing.T, k KinesisAPI, mem lease.Store, owner string, s
 	}}
 }
 
+// startGroups starts n workers (w0, w1, ...) reading streams by, on mem.
+func startGroups(t *testing.T, k KinesisAPI, mem lease.Store, n int, streams []string, recs map[string]*recorder, by Assignment) []worker {
+	t.Helper()
+	var ws []worker
+	for i := range n {
+		ws = append(ws, startGroup(t, k, mem, fmt.Sprintf("w%d", i), streams, recs, by))
+	}
+	return ws
+}
+
+// newStreams makes the streams, of shards shards each, in a fake Kinesis,
+// and a recorder for each.
+func newStreams(shards int, streams ...string) (*awsfake.Kinesis, *stream, map[string]*recorder) {
+	fk := awsfake.NewKinesis()
+	recs := map[string]*recorder{}
+	for _, s := range streams {
+		fk.CreateStream(s, shards)
+		recs[s] = newRecorder()
+	}
+	return fk, &stream{Kinesis: fk}, recs
+}
+
 // TestGroupBalancesAcrossStreams: three workers read three streams of one
 // shard each. Balancing each stream alone could leave all three leases on
 // one worker (each stream's share is one lease per worker); the group's
@@ -86,19 +108,10 @@ func TestGroupBalancesAcrossStreams(t *testing.T) {
 	for name, by := range map[string]Assignment{"load": AssignByLoad, "count": AssignByCount} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fk := awsfake.NewKinesis()
-				k := &stream{Kinesis: fk}
 				streams := []string{"a", "b", "c"}
-				recs := map[string]*recorder{}
-				for _, s := range streams {
-					fk.CreateStream(s, 1)
-					recs[s] = newRecorder()
-				}
+				fk, k, recs := newStreams(1, streams...)
 				mem := lease.NewMemory()
-				var ws []worker
-				for i := range 3 {
-					ws = append(ws, startGroup(t, k, mem, fmt.Sprintf("w%d", i), streams, recs, by))
-				}
+				ws := startGroups(t, k, mem, 3, streams, recs, by)
 				leaderOf := func() lease.Lease {
 					l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
 					return l
@@ -224,14 +237,8 @@ func TestGroupBalancesAcrossStreams(t *testing.T) {
 // once.
 func TestGroupBalancesLoadAcrossStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fk := awsfake.NewKinesis()
-		k := &stream{Kinesis: fk}
 		streams := []string{"a", "b"}
-		recs := map[string]*recorder{}
-		for _, s := range streams {
-			fk.CreateStream(s, 2)
-			recs[s] = newRecorder()
-		}
+		fk, k, recs := newStreams(2, streams...)
 		mem := lease.NewMemory()
 		const perRecord = 10 * time.Millisecond
 		var ws []worker
@@ -303,12 +310,8 @@ func TestGroupBalancesLoadAcrossStreams(t *testing.T) {
 		stopWriting()
 		n := <-written
 		waitFor(t, "every record handled", func() bool { return recs["a"].count()+recs["b"].count() >= n })
-		for _, s := range streams {
-			for p, times := range recs[s].times() {
-				if times != 1 {
-					t.Errorf("stream %s: %q handled %d times", s, p, times)
-				}
-			}
+		for _, r := range recs {
+			handledOnce(t, r.times())
 		}
 		if got := recs["a"].count() + recs["b"].count(); got != n {
 			t.Errorf("%d records handled, %d written", got, n)
@@ -326,19 +329,10 @@ func TestGroupBalancesLoadAcrossStreams(t *testing.T) {
 // handled once.
 func TestGroupSharesReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fk := awsfake.NewKinesis()
-		k := &stream{Kinesis: fk}
 		streams := []string{"a", "b", "c"}
-		recs := map[string]*recorder{}
-		for _, s := range streams {
-			fk.CreateStream(s, 2)
-			recs[s] = newRecorder()
-		}
+		fk, k, recs := newStreams(2, streams...)
 		mem := lease.NewMemory()
-		var ws []worker
-		for i := range 2 {
-			ws = append(ws, startGroup(t, k, mem, fmt.Sprintf("w%d", i), streams, recs, AssignByCount))
-		}
+		ws := startGroups(t, k, mem, 2, streams, recs, AssignByCount)
 		leader := func() string {
 			l, _ := mem.Get(context.Background(), lease.LeaderKey("a"))
 			return l.Owner
@@ -381,12 +375,8 @@ func TestGroupSharesReads(t *testing.T) {
 			return recs["a"].count() == 2 && recs["b"].count() == 2 && recs["c"].count() == 2
 		})
 		time.Sleep(5 * time.Second)
-		for s, r := range recs {
-			for p, n := range r.times() {
-				if n != 1 {
-					t.Errorf("stream %s: %q handled %d times", s, p, n)
-				}
-			}
+		for _, r := range recs {
+			handledOnce(t, r.times())
 		}
 		for _, w := range ws {
 			w.stop()
@@ -599,12 +589,8 @@ func TestStreamAddedWithoutMigration(t *testing.T) {
 		put(3)
 		waitFor(t, "the records handled", func() bool { return recs["a"].count() == 12 && recs["b"].count() == 12 })
 		time.Sleep(10 * time.Second)
-		for s, r := range recs {
-			for p, n := range r.times() {
-				if n != 1 {
-					t.Errorf("stream %s: %q handled %d times", s, p, n)
-				}
-			}
+		for _, r := range recs {
+			handledOnce(t, r.times())
 		}
 		next.stop()
 		renewed.stop()
