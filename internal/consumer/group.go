@@ -79,10 +79,13 @@ func (g *Group) readRow(row lease.Lease) {
 func (g *Group) recentRow(within time.Duration) (lease.Lease, bool) {
 	g.shared.mu.Lock()
 	defer g.shared.mu.Unlock()
-	if g.shared.rowAt.IsZero() || time.Since(g.shared.rowAt) >= within {
-		return lease.Lease{}, false
-	}
-	return g.shared.row, true
+	return g.shared.row, recent(g.shared.rowAt, within)
+}
+
+// recent reports whether a read made at (zero: never) is younger than
+// within.
+func recent(at time.Time, within time.Duration) bool {
+	return !at.IsZero() && time.Since(at) < within
 }
 
 // queried records the primary's query of the owner index, for the
@@ -111,10 +114,7 @@ func (g *Group) queried(keys []lease.Key) {
 func (g *Group) recentKeys(within time.Duration) ([]lease.Key, bool) {
 	g.shared.mu.Lock()
 	defer g.shared.mu.Unlock()
-	if g.shared.keysAt.IsZero() || time.Since(g.shared.keysAt) >= within {
-		return nil, false
-	}
-	return g.shared.keys, true
+	return g.shared.keys, recent(g.shared.keysAt, within)
 }
 
 // NewGroup makes the consumers cs one group, cs[0] its primary. They must

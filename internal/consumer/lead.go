@@ -185,6 +185,12 @@ func (c *Consumer) roleFor(ctx context.Context) role {
 			return roleFollowing
 		}
 	}
+	return c.roleBy(row)
+}
+
+// roleBy is the role the leader row, as read, gives this worker when it
+// does not lead: following (follows) or balancing for itself.
+func (c *Consumer) roleBy(row lease.Lease) role {
 	if c.follows(row) {
 		return roleFollowing
 	}
@@ -221,10 +227,7 @@ func (c *Consumer) memberRole(ctx context.Context) role {
 		return roleSelf
 	}
 	if row, ok := c.grp.recentRow(sharedFor(c.cfg.LeaseDuration)); ok {
-		if c.follows(row) {
-			return roleFollowing
-		}
-		return roleSelf
+		return c.roleBy(row)
 	}
 	sctx, cancel := c.storeContext(ctx)
 	row, err := c.cfg.Store.Get(sctx, c.leaderKey())
@@ -239,10 +242,7 @@ func (c *Consumer) memberRole(ctx context.Context) role {
 		}
 		return roleSelf
 	}
-	if c.follows(row) {
-		return roleFollowing
-	}
-	return roleSelf
+	return c.roleBy(row)
 }
 
 // renewLeadership renews the leader row with the leases (renew); a row

@@ -91,11 +91,7 @@ func (s *Session) startInlineLocked() {
 func (s *Session) runInline() {
 	lb := &s.inl.lb
 	if s.runInlineRecords(lb) {
-		if s.pol.laneSettles {
-			s.lane(lb)
-		} else {
-			s.lane(nil)
-		}
+		s.lane(lb) // Lambda mode, whose lanes hold their settlements (laneSettles)
 	}
 }
 
