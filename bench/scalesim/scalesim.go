@@ -74,6 +74,12 @@ const (
 	// Kill stops live workers abruptly: their store and Kinesis calls never
 	// answer from then on, and their handlers handle nothing.
 	Kill
+	// Upgrade stops gracefully, as Leave does, N live workers of an older
+	// version (Config.Older): the last step of a rolling deployment, when
+	// the last old tasks stop once their replacements run. With none of
+	// them left, the fleet balances as its leader plans (by load, the
+	// default) from the counts they balanced to.
+	Upgrade
 )
 
 // String names the kind as the tables do ("join", "leave", "kill").
@@ -85,6 +91,8 @@ func (k EventKind) String() string {
 		return "leave"
 	case Kill:
 		return "kill"
+	case Upgrade:
+		return "upgrade"
 	}
 	return "event?"
 }
@@ -111,6 +119,13 @@ type Config struct {
 	Streams int
 	// Workers is the number of workers started together at the start.
 	Workers int
+	// Older is how many of them run an older version, as during a rolling
+	// deployment to this one: their worker rows carry no load and they
+	// know no leader row (lease tables before the leader). While any runs,
+	// every worker balances by count for itself, as the leader then says
+	// in its row (docs/long-running.md, "Balance"), and a phase converges
+	// by counts; Upgrade events stop them. One stream only.
+	Older int
 	// Events are the changes of the fleet, in order; each comes once the
 	// one before converged and Settle passed.
 	Events []Event
@@ -198,6 +213,10 @@ func (c *Config) defaults() error {
 		return errors.New("scalesim: negative grain")
 	case c.Streams < 0 || c.Streams > c.Shards:
 		return errors.New("scalesim: streams must be between 0 and the shards")
+	case c.Older < 0 || c.Older > c.Workers:
+		return errors.New("scalesim: older workers must be between 0 and the workers")
+	case c.Older > 0 && c.Streams > 1:
+		return errors.New("scalesim: older workers read one stream")
 	case c.SkewTop < 0 || c.SkewMax < 0 || c.CPUPerRecord < 0 || c.CPUPerByte < 0 || c.CPUPerPoll < 0:
 		return errors.New("scalesim: negative skew or CPU cost")
 	case c.Assignment != consumer.AssignByLoad && c.Assignment != consumer.AssignByCount:
@@ -206,7 +225,7 @@ func (c *Config) defaults() error {
 		c.Settle < 0 || c.EndWindow < 0 || c.Steady < 0 || c.ConvergeTimeout < 0 || c.DrainTimeout < 0 || c.Sample < 0:
 		return errors.New("scalesim: negative duration")
 	}
-	live := c.Workers
+	live, older := c.Workers, c.Older
 	for _, e := range c.Events {
 		if e.N < 1 {
 			return fmt.Errorf("scalesim: %s of %d workers", e.Kind, e.N)
@@ -215,6 +234,11 @@ func (c *Config) defaults() error {
 		case Join:
 			live += e.N
 		case Leave, Kill:
+			live -= e.N
+		case Upgrade:
+			if older -= e.N; older < 0 {
+				return fmt.Errorf("scalesim: upgrade of %d workers of an older version, %d left to stop", e.N, older+e.N)
+			}
 			live -= e.N
 		default:
 			return fmt.Errorf("scalesim: unknown event kind %d", e.Kind)
@@ -317,8 +341,9 @@ type Phase struct {
 	N    int
 	// Workers is the number of live workers after the change, Target
 	// ceil(shards / Workers). Balanced means every shard is owned by a
-	// live worker and, by count (consumer.AssignByCount), each holds Target
-	// ± 1, or, by load, each holds at least one lease and the highest
+	// live worker and, by count (consumer.AssignByCount, or while a worker
+	// of an older version runs: Config.Older), each holds Target ± 1, or,
+	// by load, each holds at least one lease and the highest
 	// worker's CPU utilization over the last lease duration is at most 1.2
 	// × the mean.
 	Workers, Target int
@@ -439,6 +464,7 @@ type worker struct {
 	cs     []*consumer.Consumer // one per stream, a group when several
 	sw     *switchboard
 	cpu    *cpuClock
+	older  bool // of an older version (Config.Older)
 	killed atomic.Bool
 	cancel context.CancelFunc
 	done   chan error // each consumer's Run result
@@ -624,8 +650,8 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	// Every shard is taken once at the start.
 	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
 	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, func() {
-		for range cfg.Workers {
-			s.startWorker(ctx)
+		for i := range cfg.Workers {
+			s.startWorker(ctx, i < cfg.Older)
 		}
 	})
 	rep.Phases = append(rep.Phases, p)
@@ -665,11 +691,18 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 			}
 			change = func() {
 				for range e.N {
-					s.startWorker(ctx)
+					s.startWorker(ctx, false)
 				}
 			}
-		case Leave, Kill:
-			out := s.draw(e.N)
+		case Leave, Kill, Upgrade:
+			var out []*worker
+			if e.Kind == Upgrade {
+				if out = s.older(e.N); out == nil {
+					return fmt.Errorf("scalesim: upgrade %d: fewer workers of the older version live", e.N)
+				}
+			} else {
+				out = s.draw(e.N)
+			}
 			var costs [][]float64
 			var unplaced []float64
 			for _, w := range s.live {
@@ -767,9 +800,10 @@ func (s *sim) expectedMaxMean(o observation) float64 {
 	return r
 }
 
-// startWorker starts a new worker.
-func (s *sim) startWorker(ctx context.Context) {
-	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, len(s.streams))}
+// startWorker starts a new worker, of an older version if older
+// (Config.Older).
+func (s *sim) startWorker(ctx context.Context, older bool) {
+	w := &worker{id: fmt.Sprintf("w%03d", len(s.all)), older: older, sw: &switchboard{dead: make(chan struct{})}, done: make(chan error, len(s.streams))}
 	w.cpu = &cpuClock{perRecord: s.cfg.CPUPerRecord, perByte: s.cfg.CPUPerByte, perPoll: s.cfg.CPUPerPoll}
 	h := message.HandlerFunc(func(_ context.Context, m *message.Message) message.Outcome {
 		if w.killed.Load() {
@@ -788,11 +822,15 @@ func (s *sim) startWorker(ctx context.Context) {
 		if err != nil {
 			panic("scalesim: " + err.Error()) // a valid configuration: a bug here
 		}
+		var store lease.Store = killableStore{sw: w.sw, s: s.store}
+		if older {
+			store = olderStore{killableStore{sw: w.sw, s: s.store}}
+		}
 		c, err := consumer.New(consumer.Config{
 			Stream:             name,
 			StreamARN:          s.arns[j],
 			Kinesis:            killableKinesis{sw: w.sw, k: s.k, cpu: w.cpu, polls: s.polls, key: s.iteratorKey},
-			Store:              killableStore{sw: w.sw, s: s.store},
+			Store:              store,
 			Owner:              w.id,
 			Engine:             e,
 			Start:              consumer.TrimHorizon(),
@@ -832,6 +870,28 @@ func (s *sim) draw(n int) []*worker {
 		s.live = slices.DeleteFunc(s.live, func(w *worker) bool { return w == out[len(out)-1] })
 	}
 	return out
+}
+
+// older takes n live workers of the older version out of the live ones,
+// the first started first; nil if fewer than n live.
+func (s *sim) older(n int) []*worker {
+	var out []*worker
+	for _, w := range s.live {
+		if w.older && len(out) < n {
+			out = append(out, w)
+		}
+	}
+	if len(out) < n {
+		return nil
+	}
+	s.live = slices.DeleteFunc(s.live, func(w *worker) bool { return slices.Contains(out, w) })
+	return out
+}
+
+// byCount tells whether the fleet balances by count now: so configured,
+// or while a worker of an older version runs.
+func (s *sim) byCount() bool {
+	return s.cfg.Assignment == consumer.AssignByCount || slices.ContainsFunc(s.live, func(w *worker) bool { return w.older })
 }
 
 // stop stops w: gracefully (its Run context is cancelled), or, killed,
@@ -967,7 +1027,7 @@ func (s *sim) observe() observation {
 		o.min, o.max = min(o.min, n), max(o.max, n)
 	}
 	o.balanced = o.unowned == 0 && len(leases) == s.cfg.Shards
-	if s.cfg.Assignment == consumer.AssignByCount {
+	if s.byCount() {
 		o.balanced = o.balanced && o.min >= o.target-1 && o.max <= o.target+1
 	} else {
 		o.balanced = o.balanced && full && o.maxMean <= balanceRatio && o.min > 0

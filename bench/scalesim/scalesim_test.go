@@ -20,6 +20,7 @@ var (
 	logLevel   = flag.String("scalesim.log", "", "send the consumers' logs from this level up (debug, info, warn, error) to stderr (TestSkewedFullFleetVirtual); a run's info logs are about 1 MB")
 	streams    = flag.Int("scalesim.streams", 1, "how many streams TestSkewedFullFleetVirtual deals its shards over, each worker reading them all (Config.Streams)")
 	grain      = flag.Int("scalesim.grain", 1, "how many of a busier stream's records each record TestSkewedFullFleetVirtual writes stands for (Config.Grain)")
+	older      = flag.Int("scalesim.older", 0, "how many of TestSkewedFullFleetVirtual's workers start as an older version (Config.Older): as many of the current one join, then the older ones stop (Upgrade), before the other events")
 	endWindow  = flag.Duration("scalesim.end", time.Minute, "the window over which TestSkewedFullFleetVirtual measures each phase's end (its last part; each phase goes on this and 30 s after it converged)")
 )
 
@@ -255,6 +256,36 @@ func TestSkewedFleet(t *testing.T) {
 	}
 }
 
+// TestUpgradedFleet runs the skewed simulation through the end of a rolling
+// deployment from a version before the leader: while a worker of the older
+// version runs, the fleet balances by count (the start and a replacement's
+// join converge by counts); once it stops, the leader plans by load from
+// there: the busiest worker comes within 1.2 of the mean, by moves that
+// re-deliver nothing.
+func TestUpgradedFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := skewed(consumer.AssignByLoad)
+		cfg.Older = 1
+		cfg.Events = []Event{{Kind: Join, N: 1}, {Kind: Upgrade, N: 1}}
+		rep := runLogged(t, cfg)
+		for _, p := range rep.Phases[:2] {
+			if p.MaxHeld-p.MinHeld > 2 {
+				t.Errorf("%s: %d to %d leases a worker with an older one running, want counts within target ± 1", p.Name, p.MinHeld, p.MaxHeld)
+			}
+		}
+		before, up := rep.Phases[1], rep.Phases[2]
+		if up.Converged && up.MaxMean > balanceRatio {
+			t.Errorf("%s: max/mean CPU %.2f at convergence, want at most %.1f", up.Name, up.MaxMean, balanceRatio)
+		}
+		if up.MaxMeanEnd >= before.MaxMeanEnd {
+			t.Errorf("max/mean CPU %.2f after the upgrade, %.2f by count before it: want lower", up.MaxMeanEnd, before.MaxMeanEnd)
+		}
+		if up.Moves < up.Ideal {
+			t.Errorf("%s: %d moves, want at least the %d leases of the stopped worker", up.Name, up.Moves, up.Ideal)
+		}
+	})
+}
+
 // TestSkewedFullFleetVirtual runs the 1,000-shard, 50-worker fleet on
 // issue 30's skew (the top 5% of shards carry half the records, the
 // hottest 2%) in virtual time, by load and then by count, and prints both
@@ -282,6 +313,13 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 				cfg.EndWindow = *endWindow
 				cfg.Grain = *grain
 				cfg.Streams = *streams
+				if *older > 0 {
+					// The end of a rolling deployment from a version
+					// before the leader: the replacements join, the old
+					// ones stop.
+					cfg.Older = *older
+					cfg.Events = append([]Event{{Kind: Join, N: *older}, {Kind: Upgrade, N: *older}}, cfg.Events...)
+				}
 				if *logLevel != "" {
 					var level slog.Level
 					if err := level.UnmarshalText([]byte(*logLevel)); err != nil {

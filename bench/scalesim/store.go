@@ -447,6 +447,24 @@ func (k killableStore) SnapshotStreams(ctx context.Context, streams ...string) (
 	return k.s.SnapshotStreams(ctx, streams...)
 }
 
+// olderStore is the view of a worker of an older version (Config.Older),
+// as the consumer's own tests model one: its heartbeats carry no load, and
+// it knows no leader row.
+type olderStore struct{ killableStore }
+
+var errOlder = errors.New("scalesim: an older version knows no leader row")
+
+func (o olderStore) Heartbeat(ctx context.Context, stream, owner string, _ *lease.Load) (lease.Worker, error) {
+	return o.killableStore.Heartbeat(ctx, stream, owner, nil)
+}
+
+func (o olderStore) Get(ctx context.Context, key lease.Key) (lease.Lease, error) {
+	if key == lease.LeaderKey(key.Stream) {
+		return lease.Lease{}, errOlder
+	}
+	return o.killableStore.Get(ctx, key)
+}
+
 // killableKinesis is one worker's Kinesis client. Each GetRecords call
 // that reaches the stream advances the worker's CPU clock by
 // Config.CPUPerPoll.
