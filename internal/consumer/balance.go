@@ -129,7 +129,7 @@ func (c *Consumer) handOver(ctx context.Context, s *shard, to string) {
 func (c *Consumer) balance(ctx context.Context) {
 	r := c.roleFor(ctx)
 	c.mu.Lock()
-	c.leader.role = r
+	c.setRole(r)
 	c.mu.Unlock()
 	if r == roleFollowing {
 		c.follow(ctx)
@@ -259,7 +259,7 @@ func (c *Consumer) balanceWithAll(ctx context.Context, snap *lease.Snapshot, sna
 	c.mu.Lock()
 	in, held, ok := c.planInput(*snap)
 	c.mu.Unlock()
-	if ok {
+	if ok && !c.awaitsPlan(ctx, in) {
 		c.act(ctx, planBalance(in), held, in.view)
 	}
 }

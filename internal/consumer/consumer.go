@@ -263,7 +263,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// discover just read and wrote: no second scan.
 		r := c.roleFor(ctx)
 		c.mu.Lock()
-		c.leader.role = r
+		c.setRole(r)
 		c.mu.Unlock()
 		if r == roleFollowing {
 			c.follow(ctx)

@@ -75,6 +75,13 @@ type leadership struct {
 	// joined counts the workers that joined the fleet since it last
 	// shrank (a worker left or died) or formed (assignInput.joined).
 	joined int
+	// said is how the leader row, as this worker's last round read it,
+	// said the fleet balances, when that made the worker balance for
+	// itself ("" otherwise); waited is since when such a worker told
+	// plan:self has waited for the leader's plan (awaitsPlan), zero when
+	// it has not.
+	said   string
+	waited time.Time
 }
 
 // plans records owners (sorted) as the fleet the leader plans for and
@@ -127,6 +134,9 @@ func (c *Consumer) following() bool {
 // the row when it is free or expired (or still its own), becoming the
 // leader.
 func (c *Consumer) roleFor(ctx context.Context) role {
+	c.mu.Lock()
+	c.leader.said = ""
+	c.mu.Unlock()
 	if !c.isPrimary() {
 		return c.memberRole(ctx)
 	}
@@ -194,7 +204,71 @@ func (c *Consumer) roleBy(row lease.Lease) role {
 	if c.follows(row) {
 		return roleFollowing
 	}
+	c.mu.Lock()
+	c.leader.said = row.Checkpoint
+	c.mu.Unlock()
 	return roleSelf
+}
+
+// setRole records r as the role of this round. c.mu is held.
+func (c *Consumer) setRole(r role) {
+	c.leader.role = r
+	if r != roleSelf || c.leader.said != fleetSelf {
+		c.leader.waited = time.Time{}
+	}
+}
+
+// awaitsPlan reports whether this worker, which the leader row told to
+// balance for itself (plan:self), waits for the leader's plan this round
+// instead: the rows just read (in) show no live worker of an older
+// version. The leader says plan:self while one runs, and plan:leader in
+// its next round (every D/2) once the last has stopped; until then the
+// others, balancing by count, would take the stopped worker's leases by
+// count, and the plan would move many again (the end of a rolling
+// deployment from a version before the leader: the skewed scale
+// simulation, -scalesim.older=1, BENCHMARKS.md). It waits at most a
+// lease duration (a leader that is gone lets its row expire after one,
+// and a worker takes it), and not at all when the table has no owner
+// index, the leader's other reason for plan:self (asked once a wait).
+func (c *Consumer) awaitsPlan(ctx context.Context, in planInput) bool {
+	c.mu.Lock()
+	stale := c.leader.said == fleetSelf && !slices.ContainsFunc(in.snap.Workers, func(w lease.Worker) bool {
+		return older(w, in.dead, c.cfg.Owner)
+	})
+	if !stale {
+		c.leader.waited = time.Time{}
+		c.mu.Unlock()
+		return false
+	}
+	first := c.leader.waited.IsZero()
+	if first {
+		c.leader.waited = time.Now()
+	}
+	since := c.leader.waited
+	c.mu.Unlock()
+	if time.Since(since) >= c.cfg.LeaseDuration {
+		return false
+	}
+	if first {
+		sctx, cancel := c.storeContext(ctx)
+		_, err := c.cfg.Store.Owned(sctx, c.cfg.Owner)
+		cancel()
+		if errors.Is(err, lease.ErrNoOwnerIndex) {
+			c.mu.Lock()
+			c.leader.waited = since.Add(-c.cfg.LeaseDuration) // not this time
+			c.mu.Unlock()
+			return false
+		}
+		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: the leader row says every worker balances for itself, but no worker of an older version is left; waiting for the leader's plan")
+	}
+	return true
+}
+
+// older reports whether w is the row of a live worker of an older version
+// (it publishes no load), other than me's: while one runs, the leader has
+// every worker balance for itself (plan:self).
+func older(w lease.Worker, dead map[string]bool, me string) bool {
+	return w.Load == nil && !dead[w.Owner] && w.Owner != me
 }
 
 // follows reports whether the leader row, as read, has this worker follow
@@ -373,8 +447,8 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 	}
 	for _, pt := range parts {
 		for _, w := range pt.snap.Workers {
-			if w.Load == nil && !pt.in.dead[w.Owner] && w.Owner != c.cfg.Owner {
-				fleet = fleetSelf // an older worker: it plans for itself
+			if older(w, pt.in.dead, c.cfg.Owner) {
+				fleet = fleetSelf // it plans for itself
 			}
 		}
 	}
@@ -621,14 +695,22 @@ func (c *Consumer) follow(ctx context.Context) {
 	}
 	keys, err := c.owned(ctx)
 	if err != nil {
-		if errors.Is(err, lease.ErrNoOwnerIndex) {
-			// The leader saw the index, this worker does not (yet): it
-			// balances for itself this round.
-			c.selfBalance(ctx)
-		} else if ctx.Err() == nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading this worker's leases failed; will retry", slog.String(attrError, err.Error()))
+		if ctx.Err() != nil {
+			return
 		}
-		return
+		// The owner index cannot be read: not ACTIVE yet where the leader
+		// sees it, a task role without dynamodb:Query on it, or a failure.
+		// The leases given to this worker are read from the table instead
+		// (as before the index), so that none is left unread until it
+		// expires and is given again, round after round
+		// (TestFollowerWithoutOwnerIndex).
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading this worker's leases from the owner index failed; reading the whole table instead", slog.String(attrError, err.Error()))
+		if keys, err = c.ownedByScan(ctx); err != nil {
+			if ctx.Err() == nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String(attrError, err.Error()))
+			}
+			return
+		}
 	}
 	for _, k := range keys {
 		if k.Stream != c.cfg.Stream {
@@ -667,6 +749,24 @@ func (c *Consumer) owned(ctx context.Context) ([]lease.Key, error) {
 		c.grp.queried(keys)
 	}
 	return keys, err
+}
+
+// ownedByScan is owned read from the stream's rows (a Scan, where owned
+// queries the owner index): the keys of the leases that name this worker.
+func (c *Consumer) ownedByScan(ctx context.Context) ([]lease.Key, error) {
+	sctx, cancel := c.storeContext(ctx)
+	defer cancel()
+	snap, err := c.cfg.Store.Snapshot(sctx, c.cfg.Stream)
+	if err != nil {
+		return nil, err
+	}
+	var keys []lease.Key
+	for _, l := range snap.Leases {
+		if l.Owner == c.cfg.Owner {
+			keys = append(keys, l.Key)
+		}
+	}
+	return keys, nil
 }
 
 // parentsView is the view a follower starts the lease l with: the rows of

@@ -191,6 +191,149 @@ func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
 	})
 }
 
+// noIndex is the store of a lease table without the owner index (created
+// by an older bootstrap leases init, or with the index still building).
+type noIndex struct{ lease.Store }
+
+func (noIndex) Owned(context.Context, string) ([]lease.Key, error) {
+	return nil, fmt.Errorf("query: %w", lease.ErrNoOwnerIndex)
+}
+
+// TestFleetWithoutOwnerIndex: on a table without the owner index the
+// leader says that every worker balances for itself, and they do, by
+// count, as before the leader: a joiner gets its share, and the leases of
+// a worker that stops are taken at once (no worker waits for a plan, as
+// after an older worker stops: TestUpgradeEndWaitsForTheLeader). Nothing
+// is handled twice.
+func TestFleetWithoutOwnerIndex(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(6)
+		f.fill(6, 20)
+		mem := lease.NewMemory()
+		rec := newRecorder()
+		var cs []*Consumer
+		var stops []func()
+		var began time.Time
+		for i := range 3 {
+			c, stop := run(t, Config{Kinesis: f, Store: noIndex{mem}, Owner: fmt.Sprintf("w%d", i), Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+			cs, stops = append(cs, c), append(stops, stop)
+			if i == 0 {
+				waitFor(t, "w0 holding every lease", func() bool { return len(c.Owned()) == 6 && leaderRow(t, mem).Checkpoint == fleetSelf })
+				began = time.Now()
+			}
+		}
+		waitFor(t, "2/2/2, balancing for themselves", func() bool { return slices.Equal(counts(cs), []int{2, 2, 2}) })
+		// Two rounds: the joiners ask w0 for leases, w0 hands them over.
+		if took := time.Since(began); took > 2*1500*time.Millisecond {
+			t.Errorf("the joiners got their share after %s, want within two rounds (3 s)", took)
+		}
+		stops[2]()
+		began = time.Now()
+		waitFor(t, "3/3", func() bool { return slices.Equal(counts(cs[:2]), []int{3, 3}) })
+		if took := time.Since(began); took > 2*1500*time.Millisecond {
+			t.Errorf("the stopped worker's leases taken after %s, want within two rounds (3 s)", took)
+		}
+		if l := leaderRow(t, mem); l.Checkpoint != fleetSelf {
+			t.Errorf("leader row says %q, want %q", l.Checkpoint, fleetSelf)
+		}
+		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+		handledOnce(t, rec.times())
+		stops[1]()
+		stops[0]()
+	})
+}
+
+// TestFollowerWithoutOwnerIndex: a follower that cannot query the owner
+// index (the leader can: the index turned ACTIVE between their reads, or
+// the follower's role lacks dynamodb:Query on it) reads the leases given
+// to it from the table, and reads them; they once waited unread until
+// they expired and were given again, round after round.
+func TestFollowerWithoutOwnerIndex(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newStream(6)
+		f.fill(6, 20)
+		mem := lease.NewMemory()
+		rec := newRecorder()
+		c0, stop0 := run(t, Config{Kinesis: f, Store: mem, Owner: "w0", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+		waitFor(t, "w0 holding every lease", func() bool { return len(c0.Owned()) == 6 })
+		c1, stop1 := run(t, Config{Kinesis: f, Store: noIndex{mem}, Owner: "w1", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+		cs := []*Consumer{c0, c1}
+		waitFor(t, "3/3 led", func() bool {
+			return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+		})
+		time.Sleep(20 * time.Second)
+		if n := counts(cs); !slices.Equal(n, []int{3, 3}) {
+			t.Errorf("leases %v after 20 s, want 3/3 (no flapping)", n)
+		}
+		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+		handledOnce(t, rec.times())
+		stop1()
+		stop0()
+	})
+}
+
+// freeTakes counts the takes of free leases a worker makes for itself (a
+// leader's takes for others go through its own store).
+type freeTakes struct {
+	lease.Store
+	n atomic.Int64
+}
+
+func (f *freeTakes) Take(ctx context.Context, held lease.Lease, owner string) (lease.Lease, error) {
+	if held.Owner == "" {
+		f.n.Add(1)
+	}
+	return f.Store.Take(ctx, held, owner)
+}
+
+// TestUpgradeEndWaitsForTheLeader: at the end of a rolling deployment from
+// a version before the leader, the last older worker stops and releases
+// its leases while the leader row still says that every worker balances
+// for itself. A worker whose round comes before the leader's sees no older
+// worker left and waits for the leader's plan, instead of taking the free
+// leases by count, which a plan by load would move again; the leader then
+// gives them. Nothing is handled twice.
+func TestUpgradeEndWaitsForTheLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = 3 * time.Second
+		f := newStream(6)
+		f.fill(6, 20)
+		mem := lease.NewMemory()
+		rec := newRecorder()
+		lead := &scanCounter{Store: mem}
+		c0, stop0 := run(t, Config{Kinesis: f, Store: lead, Owner: "new0", Start: TrimHorizon(), LeaseDuration: d}, handler(rec))
+		waitFor(t, "new0 leading", func() bool { return leaderRow(t, mem).Owner == "new0" })
+		old, stopOld := run(t, Config{Kinesis: f, Store: olderWorker{mem}, Owner: "old", Start: TrimHorizon(), LeaseDuration: d}, handler(rec))
+		// afterLeadersRound returns just after the leader's next round
+		// (its read of the table).
+		afterLeadersRound := func() {
+			n := lead.scans.Load()
+			waitFor(t, "the leader's round", func() bool { return lead.scans.Load() > n })
+		}
+		afterLeadersRound()
+		time.Sleep(d / 4) // new1's rounds come half-way between the leader's
+		own := &freeTakes{Store: mem}
+		c1, stop1 := run(t, Config{Kinesis: f, Store: own, Owner: "new1", Start: TrimHorizon(), LeaseDuration: d}, handler(rec))
+		cs := []*Consumer{c0, c1}
+		waitFor(t, "2/2/2, balancing for themselves", func() bool {
+			return slices.Equal(counts(append(cs, old)), []int{2, 2, 2}) && leaderRow(t, mem).Checkpoint == fleetSelf
+		})
+		afterLeadersRound()
+		before := own.n.Load()
+		stopOld()
+		waitFor(t, "3/3 led", func() bool {
+			return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+		})
+		if n := own.n.Load() - before; n != 0 {
+			t.Errorf("new1 took %d free leases for itself after the older worker stopped, want 0 (the leader gives them)", n)
+		}
+		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+		handledOnce(t, rec.times())
+		stop1()
+		stop0()
+	})
+}
+
 // TestWorkerFollowsAnUndecidedLeader: a worker that finds the leader row
 // held by another worker that has not written how the fleet balances yet
 // (its first round is under way) follows it, taking no lease by count,
