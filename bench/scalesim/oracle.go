@@ -193,3 +193,98 @@ func readWithin(placed [][]shardLoad, perRecord, window float64, grain int, rati
 	}
 	return float64(within) / float64(draws)
 }
+
+// oraclePlace returns a placement that an oracle reaches after workers
+// left or died, their leases unplaced, or, where held balanced by count,
+// after the fleet starts balancing by load (an Upgrade), and its count of
+// moves: an achievable count, so an upper bound on the fewest where
+// FewestMovesPlacing gives a lower one. Each worker above ratio × the mean
+// gives its costliest leases until within it (shedding); those and the
+// unplaced go, costliest first, each to the worker (but its giver) that
+// then gives the fewest of its other leases to come within the limit
+// (shed's count, the costliest first; then the least loaded), and what
+// that worker gives goes the same way, one move each. It places greedily: that is not a
+// proof that nothing does better. ok is false when it did not reach the
+// limit (a lease costlier than the limit, or no room anywhere).
+func oraclePlace(held [][]shardLoad, unplaced []shardLoad, ratio float64) (out [][]shardLoad, moves int, ok bool) {
+	out = make([][]shardLoad, len(held))
+	loads := make([]float64, len(out))
+	total := 0.0
+	for i, ls := range held {
+		out[i] = slices.Clone(ls)
+		for _, l := range ls {
+			loads[i] += l.cost
+		}
+		total += loads[i]
+	}
+	for _, l := range unplaced {
+		total += l.cost
+	}
+	if len(out) == 0 {
+		return out, 0, len(unplaced) == 0
+	}
+	limit := ratio * total / float64(len(out))
+	byCost := func(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
+	type given struct {
+		l    shardLoad
+		from int
+	}
+	var pool []given
+	// shedFrom takes off worker i, into the pool, its costliest leases
+	// but keep (an index, or -1) until it is within the limit.
+	shedFrom := func(i, keep int) {
+		for loads[i] > limit+1e-12 {
+			at := -1
+			for k, l := range out[i] {
+				if k != keep && (at < 0 || l.cost > out[i][at].cost) {
+					at = k
+				}
+			}
+			if at < 0 {
+				return
+			}
+			pool = append(pool, given{out[i][at], i})
+			loads[i] -= out[i][at].cost
+			out[i] = slices.Delete(out[i], at, at+1)
+			if keep > at {
+				keep--
+			}
+		}
+	}
+	for i := range out {
+		shedFrom(i, -1)
+	}
+	for _, l := range unplaced {
+		pool = append(pool, given{l, -1})
+	}
+	for steps := 0; len(pool) > 0; steps++ {
+		if steps > 100*(len(held)+len(unplaced)+1) {
+			return out, moves, false
+		}
+		slices.SortStableFunc(pool, func(a, b given) int { return byCost(a.l, b.l) })
+		g := pool[0]
+		pool = pool[1:]
+		r, cost := -1, 0
+		for i := range out {
+			if i == g.from {
+				continue
+			}
+			costs := make([]float64, len(out[i]))
+			for k, l := range out[i] {
+				costs[k] = l.cost
+			}
+			c := shed(costs, g.l.cost, limit)
+			if r < 0 || c < cost || c == cost && loads[i] < loads[r] {
+				r, cost = i, c
+			}
+		}
+		if r < 0 {
+			return out, moves, false
+		}
+		out[r] = append(out[r], g.l)
+		loads[r] += g.l.cost
+		moves++
+		shedFrom(r, len(out[r])-1)
+	}
+	return out, moves, maxMeanLoads(out) <= ratio+1e-9
+}

@@ -128,3 +128,75 @@ func TestReadWithin(t *testing.T) {
 		t.Errorf("1.16 × the mean, grain 25: %v of one-minute readings within, want all", p)
 	}
 }
+
+// TestOraclePlace: a dead worker's leases and those off workers above the
+// limit are placed within the limit, each move counted once, with at
+// least FewestMovesPlacing's count; a hot lease goes to the worker that
+// then gives fewest leases on.
+func TestOraclePlace(t *testing.T) {
+	l := func(costs ...float64) []shardLoad {
+		var out []shardLoad
+		for _, c := range costs {
+			out = append(out, shardLoad{cost: c})
+		}
+		return out
+	}
+	costsOf := func(held [][]shardLoad) [][]float64 {
+		out := make([][]float64, len(held))
+		for i, ls := range held {
+			for _, x := range ls {
+				out[i] = append(out[i], x.cost)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		held     [][]shardLoad
+		unplaced []shardLoad
+		want     int
+	}{
+		// Mean 2.4/4 = 0.6, limit 0.72: the 0.6 goes to the 0.1 worker.
+		{"room", [][]shardLoad{l(0.5), l(0.5), l(0.5), l(0.1)}, l(0.6, 0.2), 2},
+		// Mean 3/2 = 1.5, limit 1.8: the 0.9 fits neither worker as it
+		// is; its receiver gives one lease on: 3 moves.
+		{"hot", [][]shardLoad{l(0.7, 0.3), l(0.2, 0.2, 0.2, 0.2, 0.2)}, l(0.9, 0.1), 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var un []float64
+			n, total := 0, 0.0
+			for _, x := range tt.unplaced {
+				un = append(un, x.cost)
+				total += x.cost
+				n++
+			}
+			for _, ls := range tt.held {
+				for _, x := range ls {
+					total += x.cost
+					n++
+				}
+			}
+			out, moves, ok := oraclePlace(tt.held, tt.unplaced, balanceRatio)
+			if !ok {
+				t.Fatalf("not within the limit: %v", out)
+			}
+			if fewest := FewestMovesPlacing(costsOf(tt.held), un, balanceRatio); moves < fewest {
+				t.Errorf("%d moves, fewer than FewestMovesPlacing's %d", moves, fewest)
+			}
+			if moves != tt.want {
+				t.Errorf("%d moves, want %d", moves, tt.want)
+			}
+			got := 0
+			for _, ls := range out {
+				got += len(ls)
+			}
+			if got != n {
+				t.Errorf("%d leases placed, want %d", got, n)
+			}
+			if m := maxMeanLoads(out); m > balanceRatio+1e-9 {
+				t.Errorf("max/mean %.3f, want at most %.1f", m, balanceRatio)
+			}
+		})
+	}
+}

@@ -388,6 +388,11 @@ type Phase struct {
 	// allows (oracleJoin), and how a reading of each tells it; nil for the
 	// start and the other changes.
 	Oracle *Oracle
+	// Greedy is, for a leave, a kill or an upgrade, what a planner that
+	// knew every shard's true cost reaches placing greedily (oraclePlace):
+	// an achievable count of moves, where Fewest is a lower bound; nil for
+	// the start, the joins, and where it did not reach the limit.
+	Greedy *OracleEnd
 	// ownedEnd is each live worker's shards at the phase's end, for
 	// ExpectedEnd.
 	ownedEnd observation
@@ -649,7 +654,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	cfg := s.cfg
 	// Every shard is taken once at the start.
 	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
-	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, func() {
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, nil, func() {
 		for i := range cfg.Workers {
 			s.startWorker(ctx, i < cfg.Older)
 		}
@@ -666,6 +671,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	for _, e := range cfg.Events {
 		var ideal, fewest int64
 		var oracle *Oracle
+		var greedy *OracleEnd
 		change := func() {}
 		o := s.observe()
 		switch e.Kind {
@@ -713,13 +719,25 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				unplaced = append(unplaced, s.costs(o.owned[w.id])...)
 			}
 			fewest = int64(FewestMovesPlacing(costs, unplaced, balanceRatio))
+			var held [][]shardLoad
+			var left []shardLoad
+			for _, w := range s.live {
+				held = append(held, s.loads(o.owned[w.id]))
+			}
+			for _, w := range out {
+				left = append(left, s.loads(o.owned[w.id])...)
+			}
+			if placed, moves, ok := oraclePlace(held, left, balanceRatio); ok {
+				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(len(rep.Phases))))
+				greedy = &OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)}
+			}
 			change = func() {
 				for _, w := range out {
 					s.stop(w, e.Kind == Kill)
 				}
 			}
 		}
-		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, oracle, change)
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, oracle, greedy, change)
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -1081,9 +1099,9 @@ func (s *sim) iteratorKey(in *kinesis.GetShardIteratorInput) string {
 }
 
 // phase applies change and watches the fleet until it converged and Settle
-// passed, or ConvergeTimeout. ideal and fewest are the phase's Ideal and
-// Fewest.
-func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, oracle *Oracle, change func()) (Phase, error) {
+// passed, or ConvergeTimeout. ideal, fewest, oracle and greedy are the
+// phase's Ideal, Fewest, Oracle and Greedy.
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, oracle *Oracle, greedy *OracleEnd, change func()) (Phase, error) {
 	cfg := s.cfg
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
@@ -1091,7 +1109,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	joined := len(s.all)
 	change()
 	joiners := s.all[joined:]
-	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest, Oracle: oracle}
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest, Oracle: oracle, Greedy: greedy}
 	var (
 		o        observation
 		was      bool
@@ -1151,6 +1169,10 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 			f, a := p.Oracle.Ends[0], p.Oracle.Ends[1]
 			line += fmt.Sprintf("; by the true costs, %d moves end at %.2f expected, read within %.1f in %.0f%% of %s readings, %d moves at %.2f, %.0f%%",
 				f.Moves, f.Expected, balanceRatio, 100*f.Within, round(cfg.EndWindow), a.Moves, a.Expected, 100*a.Within)
+		}
+		if g := p.Greedy; g != nil {
+			line += fmt.Sprintf("; placed greedily by the true costs, %d moves end at %.2f expected, read within %.1f in %.0f%% of %s readings",
+				g.Moves, g.Expected, balanceRatio, 100*g.Within, round(cfg.EndWindow))
 		}
 		cfg.Progress(line)
 	}
