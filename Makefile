@@ -110,6 +110,9 @@ bench-lanes:
 #   cd bench/scalesim && go test -run '^$' -bench '^BenchmarkFleet$' -benchtime=1x -timeout 60m . -scalesim.lease=10s
 # The skewed fleet with its shards dealt over 4 streams, each worker reading them as one group:
 #   cd bench/scalesim && go test -run '^TestSkewedFullFleetVirtual$' -count=1 -timeout 90m -v . -scalesim.full -scalesim.streams=4
+# The skewed fleet through the end of a rolling deployment from a version before the leader (one
+# worker of it at the start; a replacement joins, it stops; then the usual changes):
+#   cd bench/scalesim && go test -run '^TestSkewedFullFleetVirtual$' -count=1 -timeout 90m -v . -scalesim.full -scalesim.older=1
 bench-scale:
 	cd bench/scalesim && $(GO) test -run '^TestFullFleetVirtual$$' -count=1 -timeout 30m -v . -scalesim.full
 	cd bench/scalesim && $(GO) test -run '^TestSkewedFullFleetVirtual$$' -count=1 -timeout 60m -v . -scalesim.full

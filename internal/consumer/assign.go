@@ -281,7 +281,13 @@ func rate(x float64) float64 {
 // larger of the two loads after the move is the least it can be, among
 // those that leave the donor a margin above the receiver's load before
 // the move: L_d − x − L_r ≥ tolerance/2 × (L_d − x + L_r) (by count: one
-// lease). But when nobody is above the tolerance and the receiver moves
+// lease). A donor above the bound whose closest-to-half lease would leave
+// it above, and that one of its leases would bring within, where giving
+// its cheaper leases one at a time would take three or more moves, gives
+// that lease instead, to the worker that then gives the fewest on, when
+// that takes fewer moves in all (within): the margin gives way there to
+// the squared loads falling. But
+// when nobody is above the tolerance and the receiver moves
 // only because it carries too little, the move is the one that lowers the
 // squared loads most, from whichever donor (bestFor), among those that
 // keep the margin and leave the donor at least a quarter of the mean: the
@@ -293,7 +299,8 @@ func rate(x float64) float64 {
 //
 // # Stability
 //
-// Each move lowers the sum of the squared loads (by 2x(L_d − L_r − x) > 0),
+// Each move lowers the sum of the squared loads (by 2x(L_d − L_r − x) > 0:
+// within's too, which leaves the donor above the taker's load before it),
 // so repeated plans on costs that do not change converge and never cycle,
 // and a plan made again on the state its moves produced moves nothing
 // unless the bound cut it short (then it goes on toward the same end). For
@@ -1202,6 +1209,7 @@ func (p *planner) move(maxMoves int) []move {
 			break
 		}
 		var i int
+		shortcut := false
 		if !p.in.byCount && !high {
 			// Nobody is above the tolerance: the receiver carries too
 			// little. It gets the lease that lowers the squared loads
@@ -1211,12 +1219,22 @@ func (p *planner) move(maxMoves int) []move {
 			if d, i = p.bestFor(r, lo, mean*(1+p.in.tolerance)); d == nil {
 				break
 			}
-		} else if i = p.best(d, r, hi, total); i < 0 {
-			d.stuck = true
-			continue
+		} else {
+			i = p.best(d, r, hi, total)
+			if !p.in.byCount && (i < 0 || d.load-d.movable[i].cost > hi) {
+				// best's lease leaves d above the bound: one of its
+				// leases may bring it within in fewer moves.
+				if j, to := p.within(d, hi, total); j >= 0 {
+					i, r, shortcut = j, to, true
+				}
+			}
+			if i < 0 {
+				d.stuck = true
+				continue
+			}
 		}
 		c := d.movable[i]
-		if !p.in.byCount && r.load+c.cost > hi {
+		if !shortcut && !p.in.byCount && r.load+c.cost > hi {
 			r = p.receiverFor(d, r, c, hi)
 		}
 		d.movable = slices.Delete(d.movable, i, i+1)
@@ -1261,30 +1279,105 @@ func (p *planner) best(d, r *planned, hi, total float64) int {
 // took 28 moves where 22 could do).
 func (p *planner) receiverFor(d, r *planned, c costed, hi float64) *planned {
 	rest := d.load - c.cost
-	// gives is how many leases w gives on after taking c; -1 if it cannot.
-	gives := func(w *planned) int {
-		excess := w.load + c.cost - hi
-		fit := slices.Sorted(w.giveable(p.least(w, d), hi))
-		n := 0
-		for i := len(fit) - 1; i >= 0 && excess > 0; i-- {
-			excess -= fit[i]
-			n++
-		}
-		if excess > 0 {
-			return -1
-		}
-		return n
-	}
-	best, fewest := r, gives(r)
+	best, fewest := r, p.givesOn(r, d, c, hi)
 	for _, w := range p.workers {
 		if w == d || w == r || w.rowless || w.unsettled || !w.reads(c.l.Key.Stream) || rest <= w.load || rest-w.load < p.margin(rest, w.load) {
 			continue
 		}
-		if n := gives(w); n >= 0 && (fewest < 0 || n < fewest) {
+		if n := p.givesOn(w, d, c, hi); n >= 0 && (fewest < 0 || n < fewest) {
 			best, fewest = w, n
 		}
 	}
 	return best
+}
+
+// givesOn is how many of its leases w gives on, after taking c from d, to
+// come back to hi: its costliest first among those small enough for the
+// least-loaded other worker's room; -1 if those cannot bring it there.
+func (p *planner) givesOn(w, d *planned, c costed, hi float64) int {
+	excess := w.load + c.cost - hi
+	fit := slices.Sorted(w.giveable(p.least(w, d), hi))
+	n := 0
+	for i := len(fit) - 1; i >= 0 && excess > 0; i-- {
+		excess -= fit[i]
+		n++
+	}
+	if excess > 0 {
+		return -1
+	}
+	return n
+}
+
+// shortcutSteps is the fewest moves best's way must take for within to
+// take another: best moves the donor's lease closest to half the gap,
+// which for a donor slightly above the bound is one move anyway.
+const shortcutSteps = 3
+
+// within returns the index of d's lease to move, and the worker to take
+// it, when d is above hi (and best's lease would leave it above) and one
+// lease brings it within, by fewer moves than best's way: the cheapest lease of d that does, to the worker that
+// then gives the fewest of its own leases on (givesOn; those moves are
+// counted), against best's, d's leases cheaper than it given one at a time
+// (at least the costliest of them until d is within, and at least
+// shortcutSteps). The margin that best keeps (the donor left above the
+// receiver) would bar such a lease from any worker the fleet has, so the
+// move needs only to lower the squared loads (the donor left above the
+// taker as it was), and must not strand a hot lease. -1 when no lease
+// does better. (A worker that took a dead worker's hot lease, holding
+// another and twenty small ones, gave the twenty, one a move, where
+// FewestMoves and a greedy placement took one: the skewed scale
+// simulation, a death of one 40 moves where 23 could do.)
+func (p *planner) within(d *planned, hi, total float64) (int, *planned) {
+	excess := d.load - hi
+	at := -1
+	for k, c := range d.movable {
+		if c.cost >= excess && (at < 0 || c.cost < d.movable[at].cost) {
+			at = k
+		}
+	}
+	if excess <= 0 || at < 0 {
+		return -1, nil
+	}
+	c := d.movable[at]
+	var cheaper []float64
+	for _, x := range d.movable {
+		if x.cost > 0 && x.cost < c.cost {
+			cheaper = append(cheaper, x.cost)
+		}
+	}
+	slices.Sort(cheaper)
+	steps, left := 0, excess
+	for i := len(cheaper) - 1; i >= 0 && left > 0; i-- {
+		left -= cheaper[i]
+		steps++
+	}
+	if left > 0 {
+		steps = math.MaxInt // the cheaper ones cannot do it
+	}
+	if steps < shortcutSteps {
+		return -1, nil
+	}
+	rest := d.load - c.cost
+	var to *planned
+	fewest := -1
+	for _, w := range p.workers {
+		if w == d || w.rowless || w.unsettled || !w.reads(c.l.Key.Stream) || rest <= w.load || p.strands(w, c.cost, hi, total) {
+			continue
+		}
+		n := 0
+		if w.load+c.cost > hi {
+			if n = p.givesOn(w, d, c, hi); n < 0 {
+				continue
+			}
+		}
+		if to == nil || n < fewest || n == fewest && lighter(w, to) < 0 {
+			to, fewest = w, n
+		}
+	}
+	if to == nil || 1+fewest >= steps {
+		return -1, nil
+	}
+	return at, to
 }
 
 // bestFor returns the donor and the index of its lease whose move to r

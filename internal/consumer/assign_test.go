@@ -1780,3 +1780,46 @@ func TestAssignStableLaggingCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignShedsOneLeaseNotMany: a worker above the bound with two hot
+// leases and many small ones (it took a dead worker's hot lease) gives one
+// hot lease, to the worker that then gives the fewest on (one of medium
+// size), not its small leases one at a time: the fleet comes within the
+// bound in a few moves, where the small ones took twenty (the skewed scale
+// simulation: a death of one, 40 moves where 23 could do). Plans are
+// repeated until none moves anything.
+func TestAssignShedsOneLeaseNotMany(t *testing.T) {
+	workers := []string{"hot", "light", "medium"}
+	leases := map[string][]float64{
+		"hot":    append([]float64{60, 53}, slices.Repeat([]float64{1.5}, 20)...), // 143
+		"light":  slices.Repeat([]float64{5}, 17),                                 // 85
+		"medium": append([]float64{30}, slices.Repeat([]float64{5}, 10)...),       // 80
+	}
+	s := plannedFleet(workers, leases, 40)
+	moves := 0
+	for range 10 {
+		in := s.input(nil, 0)
+		in.maxMoves, in.tolerance = 8, 0.15
+		a := planAssignment(in)
+		if len(a.moves) == 0 {
+			break
+		}
+		t.Logf("moves %v", moved(a.moves))
+		moves += len(a.moves)
+		s.apply(a)
+	}
+	loads := s.loads()
+	mean := 0.0
+	for _, l := range loads {
+		mean += l
+	}
+	mean /= float64(len(loads))
+	for w, l := range loads {
+		if l > 1.15*mean+1e-9 {
+			t.Errorf("%s at %.3f × the mean, want within 1.15", w, l/mean)
+		}
+	}
+	if moves > 3 {
+		t.Errorf("%d moves, want at most 3 (a hot lease, and the medium one its taker gives on)", moves)
+	}
+}
