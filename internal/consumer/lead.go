@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -698,13 +699,19 @@ func (c *Consumer) follow(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		// The owner index cannot be read: not ACTIVE yet where the leader
-		// sees it, a task role without dynamodb:Query on it, or a failure.
-		// The leases given to this worker are read from the table instead
-		// (as before the index), so that none is left unread until it
-		// expires and is given again, round after round
-		// (TestFollowerWithoutOwnerIndex).
-		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading this worker's leases from the owner index failed; reading the whole table instead", slog.String(attrError, err.Error()))
+		if !lasting(err) {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading this worker's leases failed; will retry", slog.String(attrError, err.Error()))
+			return
+		}
+		// The owner index cannot be read and will not be by retrying: not
+		// ACTIVE yet where the leader sees it, or a task role without
+		// dynamodb:Query on it. The leases given to this worker are read
+		// from the table instead (as before the index), so that none is
+		// left unread until it expires and is given again, round after
+		// round (TestFollowerWithoutOwnerIndex). A failure that may pass
+		// (throttling, a timeout) is retried next round, not turned into
+		// Scans of the whole table by every follower.
+		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: this worker cannot query the owner index for its leases; reading the whole table instead", slog.String(attrError, err.Error()))
 		if keys, err = c.ownedByScan(ctx); err != nil {
 			if ctx.Err() == nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String(attrError, err.Error()))
@@ -749,6 +756,14 @@ func (c *Consumer) owned(ctx context.Context) ([]lease.Key, error) {
 		c.grp.queried(keys)
 	}
 	return keys, err
+}
+
+// lasting reports whether err, an owner-index query's, will not pass by
+// retrying: the table has no ACTIVE owner index, or the caller may not
+// query it.
+func lasting(err error) bool {
+	var e *awserr.Error
+	return errors.Is(err, lease.ErrNoOwnerIndex) || errors.As(err, &e) && e.Kind == awserr.AccessDenied
 }
 
 // ownedByScan is owned read from the stream's rows (a Scan, where owned

@@ -10,6 +10,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/aws/smithy-go"
+
+	"github.com/shardsettle/lambdaadapter/internal/awserr"
 	"github.com/shardsettle/lambdaadapter/lease"
 )
 
@@ -243,33 +246,74 @@ func TestFleetWithoutOwnerIndex(t *testing.T) {
 	})
 }
 
+// ownedFails is a store whose owner-index query fails with err, counting
+// the follower's reads of the whole table.
+type ownedFails struct {
+	lease.Store
+	err   error
+	scans atomic.Int64
+}
+
+func (o *ownedFails) Owned(context.Context, string) ([]lease.Key, error) { return nil, o.err }
+
+func (o *ownedFails) Snapshot(ctx context.Context, stream string) (lease.Snapshot, error) {
+	o.scans.Add(1)
+	return o.Store.Snapshot(ctx, stream)
+}
+
 // TestFollowerWithoutOwnerIndex: a follower that cannot query the owner
-// index (the leader can: the index turned ACTIVE between their reads, or
-// the follower's role lacks dynamodb:Query on it) reads the leases given
-// to it from the table, and reads them; they once waited unread until
-// they expired and were given again, round after round.
+// index, where the leader can (the index turned ACTIVE between their
+// reads, or the follower's role lacks dynamodb:Query on it), reads the
+// leases given to it from the table, and reads them; they once waited
+// unread until they expired and were given again, round after round. A
+// failure that may pass (throttling) is retried at the next round, with
+// no read of the whole table.
 func TestFollowerWithoutOwnerIndex(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newStream(6)
-		f.fill(6, 20)
-		mem := lease.NewMemory()
-		rec := newRecorder()
-		c0, stop0 := run(t, Config{Kinesis: f, Store: mem, Owner: "w0", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
-		waitFor(t, "w0 holding every lease", func() bool { return len(c0.Owned()) == 6 })
-		c1, stop1 := run(t, Config{Kinesis: f, Store: noIndex{mem}, Owner: "w1", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
-		cs := []*Consumer{c0, c1}
-		waitFor(t, "3/3 led", func() bool {
-			return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+	denied := &awserr.Error{Pkg: "lease", Op: "owned", Resource: "w1", Kind: awserr.Classify(&smithy.GenericAPIError{Code: "AccessDeniedException"}), Cause: errors.New("AccessDeniedException: not authorized to perform dynamodb:Query on the index")}
+	throttled := &awserr.Error{Pkg: "lease", Op: "owned", Resource: "w1", Kind: awserr.Throttled, Cause: errors.New("ProvisionedThroughputExceededException")}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		scans bool
+	}{
+		{"no index", fmt.Errorf("query: %w", lease.ErrNoOwnerIndex), true},
+		{"denied", denied, true},
+		{"throttled", throttled, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newStream(6)
+				f.fill(6, 20)
+				mem := lease.NewMemory()
+				rec := newRecorder()
+				c0, stop0 := run(t, Config{Kinesis: f, Store: mem, Owner: "w0", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+				waitFor(t, "w0 holding every lease", func() bool { return len(c0.Owned()) == 6 })
+				store := &ownedFails{Store: mem, err: tc.err}
+				c1, stop1 := run(t, Config{Kinesis: f, Store: store, Owner: "w1", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+				cs := []*Consumer{c0, c1}
+				if !tc.scans {
+					time.Sleep(20 * time.Second)
+					if n := store.scans.Load(); n > 1 { // its first round's discovery reads the table
+						t.Errorf("%d reads of the whole table, want none after the first round", n)
+					}
+					stop1()
+					stop0()
+					return
+				}
+				waitFor(t, "3/3 led", func() bool {
+					return slices.Equal(counts(cs), []int{3, 3}) && leaderRow(t, mem).Checkpoint == fleetLed
+				})
+				time.Sleep(20 * time.Second)
+				if n := counts(cs); !slices.Equal(n, []int{3, 3}) {
+					t.Errorf("leases %v after 20 s, want 3/3 (no flapping)", n)
+				}
+				waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+				handledOnce(t, rec.times())
+				stop1()
+				stop0()
+			})
 		})
-		time.Sleep(20 * time.Second)
-		if n := counts(cs); !slices.Equal(n, []int{3, 3}) {
-			t.Errorf("leases %v after 20 s, want 3/3 (no flapping)", n)
-		}
-		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
-		handledOnce(t, rec.times())
-		stop1()
-		stop0()
-	})
+	}
 }
 
 // freeTakes counts the takes of free leases a worker makes for itself (a
