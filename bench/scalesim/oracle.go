@@ -34,16 +34,7 @@ type shardLoad struct{ cost, records float64 }
 // moves the target allows beyond the fewest, spent on the peak. The
 // joiners come last in the result.
 func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out [][]shardLoad, moves int) {
-	out = make([][]shardLoad, len(held)+joined)
-	loads := make([]float64, len(out))
-	total := 0.0
-	for i, ls := range held {
-		out[i] = slices.Clone(ls)
-		for _, l := range ls {
-			loads[i] += l.cost
-		}
-		total += loads[i]
-	}
+	out, loads, total := copyHeld(held, joined)
 	if len(out) == 0 {
 		return out, 0
 	}
@@ -142,6 +133,21 @@ func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out 
 	return out, moves
 }
 
+// copyHeld returns a copy of held followed by empty workers, each
+// worker's load, and their sum.
+func copyHeld(held [][]shardLoad, empty int) (out [][]shardLoad, loads []float64, total float64) {
+	out = make([][]shardLoad, len(held)+empty)
+	loads = make([]float64, len(out))
+	for i, ls := range held {
+		out[i] = slices.Clone(ls)
+		for _, l := range ls {
+			loads[i] += l.cost
+		}
+		total += loads[i]
+	}
+	return out, loads, total
+}
+
 // maxMeanLoads returns the highest worker's load over the mean.
 func maxMeanLoads(placed [][]shardLoad) float64 {
 	hi, sum := 0.0, 0.0
@@ -203,20 +209,11 @@ func readWithin(placed [][]shardLoad, perRecord, window float64, grain int, rati
 // unplaced go, costliest first, each to the worker (but its giver) that
 // then gives the fewest of its other leases to come within the limit
 // (shed's count, the costliest first; then the least loaded), and what
-// that worker gives goes the same way, one move each. It places greedily: that is not a
-// proof that nothing does better. ok is false when it did not reach the
+// that worker gives goes the same way, one move each. It places
+// greedily: that is not a proof that nothing does better. ok is false when it did not reach the
 // limit (a lease costlier than the limit, or no room anywhere).
 func oraclePlace(held [][]shardLoad, unplaced []shardLoad, ratio float64) (out [][]shardLoad, moves int, ok bool) {
-	out = make([][]shardLoad, len(held))
-	loads := make([]float64, len(out))
-	total := 0.0
-	for i, ls := range held {
-		out[i] = slices.Clone(ls)
-		for _, l := range ls {
-			loads[i] += l.cost
-		}
-		total += loads[i]
-	}
+	out, loads, total := copyHeld(held, 0)
 	for _, l := range unplaced {
 		total += l.cost
 	}
