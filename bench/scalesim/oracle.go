@@ -74,11 +74,6 @@ func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out 
 	// (shed: the costliest first), held aside, then placed costliest
 	// first.
 	limit := ratio * total / float64(len(out))
-	byCost := func(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
-	type given struct {
-		l    shardLoad
-		from int
-	}
 	var pool []given
 	for i := range held {
 		slices.SortStableFunc(out[i], byCost)
@@ -131,6 +126,16 @@ func oracleJoin(held [][]shardLoad, joined int, ratio float64, budget int) (out 
 		give(d, k, r)
 	}
 	return out, moves
+}
+
+// byCost orders leases costliest first.
+func byCost(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
+
+// given is a lease an oracle took off a worker (from; -1 for one that
+// left or died), to be placed.
+type given struct {
+	l    shardLoad
+	from int
 }
 
 // copyHeld returns a copy of held followed by empty workers, each
@@ -221,11 +226,6 @@ func oraclePlace(held [][]shardLoad, unplaced []shardLoad, ratio float64) (out [
 		return out, 0, len(unplaced) == 0
 	}
 	limit := ratio * total / float64(len(out))
-	byCost := func(a, b shardLoad) int { return cmp.Compare(b.cost, a.cost) }
-	type given struct {
-		l    shardLoad
-		from int
-	}
 	var pool []given
 	// shedFrom takes off worker i, into the pool, its costliest leases
 	// but keep (an index, or -1) until it is within the limit.
