@@ -78,6 +78,14 @@ func counts(cs []*Consumer) []int {
 	return n
 }
 
+// sixShards returns a stream of six shards of 20 records each, an empty
+// lease table and a recorder, for the leader tests.
+func sixShards() (*stream, *lease.Memory, *recorder) {
+	f := newStream(6)
+	f.fill(6, 20)
+	return f, lease.NewMemory(), newRecorder()
+}
+
 // zeroCPU is a CPU clock that never moves: the tests' workers share one
 // process, whose CPU time says nothing of each.
 func zeroCPU() time.Duration { return 0 }
@@ -149,10 +157,7 @@ func TestLeaderPlansForTheFleet(t *testing.T) {
 // handled twice meanwhile.
 func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newStream(6)
-		f.fill(6, 20)
-		mem := lease.NewMemory()
-		rec := newRecorder()
+		f, mem, rec := sixShards()
 		var cs []*Consumer
 		var stops []func()
 		for i := range 2 {
@@ -210,10 +215,7 @@ func (noIndex) Owned(context.Context, string) ([]lease.Key, error) {
 // is handled twice.
 func TestFleetWithoutOwnerIndex(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newStream(6)
-		f.fill(6, 20)
-		mem := lease.NewMemory()
-		rec := newRecorder()
+		f, mem, rec := sixShards()
 		var cs []*Consumer
 		var stops []func()
 		var began time.Time
@@ -282,10 +284,7 @@ func TestFollowerWithoutOwnerIndex(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				f := newStream(6)
-				f.fill(6, 20)
-				mem := lease.NewMemory()
-				rec := newRecorder()
+				f, mem, rec := sixShards()
 				c0, stop0 := run(t, Config{Kinesis: f, Store: mem, Owner: "w0", Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
 				waitFor(t, "w0 holding every lease", func() bool { return len(c0.Owned()) == 6 })
 				store := &ownedFails{Store: mem, err: tc.err}
@@ -340,10 +339,7 @@ func (f *freeTakes) Take(ctx context.Context, held lease.Lease, owner string) (l
 func TestUpgradeEndWaitsForTheLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const d = 3 * time.Second
-		f := newStream(6)
-		f.fill(6, 20)
-		mem := lease.NewMemory()
-		rec := newRecorder()
+		f, mem, rec := sixShards()
 		lead := &scanCounter{Store: mem}
 		c0, stop0 := run(t, Config{Kinesis: f, Store: lead, Owner: "new0", Start: TrimHorizon(), LeaseDuration: d}, handler(rec))
 		waitFor(t, "new0 leading", func() bool { return leaderRow(t, mem).Owner == "new0" })
