@@ -286,9 +286,8 @@ func rate(x float64) float64 {
 // its cheaper leases one at a time would take three or more moves, gives
 // that lease instead, to the worker that then gives the fewest on, when
 // that takes fewer moves in all (within): the margin gives way there to
-// the squared loads falling. But
-// when nobody is above the tolerance and the receiver moves
-// only because it carries too little, the move is the one that lowers the
+// the squared loads falling. But when nobody is above the tolerance and
+// the receiver moves only because it carries too little, the move is the one that lowers the
 // squared loads most, from whichever donor (bestFor), among those that
 // keep the margin and leave the donor at least a quarter of the mean: the
 // busiest may hold only small leases, and a donor left with too little
@@ -1315,11 +1314,11 @@ const shortcutSteps = 3
 
 // within returns the index of d's lease to move, and the worker to take
 // it, when d is above hi (and best's lease would leave it above) and one
-// lease brings it within, by fewer moves than best's way: the cheapest lease of d that does, to the worker that
-// then gives the fewest of its own leases on (givesOn; those moves are
-// counted), against best's, d's leases cheaper than it given one at a time
-// (at least the costliest of them until d is within, and at least
-// shortcutSteps). The margin that best keeps (the donor left above the
+// lease brings it within, by fewer moves than best's way: the cheapest
+// lease of d that does, to the worker that then gives the fewest of its
+// own leases on (givesOn; those moves are counted), against best's, d's
+// leases cheaper than it given one at a time (at least the costliest of
+// them until d is within, and at least shortcutSteps). The margin that best keeps (the donor left above the
 // receiver) would bar such a lease from any worker the fleet has, so the
 // move needs only to lower the squared loads (the donor left above the
 // taker as it was), and must not strand a hot lease. -1 when no lease
