@@ -287,11 +287,11 @@ func rate(x float64) float64 {
 // that lease instead, to the worker that then gives the fewest on, when
 // that takes fewer moves in all (within): the margin gives way there to
 // the squared loads falling. But when nobody is above the tolerance and
-// the receiver moves only because it carries too little, the move is the one that lowers the
-// squared loads most, from whichever donor (bestFor), among those that
-// keep the margin and leave the donor at least a quarter of the mean: the
-// busiest may hold only small leases, and a donor left with too little
-// would be filled again next round. The plan stops when no donor has such
+// the receiver moves only because it carries too little, the move is the
+// one that lowers the squared loads most, from whichever donor (bestFor),
+// among those that keep the margin and leave the donor at least a quarter
+// of the mean: the busiest may hold only small leases, and a donor left
+// with too little would be filled again next round. The plan stops when no donor has such
 // a lease; with leases small enough, that leaves the busiest within
 // (1+tolerance/2)/(1−tolerance/2) of the least loaded (1.105 for 0.1), or
 // within 1+tolerance of the mean.
