@@ -712,10 +712,8 @@ func (c *Consumer) follow(ctx context.Context) {
 		// (throttling, a timeout) is retried next round, not turned into
 		// Scans of the whole table by every follower.
 		c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: this worker cannot query the owner index for its leases; reading the whole table instead", slog.String(attrError, err.Error()))
-		if keys, err = c.ownedByScan(ctx); err != nil {
-			if ctx.Err() == nil {
-				c.log.LogAttrs(ctx, slog.LevelWarn, "consumer: reading the lease table failed; will retry", slog.String(attrError, err.Error()))
-			}
+		var ok bool
+		if keys, ok = c.ownedByScan(ctx); !ok {
 			return
 		}
 	}
@@ -766,22 +764,21 @@ func lasting(err error) bool {
 	return errors.Is(err, lease.ErrNoOwnerIndex) || errors.As(err, &e) && e.Kind == awserr.AccessDenied
 }
 
-// ownedByScan is owned read from the stream's rows (a Scan, where owned
-// queries the owner index): the keys of the leases that name this worker.
-func (c *Consumer) ownedByScan(ctx context.Context) ([]lease.Key, error) {
-	sctx, cancel := c.storeContext(ctx)
-	defer cancel()
-	snap, err := c.cfg.Store.Snapshot(sctx, c.cfg.Stream)
-	if err != nil {
-		return nil, err
+// ownedByScan is owned read from the stream's rows (snapshots, a Scan,
+// where owned queries the owner index): the keys of the leases that name
+// this worker; ok is false when the rows could not be read (snapshots
+// logged it).
+func (c *Consumer) ownedByScan(ctx context.Context) (keys []lease.Key, ok bool) {
+	snap, ok := c.snapshots(ctx, []string{c.cfg.Stream})[c.cfg.Stream]
+	if !ok {
+		return nil, false
 	}
-	var keys []lease.Key
 	for _, l := range snap.Leases {
 		if l.Owner == c.cfg.Owner {
 			keys = append(keys, l.Key)
 		}
 	}
-	return keys, nil
+	return keys, true
 }
 
 // parentsView is the view a follower starts the lease l with: the rows of
