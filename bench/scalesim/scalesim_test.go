@@ -21,6 +21,7 @@ var (
 	streams    = flag.Int("scalesim.streams", 1, "how many streams TestSkewedFullFleetVirtual deals its shards over, each worker reading them all (Config.Streams)")
 	grain      = flag.Int("scalesim.grain", 1, "how many of a busier stream's records each record TestSkewedFullFleetVirtual writes stands for (Config.Grain)")
 	older      = flag.Int("scalesim.older", 0, "how many of TestSkewedFullFleetVirtual's workers start as an older version (Config.Older): as many of the current one join, then the older ones stop (Upgrade), before the other events")
+	events     = flag.Int("scalesim.events", 0, "run only the first N of TestSkewedFullFleetVirtual's events, after the start (0: all), -scalesim.older's two among them: -scalesim.older=1 -scalesim.events=2 runs the start, the join and the upgrade")
 	endWindow  = flag.Duration("scalesim.end", time.Minute, "the window over which TestSkewedFullFleetVirtual measures each phase's end (its last part; each phase goes on this and 30 s after it converged)")
 )
 
@@ -319,6 +320,9 @@ func TestSkewedFullFleetVirtual(t *testing.T) {
 					// ones stop.
 					cfg.Older = *older
 					cfg.Events = append([]Event{{Kind: Join, N: *older}, {Kind: Upgrade, N: *older}}, cfg.Events...)
+				}
+				if *events > 0 && *events < len(cfg.Events) {
+					cfg.Events = cfg.Events[:*events]
 				}
 				if *logLevel != "" {
 					var level slog.Level
