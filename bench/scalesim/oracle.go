@@ -285,3 +285,29 @@ func oraclePlace(held [][]shardLoad, unplaced []shardLoad, ratio float64) (out [
 	}
 	return out, moves, maxMeanLoads(out) <= ratio+1e-9
 }
+
+// placeGreedily returns a phase's Greedy and Sure placements (see Phase)
+// of left, the leases of the workers that go, beside held, the others':
+// oraclePlace to 1.2 × the mean, then to lower limits, in steps of 0.01
+// down to 1.1, until read (readWithin's share of readings within 1.2)
+// says sureShare or more.
+func placeGreedily(held [][]shardLoad, left []shardLoad, read func([][]shardLoad) float64) (greedy, sure *OracleEnd) {
+	for step := 0; step <= 10; step++ {
+		limit := balanceRatio - 0.01*float64(step)
+		placed, moves, ok := oraclePlace(held, left, limit)
+		if !ok {
+			break // nor to a lower limit
+		}
+		e := OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: read(placed)}
+		if step == 0 {
+			g := e
+			greedy = &g
+		}
+		if e.Within >= sureShare {
+			e.Limit = limit
+			sure = &e
+			break
+		}
+	}
+	return greedy, sure
+}

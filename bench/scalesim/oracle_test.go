@@ -3,6 +3,7 @@ package scalesim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -198,5 +199,32 @@ func TestOraclePlace(t *testing.T) {
 				t.Errorf("max/mean %.3f, want at most %.1f", m, balanceRatio)
 			}
 		})
+	}
+}
+
+// TestPlaceGreedily checks that Sure is the greedy placement to the
+// highest limit whose readings say sureShare, and nil where none does.
+func TestPlaceGreedily(t *testing.T) {
+	tenths := func() []shardLoad { return slices.Repeat([]shardLoad{{cost: 0.1}}, 10) }
+	held := [][]shardLoad{tenths(), tenths(), tenths(), tenths()}
+	// Mean 4.4/4 = 1.1. To 1.2 and 1.19 × it (1.32, 1.309) the 0.4's
+	// taker gives one 0.1 on (2 moves, its load 1.3: 1.18 × the mean);
+	// to 1.18 × (1.298), two (3 moves, 1.2: 1.09 ×).
+	read := func(placed [][]shardLoad) float64 {
+		if maxMeanLoads(placed) <= 1.16 {
+			return 1
+		}
+		return 0.5
+	}
+	greedy, sure := placeGreedily(held, []shardLoad{{cost: 0.4}}, read)
+	if greedy == nil || greedy.Moves != 2 || greedy.Within != 0.5 || greedy.Limit != 0 {
+		t.Errorf("greedy %+v, want 2 moves read within in 0.5", greedy)
+	}
+	if sure == nil || sure.Moves != 3 || math.Abs(sure.Limit-1.18) > 1e-9 || sure.Within != 1 {
+		t.Errorf("sure %+v, want 3 moves to 1.18", sure)
+	}
+	never := func([][]shardLoad) float64 { return 0.89 }
+	if greedy, sure := placeGreedily(held, []shardLoad{{cost: 0.4}}, never); greedy == nil || sure != nil {
+		t.Errorf("read within in 0.89 at every limit: greedy %+v, sure %+v, want a greedy and no sure", greedy, sure)
 	}
 }

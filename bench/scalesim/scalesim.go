@@ -393,6 +393,14 @@ type Phase struct {
 	// an achievable count of moves, where Fewest is a lower bound; nil for
 	// the start, the joins, and where it did not reach the limit.
 	Greedy *OracleEnd
+	// Sure is, where Greedy is set, the same greedy placement to the
+	// highest limit (Limit, in steps of 0.01 down from 1.2 to 1.1) whose
+	// readings show the busiest within 1.2 × the mean in at least
+	// sureShare of them: what a planner that knew every true cost would
+	// move to reach the target as the phase's end reads it (over
+	// EndWindow, records and all), not only by the model. nil where Greedy
+	// is, or where no limit down to 1.1 reads within so often.
+	Sure *OracleEnd
 	// ownedEnd is each live worker's shards at the phase's end, for
 	// ExpectedEnd.
 	ownedEnd observation
@@ -430,7 +438,13 @@ type Oracle struct{ Ends [2]OracleEnd }
 type OracleEnd struct {
 	Moves            int
 	Expected, Within float64
+	// Limit is the limit a Sure placement placed to (0 otherwise).
+	Limit float64
 }
+
+// sureShare is the share of readings within 1.2 × the mean that makes a
+// placement Sure: nine in ten.
+const sureShare = 0.9
 
 // oracleDraws is how many readings readWithin draws.
 const oracleDraws = 4000
@@ -654,7 +668,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	cfg := s.cfg
 	// Every shard is taken once at the start.
 	fewest := int64(FewestMovesPlacing(make([][]float64, cfg.Workers), s.costs(s.ids), balanceRatio))
-	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, nil, func() {
+	p, err := s.phase(ctx, fmt.Sprintf("start %d", cfg.Workers), Join, cfg.Workers, int64(cfg.Shards), fewest, nil, nil, nil, func() {
 		for i := range cfg.Workers {
 			s.startWorker(ctx, i < cfg.Older)
 		}
@@ -671,7 +685,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 	for _, e := range cfg.Events {
 		var ideal, fewest int64
 		var oracle *Oracle
-		var greedy *OracleEnd
+		var greedy, sure *OracleEnd
 		change := func() {}
 		o := s.observe()
 		switch e.Kind {
@@ -727,17 +741,19 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 			for _, w := range out {
 				left = append(left, s.loads(o.owned[w.id])...)
 			}
-			if placed, moves, ok := oraclePlace(held, left, balanceRatio); ok {
-				rng := rand.New(rand.NewPCG(cfg.Seed, uint64(len(rep.Phases))))
-				greedy = &OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)}
-			}
+			seed := uint64(len(rep.Phases))
+			greedy, sure = placeGreedily(held, left, func(placed [][]shardLoad) float64 {
+				// The same draws at each limit.
+				rng := rand.New(rand.NewPCG(cfg.Seed, seed))
+				return readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)
+			})
 			change = func() {
 				for _, w := range out {
 					s.stop(w, e.Kind == Kill)
 				}
 			}
 		}
-		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, oracle, greedy, change)
+		p, err := s.phase(ctx, fmt.Sprintf("%s %d", e.Kind, e.N), e.Kind, e.N, ideal, fewest, oracle, greedy, sure, change)
 		rep.Phases = append(rep.Phases, p)
 		if err != nil {
 			return err
@@ -1099,9 +1115,9 @@ func (s *sim) iteratorKey(in *kinesis.GetShardIteratorInput) string {
 }
 
 // phase applies change and watches the fleet until it converged and Settle
-// passed, or ConvergeTimeout. ideal, fewest, oracle and greedy are the
-// phase's Ideal, Fewest, Oracle and Greedy.
-func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, oracle *Oracle, greedy *OracleEnd, change func()) (Phase, error) {
+// passed, or ConvergeTimeout. ideal, fewest, oracle, greedy and sure are
+// the phase's Ideal, Fewest, Oracle, Greedy and Sure.
+func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ideal, fewest int64, oracle *Oracle, greedy, sure *OracleEnd, change func()) (Phase, error) {
 	cfg := s.cfg
 	before := s.observe()
 	counts0, dups0 := s.store.counts(), s.tally.dups.Load()
@@ -1109,7 +1125,7 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 	joined := len(s.all)
 	change()
 	joiners := s.all[joined:]
-	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest, Oracle: oracle, Greedy: greedy}
+	p := Phase{Name: name, Kind: kind, N: n, Workers: len(s.live), Target: (cfg.Shards + len(s.live) - 1) / len(s.live), Ideal: ideal, Fewest: fewest, Oracle: oracle, Greedy: greedy, Sure: sure}
 	var (
 		o        observation
 		was      bool
@@ -1173,6 +1189,9 @@ func (s *sim) phase(ctx context.Context, name string, kind EventKind, n int, ide
 		if g := p.Greedy; g != nil {
 			line += fmt.Sprintf("; placed greedily by the true costs, %d moves end at %.2f expected, read within %.1f in %.0f%% of %s readings",
 				g.Moves, g.Expected, balanceRatio, 100*g.Within, round(cfg.EndWindow))
+		}
+		if u := p.Sure; u != nil {
+			line += fmt.Sprintf("; to %.2f, %d moves at %.2f, %.0f%%", u.Limit, u.Moves, u.Expected, 100*u.Within)
 		}
 		cfg.Progress(line)
 	}
