@@ -311,3 +311,23 @@ func placeGreedily(held [][]shardLoad, left []shardLoad, read func([][]shardLoad
 	}
 	return greedy, sure
 }
+
+// sureJoin returns a join's Sure placement (see Phase): oracleJoin with
+// the fewest moves, then with one move more at a time spent on the peak,
+// until read says sureShare or more; nil where the peak stops falling
+// first, or past three times the fewest.
+func sureJoin(held [][]shardLoad, joined int, read func([][]shardLoad) float64) *OracleEnd {
+	placed, fewest := oracleJoin(held, joined, balanceRatio, 0)
+	for budget := fewest; budget <= 3*fewest; budget++ {
+		moves := fewest
+		if budget > fewest {
+			if placed, moves = oracleJoin(held, joined, balanceRatio, budget); moves < budget {
+				return nil // the peak falls no further
+			}
+		}
+		if w := read(placed); w >= sureShare {
+			return &OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: w}
+		}
+	}
+	return nil
+}

@@ -228,3 +228,28 @@ func TestPlaceGreedily(t *testing.T) {
 		t.Errorf("read within in 0.89 at every limit: greedy %+v, sure %+v, want a greedy and no sure", greedy, sure)
 	}
 }
+
+// TestSureJoin checks that a join's Sure spends moves on the peak one at
+// a time until the readings say sureShare, and is nil once the peak
+// falls no further.
+func TestSureJoin(t *testing.T) {
+	quarters := func() []shardLoad { return slices.Repeat([]shardLoad{{cost: 0.25}}, 8) }
+	held := [][]shardLoad{quarters(), quarters()}
+	// Mean 4/3, limit 1.6: each gives two quarters to the joiner (the
+	// fewest, 4 moves: 1.5, 1.5, 1). One more evens one of them with the
+	// joiner (1.25, 1.5, 1.25); the next would only swap the peak.
+	var calls int
+	read := func([][]shardLoad) float64 {
+		calls++
+		if calls == 1 {
+			return 0.5
+		}
+		return 0.95
+	}
+	if u := sureJoin(held, 1, read); u == nil || u.Moves != 5 || u.Within != 0.95 || calls != 2 {
+		t.Errorf("sure %+v after %d readings, want 5 moves after 2", u, calls)
+	}
+	if u := sureJoin(held, 1, func([][]shardLoad) float64 { return 0.5 }); u != nil {
+		t.Errorf("sure %+v where no reading says %v, want none", u, sureShare)
+	}
+}

@@ -135,9 +135,12 @@ func (r *Report) Format(w io.Writer) error {
 			fmt.Fprintf(&b, "greedy, %s (placed greedily by the true costs, an achievable count where fewest is a lower bound): %d moves (moves/greedy %.2f), end at %.2f by the model, read within %.1f in %.0f%% of %s readings\n",
 				p.Name, g.Moves, float64(p.Moves)/float64(max(g.Moves, 1)), g.Expected, balanceRatio, 100*g.Within, c.EndWindow)
 		}
-		if u := p.Sure; u != nil {
+		if u := p.Sure; u != nil && u.Limit > 0 {
 			fmt.Fprintf(&b, "sure, %s (placed greedily to the highest limit whose readings show %.1f in %.0f%% or more): to %.2f, %d moves (moves/sure %.2f), end at %.2f by the model, read within %.1f in %.0f%%\n",
 				p.Name, balanceRatio, 100*sureShare, u.Limit, u.Moves, float64(p.Moves)/float64(max(u.Moves, 1)), u.Expected, balanceRatio, 100*u.Within)
+		} else if u != nil {
+			fmt.Fprintf(&b, "sure, %s (the oracle's fewest moves whose readings show %.1f in %.0f%% or more): %d moves (moves/sure %.2f), end at %.2f by the model, read within %.1f in %.0f%%\n",
+				p.Name, balanceRatio, 100*sureShare, u.Moves, float64(p.Moves)/float64(max(u.Moves, 1)), u.Expected, balanceRatio, 100*u.Within)
 		}
 	}
 
