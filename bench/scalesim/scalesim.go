@@ -712,12 +712,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 				placed, moves := oracleJoin(held, e.N, balanceRatio, budget)
 				oracle.Ends[i] = OracleEnd{Moves: moves, Expected: maxMeanLoads(placed), Within: readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)}
 			}
-			seed := uint64(len(rep.Phases))
-			sure = sureJoin(held, e.N, func(placed [][]shardLoad) float64 {
-				// The same draws at each count of moves.
-				rng := rand.New(rand.NewPCG(cfg.Seed, seed))
-				return readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)
-			})
+			sure = sureJoin(held, e.N, s.reading(uint64(len(rep.Phases))))
 			change = func() {
 				for range e.N {
 					s.startWorker(ctx, false)
@@ -750,12 +745,7 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 			for _, w := range out {
 				left = append(left, s.loads(o.owned[w.id])...)
 			}
-			seed := uint64(len(rep.Phases))
-			greedy, sure = placeGreedily(held, left, func(placed [][]shardLoad) float64 {
-				// The same draws at each limit.
-				rng := rand.New(rand.NewPCG(cfg.Seed, seed))
-				return readWithin(placed, s.perRecord(), cfg.EndWindow.Seconds(), cfg.Grain, balanceRatio, oracleDraws, rng)
-			})
+			greedy, sure = placeGreedily(held, left, s.reading(uint64(len(rep.Phases))))
 			change = func() {
 				for _, w := range out {
 					s.stop(w, e.Kind == Kill)
@@ -769,6 +759,15 @@ func (s *sim) script(ctx context.Context, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// reading returns readWithin for the placements a phase's Sure compares:
+// the same draws (Config.Seed, seed) at each call.
+func (s *sim) reading(seed uint64) func([][]shardLoad) float64 {
+	return func(placed [][]shardLoad) float64 {
+		rng := rand.New(rand.NewPCG(s.cfg.Seed, seed))
+		return readWithin(placed, s.perRecord(), s.cfg.EndWindow.Seconds(), s.cfg.Grain, balanceRatio, oracleDraws, rng)
+	}
 }
 
 // costs returns the modelled CPU cost (seconds per second) of each of the
