@@ -228,9 +228,12 @@ func TestFleetWithoutOwnerIndex(t *testing.T) {
 			}
 		}
 		waitFor(t, "2/2/2, balancing for themselves", func() bool { return slices.Equal(counts(cs), []int{2, 2, 2}) })
-		// Two rounds: the joiners ask w0 for leases, w0 hands them over.
-		if took := time.Since(began); took > 2*1500*time.Millisecond {
-			t.Errorf("the joiners got their share after %s, want within two rounds (3 s)", took)
+		// Two rounds and the hand-overs: the joiners ask w0 for leases, w0
+		// hands them over (1.6–3.1 s seen in virtual time, the order of
+		// the goroutines' wake-ups varying). A joiner that waited for a
+		// leader's plan, as at the end of a rolling deployment, took 4.5 s.
+		if took := time.Since(began); took > 4*time.Second {
+			t.Errorf("the joiners got their share after %s, want within two rounds and the hand-overs (4 s)", took)
 		}
 		stops[2]()
 		began = time.Now()
