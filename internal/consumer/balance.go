@@ -258,6 +258,9 @@ func (c *Consumer) balanceWithAll(ctx context.Context, snap *lease.Snapshot, sna
 	}
 	c.mu.Lock()
 	in, held, ok := c.planInput(*snap)
+	if ok {
+		in.forming = c.leader.selfForming(in, c.cfg.LeaseDuration)
+	}
 	c.mu.Unlock()
 	if ok && !c.awaitsPlan(ctx, in) {
 		c.act(ctx, planBalance(in), held, in.view)

@@ -299,8 +299,12 @@
 //   - Mixed fleets: a worker row without load is an older version's, which
 //     plans for itself; while one lives, or while the table has no owner
 //     index, the leader writes "plan:self" in its row and every worker
-//     balances as before (planBalance). The leader writes "plan:leader"
-//     once the last one is gone.
+//     balances as before (planBalance), but waits as the leader does for
+//     a starting fleet (leadership.selfForming: with most leases free, no
+//     take while the live workers it reads change, for at most D/4), so
+//     that workers starting together each take their share rather than
+//     the first taking most and the others asking for them back. The
+//     leader writes "plan:leader" once the last one is gone.
 //   - Several streams (Group): the consumers of one process, one per
 //     stream, form a group under one owner id; only the first (the
 //     primary) competes for the leader row, named after its stream. While

@@ -251,6 +251,46 @@ func TestFleetWithoutOwnerIndex(t *testing.T) {
 	})
 }
 
+// asksCounted is a store without the owner index that counts the
+// hand-overs asked for.
+type asksCounted struct {
+	noIndex
+	asks atomic.Int64
+}
+
+func (a *asksCounted) RequestHandoff(ctx context.Context, held lease.Lease, requester string) (lease.Lease, error) {
+	a.asks.Add(1)
+	return a.noIndex.RequestHandoff(ctx, held, requester)
+}
+
+// TestSelfBalancingFleetStartsTogether: workers that balance for
+// themselves (here on a table without the owner index) and start together
+// from nothing wait for each other's rows before taking free leases, so
+// each takes its share and none asks another for one. Before, the first
+// to balance took its share of the rows it saw (all 6 when it saw only
+// its own), and the others asked for them back.
+func TestSelfBalancingFleetStartsTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, mem, rec := sixShards()
+		store := &asksCounted{noIndex: noIndex{mem}}
+		var cs []*Consumer
+		var stops []func()
+		for i := range 3 {
+			c, stop := run(t, Config{Kinesis: f, Store: store, Owner: fmt.Sprintf("w%d", i), Start: TrimHorizon(), LeaseDuration: 3 * time.Second}, handler(rec))
+			cs, stops = append(cs, c), append(stops, stop)
+		}
+		waitFor(t, "2/2/2", func() bool { return slices.Equal(counts(cs), []int{2, 2, 2}) })
+		if n := store.asks.Load(); n != 0 {
+			t.Errorf("%d hand-overs asked for, want 0: each worker takes its share of free leases", n)
+		}
+		waitFor(t, "every record", func() bool { return rec.count() >= 120 })
+		handledOnce(t, rec.times())
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	})
+}
+
 // ownedFails is a store whose owner-index query fails with err, counting
 // the follower's reads of the whole table.
 type ownedFails struct {

@@ -19,6 +19,10 @@ type planInput struct {
 	held    map[string]bool // the shards this worker runs (reading or stopping)
 	expired map[string]bool // shard ids of owned leases whose counter stood still for the lease duration
 	dead    map[string]bool // owners of worker rows whose counter stood still for the lease duration
+	// forming: a fleet starting from nothing whose worker rows are still
+	// coming in (leadership.selfForming): the plan takes no free lease
+	// and asks for none this round.
+	forming bool
 }
 
 // plan is what balancing does on one read of the table. Every write it
@@ -134,6 +138,10 @@ func planBalance(in planInput) plan {
 		return p
 	}
 	p.target = (len(eligible) + len(live) - 1) / len(live)
+	if in.forming {
+		p.take = nil
+		return p
+	}
 	p.want = min(max(p.target-mine, 0), len(p.take))
 	if p.want == 0 {
 		p.take = nil
