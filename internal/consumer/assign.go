@@ -449,18 +449,8 @@ func newPlanner(in assignInput) *planner {
 	return p
 }
 
-// starting reports whether more than half the leases are free and were
-// never held (or were released): a fleet starting from nothing, or coming
-// back after every worker stopped.
-func (p *planner) starting() bool {
-	n := 0
-	for _, c := range p.free {
-		if c.l.Owner == "" {
-			n++
-		}
-	}
-	return 2*n > len(p.in.leases)
-}
+// starting reports whether the fleet is starting (mostFree).
+func (p *planner) starting() bool { return mostFree(p.in.leases) }
 
 // margin is how far the donor's load after a move (rest) must stay above
 // the receiver's before it (got): by count one lease, else tolerance/2 of

@@ -258,12 +258,13 @@ func (c *Consumer) balanceWithAll(ctx context.Context, snap *lease.Snapshot, sna
 	}
 	c.mu.Lock()
 	in, held, ok := c.planInput(*snap)
-	if ok {
-		in.forming = c.leader.selfForming(in, c.cfg.LeaseDuration)
-	}
 	c.mu.Unlock()
-	if ok && !c.awaitsPlan(ctx, in) {
-		c.act(ctx, planBalance(in), held, in.view)
+	if !ok {
+		return
+	}
+	p := c.selfPlan(in, planBalance(in))
+	if !c.awaitsPlan(ctx, in) {
+		c.act(ctx, p, held, in.view)
 	}
 }
 

@@ -90,9 +90,21 @@ type leadership struct {
 	selfFormed time.Time
 }
 
-// selfForming reports whether this worker, balancing for itself, waits
-// for a starting fleet before it takes free leases: most leases are free
-// (a fleet starting from nothing, or after every worker stopped), the
+// selfPlan returns p, the plan of a worker balancing for itself on in
+// (planBalance), without its takes while it waits for a starting fleet
+// (selfForming).
+func (c *Consumer) selfPlan(in planInput, p plan) plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader.selfForming(in, p, c.cfg.LeaseDuration) {
+		return p.withoutTakes()
+	}
+	return p
+}
+
+// selfForming reports whether this worker, balancing for itself on in
+// with the plan p, waits for a starting fleet before it takes free
+// leases: most of p's eligible leases are free (mostFree), the
 // live workers' rows it read differ from those of its last round (the
 // first round's always do), and it has found most leases free for less
 // than D/4. It then balances again formingWait later (leadership.again).
@@ -103,17 +115,7 @@ type leadership struct {
 // first to balance took hundreds, which the others then asked for: 1,894–
 // 2,380 moves for 1,000 leases in 10 of 12 such starts (the skewed scale
 // simulation, -scalesim.older=1). c.mu is held.
-func (l *leadership) selfForming(in planInput, d time.Duration) bool {
-	free, n := 0, 0
-	for _, x := range in.snap.Leases {
-		if x.Checkpoint == lease.ShardEnd {
-			continue
-		}
-		n++
-		if x.Owner == "" {
-			free++
-		}
-	}
+func (l *leadership) selfForming(in planInput, p plan, d time.Duration) bool {
 	owners := []string{in.me}
 	for _, w := range in.snap.Workers {
 		if w.Owner != in.me && !in.dead[w.Owner] {
@@ -123,7 +125,7 @@ func (l *leadership) selfForming(in planInput, d time.Duration) bool {
 	slices.Sort(owners)
 	changed := !slices.Equal(l.selfFleet, owners)
 	l.selfFleet = owners
-	if 2*free <= n {
+	if !mostFree(p.asks.eligible) {
 		l.selfFormed = time.Time{}
 		return false
 	}
@@ -513,13 +515,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		// Every member reads the row and balances its stream for itself,
 		// as this worker does, waiting as they do for a starting fleet.
 		if ownOK {
-			c.mu.Lock()
-			own.in.forming = c.leader.selfForming(own.in, c.cfg.LeaseDuration)
-			c.mu.Unlock()
-			if own.in.forming {
-				own.p = planBalance(own.in)
-			}
-			c.act(ctx, own.p, own.held, own.in.view)
+			c.act(ctx, c.selfPlan(own.in, own.p), own.held, own.in.view)
 		}
 		return
 	}
@@ -557,9 +553,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 	c.lastSeen, c.lastScales, c.lastModel = a.seen, a.scales, a.model
 	c.mu.Unlock()
 	if ownOK {
-		p := own.p
-		p.take, p.want, p.asks = nil, 0, askPlan{} // the assignment plans these
-		c.act(ctx, p, own.held, own.in.view)
+		c.act(ctx, own.p.withoutTakes(), own.held, own.in.view) // the assignment plans the takes
 	}
 	for _, pt := range parts {
 		if pt.c != c {

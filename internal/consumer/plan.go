@@ -19,10 +19,6 @@ type planInput struct {
 	held    map[string]bool // the shards this worker runs (reading or stopping)
 	expired map[string]bool // shard ids of owned leases whose counter stood still for the lease duration
 	dead    map[string]bool // owners of worker rows whose counter stood still for the lease duration
-	// forming: a fleet starting from nothing whose worker rows are still
-	// coming in (leadership.selfForming): the plan takes no free lease
-	// and asks for none this round.
-	forming bool
 }
 
 // plan is what balancing does on one read of the table. Every write it
@@ -138,16 +134,33 @@ func planBalance(in planInput) plan {
 		return p
 	}
 	p.target = (len(eligible) + len(live) - 1) / len(live)
-	if in.forming {
-		p.take = nil
-		return p
-	}
 	p.want = min(max(p.target-mine, 0), len(p.take))
 	if p.want == 0 {
 		p.take = nil
 	}
 	p.asks = askPlan{me: me, eligible: eligible, live: live, expired: expired, target: p.target, have: mine + requested}
 	return p
+}
+
+// withoutTakes returns p without its takes and hand-over requests: the
+// leader's assignment plans those, or a starting fleet is waited for
+// (leadership.selfForming).
+func (p plan) withoutTakes() plan {
+	p.take, p.want, p.asks = nil, 0, askPlan{}
+	return p
+}
+
+// mostFree reports whether more than half of leases are free and were
+// never held (or were released): a fleet starting from nothing, or coming
+// back after every worker stopped.
+func mostFree(leases []lease.Lease) bool {
+	n := 0
+	for _, l := range leases {
+		if l.Owner == "" {
+			n++
+		}
+	}
+	return 2*n > len(leases)
 }
 
 // askPlan is what planning the hand-over requests needs, kept for once the
