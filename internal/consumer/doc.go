@@ -304,7 +304,11 @@
 //     take while the live workers it reads change, for at most D/4), so
 //     that workers starting together each take their share rather than
 //     the first taking most and the others asking for them back. The
-//     leader writes "plan:leader" once the last one is gone.
+//     leader writes "plan:leader" once the last one is gone. Meanwhile it
+//     goes on averaging the leases' throughputs, the workers' smoothing
+//     factors and the cost model each round as its plans do (observe), so
+//     that its first plan for the fleet prices the leases by figures
+//     averaged over many rounds, not one interval's.
 //   - Several streams (Group): the consumers of one process, one per
 //     stream, form a group under one owner id; only the first (the
 //     primary) competes for the leader row, named after its stream. While

@@ -517,6 +517,7 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		if ownOK {
 			c.act(ctx, c.selfPlan(own.in, own.p), own.held, own.in.view)
 		}
+		c.observe(parts)
 		return
 	}
 	in := c.assignInput(parts)
@@ -589,6 +590,29 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 		c.log.LogAttrs(ctx, slog.LevelInfo, "consumer: hand-over asked", c.shardAttr(m.lease.Key), slog.String("from", m.lease.Owner), slog.String("to", m.to))
 		return nil
 	})
+}
+
+// observe keeps averaging the fleet's figures as the leader's plans do
+// (each lease's throughput, the settled workers' smoothing factors, the
+// cost model: lastSeen, lastScales, lastModel) in a round in which it
+// plans for itself alone, load-aware. When it plans for the fleet again
+// (the last worker of an older version gone, the owner index added), its
+// first plan prices the leases by figures averaged over the rounds before,
+// not by one interval's: on those, the first plan after a rolling
+// deployment moved leases that its next plans moved again (the skewed
+// scale simulation, BENCHMARKS.md).
+func (c *Consumer) observe(parts []leadPart) {
+	if c.cfg.Assignment == AssignByCount {
+		return
+	}
+	in := c.assignInput(parts)
+	c.mu.Lock()
+	in.recent, in.recentScales, in.recentModel = c.lastSeen, c.lastScales, c.lastModel
+	c.mu.Unlock()
+	p := newPlanner(in)
+	c.mu.Lock()
+	c.lastSeen, c.lastScales, c.lastModel = p.seen, p.scales, p.model
+	c.mu.Unlock()
 }
 
 // directTo notes, for the leader's next rounds, that the lease of shard

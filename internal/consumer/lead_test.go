@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -195,6 +196,53 @@ func TestOlderWorkerMakesTheFleetBalanceItself(t *testing.T) {
 		handledOnce(t, rec.times())
 		for _, stop := range stops {
 			stop()
+		}
+	})
+}
+
+// TestLeaderAveragesWhileTheFleetBalancesItself: while a worker of an
+// older version makes the fleet balance itself, the leader goes on
+// averaging each lease's throughput over its rounds (observe), so that its
+// first plan for the fleet, once that worker stops, prices the leases by
+// figures averaged over many rounds, not one interval's.
+func TestLeaderAveragesWhileTheFleetBalancesItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, mem, rec := sixShards()
+		start := time.Now()
+		busy := func() time.Duration { return time.Since(start) / 4 } // a quarter of a CPU: figures to average
+		var cs []*Consumer
+		for i := range 2 {
+			c, stop := run(t, Config{Kinesis: f, Store: mem, Owner: fmt.Sprintf("new%d", i), Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: busy}, handler(rec))
+			cs = append(cs, c)
+			t.Cleanup(stop)
+		}
+		_, stopOld := run(t, Config{Kinesis: f, Store: olderWorker{mem}, Owner: "old", Start: TrimHorizon(), LeaseDuration: 3 * time.Second, CPUTime: zeroCPU}, handler(rec))
+		t.Cleanup(stopOld)
+		waitFor(t, "a fleet balancing itself", func() bool { return leaderRow(t, mem).Checkpoint == fleetSelf })
+		time.Sleep(30 * time.Second)
+		var leader *Consumer
+		for _, c := range cs {
+			if c.cfg.Owner == leaderRow(t, mem).Owner {
+				leader = c
+			}
+		}
+		if leader == nil {
+			t.Fatalf("no new worker leads: the leader row is %q's", leaderRow(t, mem).Owner)
+		}
+		leader.mu.Lock()
+		seen := maps.Clone(leader.lastSeen)
+		leader.mu.Unlock()
+		n := 0
+		for _, c := range cs {
+			for _, id := range c.Owned() {
+				n++
+				if got := seen[lease.Key{Stream: testStream, ShardID: id}].plans; got < 5 {
+					t.Errorf("the leader's figures for %s, held by %s, average %v rounds after 30 s of a fleet balancing itself, want 5 or more", id, c.cfg.Owner, got)
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("the new workers hold no lease")
 		}
 	})
 }
