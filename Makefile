@@ -75,9 +75,9 @@ soak-regressions: tools standins
 # under a steady load with a CPU cost per byte; per phase, once the lease table
 # converged, each worker's CPU utilization and leases, then the checker (0 lost,
 # 0 handled twice). About 3 minutes (2m15s-3m on 2 CPUs). The report goes to SCALE_REPORT (commit it):
-# by default the first of benchmarks/scale-soak-DATE.txt, -DATEb.txt, -DATEc.txt ... not there yet, so that a
-# second run on a day keeps the first's report. OUT=dir keeps the logs.
-SCALE_REPORT ?= $(shell d=benchmarks/scale-soak-$$(date -u +%Y-%m-%d); f=$$d.txt; for s in b c d e f g h i j k l m n o p q r s t u v w x y z; do [ -e $$f ] || break; f=$$d$$s.txt; done; echo $$f)
+# by default the first of benchmarks/scale-soak-DATE.txt, -DATEb.txt, -DATEc.txt ... -DATEz.txt not there yet, then
+# -DATE-HHMMSS.txt, so that a second run on a day keeps the first's report. OUT=dir keeps the logs.
+SCALE_REPORT ?= $(shell d=benchmarks/scale-soak-$$(date -u +%Y-%m-%d); f=$$d.txt; for s in b c d e f g h i j k l m n o p q r s t u v w x y z; do [ -e $$f ] || break; f=$$d$$s.txt; done; [ -e $$f ] && f=$$d-$$(date -u +%H%M%S).txt; echo $$f)
 soak-scale: standins
 	cd soak && $(GO) test -tags integration -count=1 -run '^TestScaleSoak$$' -v -timeout 30m . -scale -scale.report=$(abspath $(SCALE_REPORT)) $(if $(OUT),-soak.out=$(abspath $(OUT)))
 

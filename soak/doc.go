@@ -75,8 +75,8 @@
 // run fails on any broken promise, any record lost and any record handled
 // twice (nothing in it may re-deliver: moves and scale-in are graceful, no
 // worker is killed). The report (-scale.report; make soak-scale writes
-// the first of benchmarks/scale-soak-DATE.txt, -DATEb.txt, ... not there
-// yet) begins with the command, the commit and the date.
+// the first of benchmarks/scale-soak-DATE.txt, -DATEb.txt, ... -DATEz.txt not
+// there yet, then -DATE-HHMMSS.txt) begins with the command, the commit and the date.
 //
 // # The checker
 //
