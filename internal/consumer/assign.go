@@ -36,9 +36,9 @@ type assignInput struct {
 	// a fitted cost model, such a lease costs what they say, not the
 	// average; nil: none.
 	recent map[lease.Key]throughput
-	// recentScales are the smoothing factors of the settled workers in the
-	// last plan (assignment.scales), averaged with the new ones
-	// (planSmoothing); nil: none.
+	// recentScales are the workers' smoothing factors in the last plan
+	// (assignment.scales), averaged with the new ones (planSmoothing), or
+	// kept for a worker not settled in this one; nil: none.
 	recentScales map[string]averaged
 	// recentModel is the cost model the last plan fitted or kept
 	// (assignment.model), for a plan whose figures fit none; zero: none.
@@ -123,8 +123,9 @@ type assignment struct {
 	// waiting: the plan gave nothing out, waiting for a starting fleet's
 	// workers (assignInput.forming).
 	waiting bool
-	// scales are the settled workers' smoothing factors, averaged over
-	// plans; the leader passes them as recentScales to its next plan.
+	// scales are the workers' smoothing factors, averaged over plans (a
+	// worker not settled in this plan keeps its earlier one); the leader
+	// passes them as recentScales to its next plan.
 	scales map[string]averaged
 	// model is the cost model this plan fitted, else the one it kept
 	// (assignInput.recentModel); the leader passes it as recentModel to its
@@ -208,7 +209,12 @@ func rate(x float64) float64 {
 //     (in.recentScales, planSmoothing: about ten): the reading covers what the
 //     model leaves out, but it also trails a move, and a worker that just
 //     gave a hot shard away must not look busy by more than the noise the
-//     tolerance allows for. Other workers' costs are their fitted costs.
+//     tolerance allows for. A worker not settled in this plan (it gave or
+//     took a lease since it measured) keeps the factor the plans before
+//     averaged, for its costs and for the next plan: its next reading
+//     trails the move, and counted whole, as when its average started
+//     over, it priced a worker just given a lease up to tolerance/2 low.
+//     Other workers' costs are their fitted costs.
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
 //     of positive coefficients), the model of the last plan that fitted
 //     one serves (in.recentModel); before any, the fixed weights
@@ -340,7 +346,7 @@ type planner struct {
 	workers []*planned // by owner id
 	byOwner map[string]*planned
 	free    []costed // free and expired leases
-	// scales are the settled workers' smoothing factors (estimate).
+	// scales are the workers' smoothing factors (estimate).
 	scales map[string]averaged
 	// seen is assignment.seen.
 	seen map[lease.Key]throughput
@@ -540,6 +546,9 @@ func (p *planner) estimate(leases []lease.Lease, metrics map[string]workerLoad) 
 				}
 				scale = avg.value
 				p.scales[owner] = avg
+			} else if prev, ok := p.in.recentScales[owner]; ok {
+				scale = prev.value
+				p.scales[owner] = prev
 			}
 			for _, id := range ids {
 				costs[id] = scale * model.cost(p.smoothed(id, w.shards[id]))

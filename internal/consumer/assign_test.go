@@ -1199,6 +1199,36 @@ func TestAssignSmoothing(t *testing.T) {
 	}
 }
 
+// TestAssignKeepsFactorOfUnsettledWorker: a worker that gave or took a
+// lease since it measured (not settled: its figures are not of what it
+// holds) keeps the smoothing factor the plans before averaged for it, for
+// its costs and for the next plan. Dropped, its average started over at
+// its next reading, which trails the move and then counted whole: a worker
+// just given a lease was priced up to tolerance/2 low, given more, and
+// gave them on (the skewed scale simulation, the end of a rolling
+// deployment: 4–10 moves after the first plan).
+func TestAssignKeepsFactorOfUnsettledWorker(t *testing.T) {
+	s := calibrated(20, 400)
+	in := s.input(nil, 0)
+	in.tolerance, in.maxMoves = 0.1, 0
+	for i, l := range in.leases {
+		if l.Owner == "w10" {
+			in.leases[i].Owner = "w11" // given since both measured
+			break
+		}
+	}
+	prev := averaged{value: 1.04, n: 10}
+	without := planAssignment(in)
+	in.recentScales = map[string]averaged{"w10": prev}
+	with := planAssignment(in)
+	if got := with.scales["w10"]; got != prev {
+		t.Errorf("w10's factor after a plan in which it was not settled: %+v, want %+v kept", got, prev)
+	}
+	if r := with.load["w10"] / without.load["w10"]; math.Abs(r-prev.value) > 1e-9 {
+		t.Errorf("w10's load with its factor %.2f kept: %.4f × its fitted costs, want %.2f ×", prev.value, r, prev.value)
+	}
+}
+
 // TestAssignFillsFromBestDonor: when nobody is above the tolerance but a
 // worker carries less than a quarter of the mean, it gets the lease that lowers
 // the squared loads most, from whichever worker holds it, not many small

@@ -81,7 +81,7 @@ type Consumer struct {
 	// leader is this worker's part in leading the stream's balancing
 	// (lead.go); lastSeen is the throughput of each lease its last plan
 	// knew (assignment.seen), for the leases nobody reports in the next
-	// and averaged with the figures reported then; lastScales the settled
+	// and averaged with the figures reported then; lastScales the
 	// workers' smoothing factors (assignment.scales), averaged likewise;
 	// lastModel the cost model of its last plan (assignment.model).
 	leader     leadership
