@@ -210,11 +210,12 @@ func rate(x float64) float64 {
 //     model leaves out, but it also trails a move, and a worker that just
 //     gave a hot shard away must not look busy by more than the noise the
 //     tolerance allows for. A worker not settled in this plan (it gave or
-//     took a lease since it measured) keeps the factor the plans before
-//     averaged, for its costs and for the next plan: its next reading
+//     took a lease since it measured, or has no reading) keeps the factor
+//     the plans before averaged, for its costs and for the next plan
+//     (TestAssignKeepsFactorOfUnsettledWorker): its next reading
 //     trails the move, and counted whole, as when its average started
 //     over, it priced a worker just given a lease up to tolerance/2 low.
-//     Other workers' costs are their fitted costs.
+//     Other workers' costs (no factor averaged yet) are their fitted costs.
 //   - With fewer than minFitWorkers settled workers, or no fit (no subset
 //     of positive coefficients), the model of the last plan that fitted
 //     one serves (in.recentModel); before any, the fixed weights
