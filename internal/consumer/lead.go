@@ -595,8 +595,8 @@ func (c *Consumer) lead(ctx context.Context, snap *lease.Snapshot, snaps map[str
 // observe keeps averaging the fleet's figures as the leader's plans do
 // (each lease's throughput, the workers' smoothing factors, the cost
 // model: lastSeen, lastScales, lastModel; planner.estimate alone, nothing
-// planned) in a round in which it
-// plans for itself alone, load-aware. When it plans for the fleet again
+// planned) in a round in which it plans for itself alone, load-aware.
+// When it plans for the fleet again
 // (the last worker of an older version gone, the owner index added), its
 // first plan prices the leases by figures averaged over the rounds before,
 // not by one interval's: on those, the first plan after a rolling
