@@ -1853,3 +1853,38 @@ func TestAssignShedsOneLeaseNotMany(t *testing.T) {
 		t.Errorf("%d moves, want at most 3 (a hot lease, and the medium one its taker gives on)", moves)
 	}
 }
+
+// TestAssignOverflowTaker: a dead worker's hot lease that would take any
+// worker above the bound goes to the worker that then gives the fewest of
+// its leases on (three of 15 here), not to the least-loaded one, which
+// holds only small leases and would give seven; and the fleet ends within
+// the bound in those moves.
+func TestAssignOverflowTaker(t *testing.T) {
+	workers := []string{"light", "medium"}
+	leases := map[string][]float64{
+		"light":  slices.Repeat([]float64{5}, 18),                                   // 90
+		"medium": append([]float64{15, 15, 15}, slices.Repeat([]float64{5}, 11)...), // 100
+	}
+	s := plannedFleet(workers, leases, 17)
+	s.shards = append(s.shards, simShard{id: shardID(len(s.shards)), t: throughput{records: 60, bytes: 360}, owner: "dead"})
+	hot := s.shards[len(s.shards)-1]
+	s.expired = map[string]bool{hot.id: true}
+	recent := map[lease.Key]throughput{{Stream: testStream, ShardID: hot.id}: {records: 60, bytes: 360, plans: 10}}
+	moves := 0
+	for round := range 10 {
+		in := s.input(nil, 0)
+		in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
+		a := planAssignment(in)
+		if round == 0 && (len(a.takes) != 1 || a.takes[0].to != "medium") {
+			t.Fatalf("takes %v, want the hot lease to medium", a.takes)
+		}
+		moves += len(a.moves)
+		s.apply(a)
+		if len(a.moves) == 0 {
+			break
+		}
+	}
+	if got := ratio(s.loads()); got > 1.15 || moves > 3 {
+		t.Errorf("busiest/mean %.3f after %d moves, want at most 1.15 in at most 3: loads %v", got, moves, s.loads())
+	}
+}

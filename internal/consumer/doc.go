@@ -283,7 +283,8 @@
 //     gives the fewest leases on (receiverFor), and never to one that
 //     could not give enough on (a worker holding a hot lease already:
 //     two hot leases on one worker stay there together, above the bound
-//     for good); the same holds for a dead worker's leases (take).
+//     for good); the same holds for a dead worker's leases (take,
+//     takerFor).
 //     A worker that finds the leader row held but not yet saying how the
 //     fleet balances (a leader in its first round) follows too, and so
 //     does one that found it free but lost the take of it to another
