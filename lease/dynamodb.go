@@ -249,6 +249,16 @@ func ownerIndexKeys() []types.KeySchemaElement {
 	return []types.KeySchemaElement{{AttributeName: aws.String(attrOwner), KeyType: types.KeyTypeHash}}
 }
 
+// indexWaitError is why AddOwnerIndex stopped waiting after indexMaxWait:
+// a deadline (errors.Is context.DeadlineExceeded), the index perhaps still
+// being built.
+type indexWaitError struct{}
+
+func (indexWaitError) Error() string {
+	return fmt.Sprintf("the index is not ACTIVE after %v", indexMaxWait)
+}
+func (indexWaitError) Unwrap() error { return context.DeadlineExceeded }
+
 // AddOwnerIndex adds the owner index that Owned reads to a lease table
 // that has none (one created by an older version), with UpdateTable, and
 // waits until it is ACTIVE and backfilled: up to 20 minutes, polling
@@ -260,7 +270,7 @@ func ownerIndexKeys() []types.KeySchemaElement {
 // the index may then still be built. A table of another key schema fails
 // with ErrNotLeaseTable, a missing one with ErrTableNotFound.
 func (d *DynamoDB) AddOwnerIndex(ctx context.Context) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, indexMaxWait, fmt.Errorf("the index is not ACTIVE after %v", indexMaxWait))
+	ctx, cancel := context.WithTimeoutCause(ctx, indexMaxWait, indexWaitError{})
 	defer cancel()
 	for delay := createMinDelay; ; delay = min(2*delay, createMaxDelay) {
 		t, err := d.describe(ctx, opIndex)

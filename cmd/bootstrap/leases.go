@@ -197,7 +197,11 @@ func initLeaseTable(ctx context.Context, store *lease.DynamoDB, table string, st
 	default:
 		fmt.Fprintf(stdout, "lease table %s exists without the owner index: adding leaseOwner-index; running workers are not affected, and this can take minutes\n", table)
 		if err := store.AddOwnerIndex(ctx); err != nil {
-			return fmt.Errorf("%w (the index may still be being built: run this command again to wait for it)", err)
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				// Stopped waiting: DynamoDB goes on building the index.
+				return fmt.Errorf("%w (the index may still be being built: run this command again to wait for it)", err)
+			}
+			return err // refused (access, validation): running it again does the same
 		}
 		fmt.Fprintf(stdout, "lease table %s is ready: owner index leaseOwner-index added and ACTIVE\n", table)
 	}

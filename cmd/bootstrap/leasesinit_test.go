@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shardsettle/lambdaadapter/lease"
@@ -21,6 +24,8 @@ type fakeTable struct {
 	lease.DynamoDBAPI
 	exists bool
 	index  types.IndexStatus // "" when the table has no owner index
+	stuck  bool              // an index being created stays CREATING
+	refuse error             // UpdateTable's answer, when set
 	calls  []string
 }
 
@@ -44,7 +49,7 @@ func (f *fakeTable) DescribeTable(_ context.Context, _ *dynamodb.DescribeTableIn
 		return nil, &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 	}
 	t := f.describe()
-	if f.index == types.IndexStatusCreating {
+	if f.index == types.IndexStatusCreating && !f.stuck {
 		f.index = types.IndexStatusActive // built by the next look
 	}
 	return &dynamodb.DescribeTableOutput{Table: t}, nil
@@ -63,6 +68,9 @@ func (f *fakeTable) UpdateTable(_ context.Context, in *dynamodb.UpdateTableInput
 	f.calls = append(f.calls, "UpdateTable")
 	if len(in.GlobalSecondaryIndexUpdates) != 1 || in.GlobalSecondaryIndexUpdates[0].Create == nil {
 		panic("UpdateTable without an index to create")
+	}
+	if f.refuse != nil {
+		return nil, f.refuse
 	}
 	f.index = types.IndexStatusCreating
 	return &dynamodb.UpdateTableOutput{TableDescription: f.describe()}, nil
@@ -98,6 +106,36 @@ func TestLeasesInit(t *testing.T) {
 				}
 				if diff := cmp.Diff(tc.wantCalls, f.calls); diff != "" {
 					t.Errorf("calls (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+}
+
+// TestLeasesInitFails: when the owner index cannot be added, the error says
+// to run the command again only where that helps: after it stopped waiting
+// for an index DynamoDB goes on building, not after a refusal.
+func TestLeasesInitFails(t *testing.T) {
+	refused := &smithy.GenericAPIError{Code: "ValidationException", Message: "1 validation error detected"}
+	for _, tc := range []struct {
+		name  string
+		table fakeTable
+		again bool
+	}{
+		{"refused", fakeTable{exists: true, refuse: refused}, false},
+		{"still building", fakeTable{exists: true, stuck: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := tc.table
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+				defer cancel()
+				err := initLeaseTable(ctx, lease.NewDynamoDB(&f, "leases"), "leases", io.Discard)
+				if err == nil {
+					t.Fatal("initLeaseTable succeeded")
+				}
+				if again := strings.Contains(err.Error(), "run this command again"); again != tc.again {
+					t.Errorf("error %q: says to run it again %t, want %t", err, again, tc.again)
 				}
 			})
 		})
