@@ -257,6 +257,7 @@ type indexWaitError struct{}
 func (indexWaitError) Error() string {
 	return fmt.Sprintf("the index is not ACTIVE after %v", indexMaxWait)
 }
+
 func (indexWaitError) Unwrap() error { return context.DeadlineExceeded }
 
 // AddOwnerIndex adds the owner index that Owned reads to a lease table
@@ -266,8 +267,9 @@ func (indexWaitError) Unwrap() error { return context.DeadlineExceeded }
 // by another call say) is only waited for. Every other call keeps working
 // on the table meanwhile, and workers of older versions are not affected.
 // A table whose status refuses the update for now (UPDATING) is waited for
-// and the update tried again. It returns when ctx ends, with ctx's error;
-// the index may then still be built. A table of another key schema fails
+// and the update tried again. It returns when ctx ends, with ctx's error,
+// or after the 20 minutes with an error that is context.DeadlineExceeded
+// too; the index may then still be built. A table of another key schema fails
 // with ErrNotLeaseTable, a missing one with ErrTableNotFound.
 func (d *DynamoDB) AddOwnerIndex(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, indexMaxWait, indexWaitError{})

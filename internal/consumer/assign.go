@@ -1056,9 +1056,11 @@ func (p *planner) take() []move {
 // the fewest of its leases on to come back to hi (givesOn), among those
 // that may take c without being stranded; to when none does better. It
 // is receiverFor's rule for a take. The least-loaded worker may hold only
-// small leases: after a death of one it gave five on, the costliest of
-// them to a worker that gave two more on, where the fewest count had two
-// (the skewed scale simulation: 27 moves where 22 could do).
+// small leases, and give many on where a worker of a few larger ones
+// gives few (TestAssignOverflowTaker: 7 moves against 3). In the skewed
+// scale simulation it changes nothing measurable: after a death there,
+// the leases the takers could give fit no other worker's room either
+// (BENCHMARKS.md).
 func (p *planner) takerFor(to *planned, c costed, hi, total float64) *planned {
 	best, fewest := to, p.givesOn(to, nil, c, hi)
 	for _, w := range p.workers {
