@@ -1571,25 +1571,14 @@ func TestAssignHotTakeNotStacked(t *testing.T) {
 	s.expired[hot.id] = true
 	// The leader saw the dead worker's reports: the lease keeps its price.
 	recent := map[lease.Key]throughput{{Stream: testStream, ShardID: hot.id}: {records: 70, bytes: 420, plans: 10}}
-	moves := 0
-	for round := range 10 {
-		in := s.input(nil, 0)
-		in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
-		a := planAssignment(in)
-		if round == 0 {
-			if len(a.takes) != 1 || a.takes[0].to == "joiner" {
-				t.Fatalf("takes %v, want the hot lease to a worker of small leases", a.takes)
-			}
-			if len(a.moves) == 0 {
-				t.Fatalf("no moves: the taker keeps its small leases")
-			}
+	moves := planRounds(s, recent, func(a assignment) {
+		if len(a.takes) != 1 || a.takes[0].to == "joiner" {
+			t.Fatalf("takes %v, want the hot lease to a worker of small leases", a.takes)
 		}
-		moves += len(a.moves)
-		s.apply(a)
 		if len(a.moves) == 0 {
-			break
+			t.Fatalf("no moves: the taker keeps its small leases")
 		}
-	}
+	})
 	// Stacked, the joiner would carry 1.3 × the mean. Here the others
 	// carry the mean exactly, so the margin a move needs stops the taker
 	// above the tolerance, but within 1.2.
@@ -1601,6 +1590,28 @@ func TestAssignHotTakeNotStacked(t *testing.T) {
 	if a := planAssignment(in); len(a.moves) != 0 || len(a.takes) != 0 {
 		t.Errorf("the fleet still moves %v", moved(a.moves))
 	}
+}
+
+// planRounds plans s (8 moves a round at most, tolerance 0.15, the
+// leader's remembered throughputs recent) and applies each plan, until a
+// plan moves nothing or for 10 rounds; first sees the first plan. It
+// returns how many leases moved.
+func planRounds(s *fleetState, recent map[lease.Key]throughput, first func(assignment)) int {
+	moves := 0
+	for round := range 10 {
+		in := s.input(nil, 0)
+		in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
+		a := planAssignment(in)
+		if round == 0 {
+			first(a)
+		}
+		moves += len(a.moves)
+		s.apply(a)
+		if len(a.moves) == 0 {
+			break
+		}
+	}
+	return moves
 }
 
 // plannedFleet is a fleet whose named workers hold leases of the given
@@ -1870,20 +1881,11 @@ func TestAssignOverflowTaker(t *testing.T) {
 	hot := s.shards[len(s.shards)-1]
 	s.expired = map[string]bool{hot.id: true}
 	recent := map[lease.Key]throughput{{Stream: testStream, ShardID: hot.id}: {records: 60, bytes: 360, plans: 10}}
-	moves := 0
-	for round := range 10 {
-		in := s.input(nil, 0)
-		in.maxMoves, in.tolerance, in.recent = 8, 0.15, recent
-		a := planAssignment(in)
-		if round == 0 && (len(a.takes) != 1 || a.takes[0].to != "medium") {
+	moves := planRounds(s, recent, func(a assignment) {
+		if len(a.takes) != 1 || a.takes[0].to != "medium" {
 			t.Fatalf("takes %v, want the hot lease to medium", a.takes)
 		}
-		moves += len(a.moves)
-		s.apply(a)
-		if len(a.moves) == 0 {
-			break
-		}
-	}
+	})
 	if got := ratio(s.loads()); got > 1.15 || moves > 3 {
 		t.Errorf("busiest/mean %.3f after %d moves, want at most 1.15 in at most 3: loads %v", got, moves, s.loads())
 	}
