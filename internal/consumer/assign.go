@@ -1062,12 +1062,22 @@ func (p *planner) take() []move {
 // the leases the takers could give fit no other worker's room either
 // (BENCHMARKS.md).
 func (p *planner) takerFor(to *planned, c costed, hi, total float64) *planned {
-	best, fewest := to, p.givesOn(to, nil, c, hi)
+	return p.fewestOn(to, nil, c, hi, func(w *planned) bool {
+		return p.canTake(w, c) && !p.strands(w, c.cost, hi, total)
+	})
+}
+
+// fewestOn returns, of first and the workers (but d, rowless and unsettled
+// ones) that may take c, the one that then gives the fewest of its leases
+// on to come back to hi (givesOn, c taken from d, or free when d is nil);
+// first when none does better.
+func (p *planner) fewestOn(first, d *planned, c costed, hi float64, may func(*planned) bool) *planned {
+	best, fewest := first, p.givesOn(first, d, c, hi)
 	for _, w := range p.workers {
-		if w == to || w.rowless || w.unsettled || !p.canTake(w, c) || p.strands(w, c.cost, hi, total) {
+		if w == first || w == d || w.rowless || w.unsettled || !may(w) {
 			continue
 		}
-		if n := p.givesOn(w, nil, c, hi); n >= 0 && (fewest < 0 || n < fewest) {
+		if n := p.givesOn(w, d, c, hi); n >= 0 && (fewest < 0 || n < fewest) {
 			best, fewest = w, n
 		}
 	}
@@ -1309,16 +1319,9 @@ func (p *planner) best(d, r *planned, hi, total float64) int {
 // took 28 moves where 22 could do).
 func (p *planner) receiverFor(d, r *planned, c costed, hi float64) *planned {
 	rest := d.load - c.cost
-	best, fewest := r, p.givesOn(r, d, c, hi)
-	for _, w := range p.workers {
-		if w == d || w == r || w.rowless || w.unsettled || !w.reads(c.l.Key.Stream) || rest <= w.load || rest-w.load < p.margin(rest, w.load) {
-			continue
-		}
-		if n := p.givesOn(w, d, c, hi); n >= 0 && (fewest < 0 || n < fewest) {
-			best, fewest = w, n
-		}
-	}
-	return best
+	return p.fewestOn(r, d, c, hi, func(w *planned) bool {
+		return w.reads(c.l.Key.Stream) && rest > w.load && rest-w.load >= p.margin(rest, w.load)
+	})
 }
 
 // givesOn is how many of its leases w gives on, after taking c from d, to
