@@ -308,7 +308,9 @@ func TestDocsLinks(t *testing.T) {
 		return string(raw), err
 	}
 	linked := map[string]bool{}
-	for _, file := range append(docFiles(t), "RELIABILITY.md") {
+	// BENCHMARKS.md and its notes on the scale simulation link to raw runs
+	// and to each other: those links are checked too.
+	for _, file := range append(docFiles(t), "RELIABILITY.md", "BENCHMARKS.md", "benchmarks/scale-load-notes.md") {
 		text, err := read(file)
 		if err != nil {
 			t.Fatal(err)
