@@ -281,7 +281,9 @@ func rate(x float64) float64 {
 // fleet where nobody is above the tolerance gets a share, a quarter of the
 // mean or more, not the mean, since each further move costs a hand-over
 // and lowers nobody's peak; the fleet's next moves (the busiest above the
-// tolerance) go to it first. By count, they go on while the donor holds
+// tolerance) go to it first. A donor at saturatedLoad or more (by both
+// figures) gives to a receiver below it as if it were above the bound: a
+// fleet behind, every worker at its CPU, looks even by the mean. By count, they go on while the donor holds
 // at least two more leases than the receiver.
 //
 // The receiver is the least-loaded worker and the donor the busiest one
@@ -1151,6 +1153,18 @@ func (w *planned) giveable(floor, hi float64) iter.Seq[float64] {
 // gets some all the same (one that joined, or came back after a cut).
 const minGap = 0.05
 
+// saturatedLoad is the load, in fractions of one worker's CPU, from which a
+// worker is busy whatever the mean: one that needs more than its CPU reads
+// about 1 and falls behind, and so do the others when the whole fleet
+// does (a surge; autoscaling on lag then adds workers). Such a worker
+// gives leases to a worker below it, by the margin, though it is not above
+// the bound: by the mean alone a fleet behind looks even (its busiest
+// within 1.1 × the mean once a joiner holds a quarter of it), and the
+// worker added for the lag would take a quarter of a share and leave the
+// rest behind. Below it, only the bound moves leases: the skewed scale
+// simulation (mean 0.46) never reaches it.
+const saturatedLoad = 0.9
+
 // lowShare is the fraction of the mean load below which a worker
 // receives leases by load though nobody is above the upper bound (see
 // planAssignment: a worker that joined gets a share, not the mean). A
@@ -1239,8 +1253,10 @@ func (p *planner) move(maxMoves int) []move {
 		}
 		// The donor is above the tolerance when its reading and its
 		// shards' fitted costs both say so: one interval's noise in either
-		// does not move a lease.
-		high := d.load-d.inflation > hi
+		// does not move a lease. Or it is busy whatever the mean (both
+		// say so too), and the receiver is not.
+		over := d.load-d.inflation > hi
+		high := over || (d.load-d.inflation >= saturatedLoad && r.load < saturatedLoad)
 		if p.in.byCount {
 			if d.load-r.load < 2 {
 				break
@@ -1261,7 +1277,7 @@ func (p *planner) move(maxMoves int) []move {
 			}
 		} else {
 			i = p.best(d, r, hi, total)
-			if !p.in.byCount && (i < 0 || d.load-d.movable[i].cost > hi) {
+			if !p.in.byCount && over && (i < 0 || d.load-d.movable[i].cost > hi) {
 				// best's lease leaves d above the bound: one of its
 				// leases may bring it within in fewer moves.
 				if j, to := p.within(d, hi, total); j >= 0 {

@@ -29,6 +29,12 @@ type fleetState struct {
 	// unreported are shards whose throughput no worker reports (just
 	// handed over, not measured yet).
 	unreported map[string]bool
+	// demand is the fleet's mean load as a fraction of a worker's
+	// capacity; 0: a half, each worker reading what its shards need. With
+	// a demand, a worker whose shards need more than its capacity reads 1
+	// and reports the records it could handle, each shard's throughput ×
+	// capacity ÷ need (it falls behind).
+	demand float64
 }
 
 // cost is a shard's true cost, up to scale.
@@ -46,13 +52,18 @@ type simShard struct {
 	handoff string
 }
 
-// scale is the CPU of one unit of weight: the fleet at half its capacity.
+// scale is the CPU of one unit of weight: the fleet at half its capacity,
+// or at demand.
 func (s *fleetState) scale() float64 {
 	total := 0.0
 	for _, sh := range s.shards {
 		total += s.cost(sh.t)
 	}
-	return 0.5 * float64(len(s.workers)) / total
+	demand := 0.5
+	if s.demand > 0 {
+		demand = s.demand
+	}
+	return demand * float64(len(s.workers)) / total
 }
 
 // loads returns each worker's true load (CPU), free and expired leases
@@ -95,6 +106,13 @@ func (s *fleetState) input(r *rand.Rand, noise float64) assignInput {
 					}
 					wl.cpu += k * s.cost(sh.t)
 				}
+			}
+			if s.demand > 0 && wl.cpu > 1 {
+				// Behind: it handles what one CPU can.
+				for id, t := range wl.shards {
+					wl.shards[id] = throughput{records: t.records / wl.cpu, bytes: t.bytes / wl.cpu, polls: t.polls}
+				}
+				wl.cpu = 1
 			}
 			if noise > 0 {
 				wl.cpu *= 1 + noise*(2*r.Float64()-1)
@@ -1888,5 +1906,38 @@ func TestAssignOverflowTaker(t *testing.T) {
 	})
 	if got := ratio(s.loads()); got > 1.15 || moves > 3 {
 		t.Errorf("busiest/mean %.3f after %d moves, want at most 1.15 in at most 3: loads %v", got, moves, s.loads())
+	}
+}
+
+// TestAssignSaturatedFleetFillsJoiner: a fleet whose every worker needs more
+// than its CPU (each reads 1 and falls behind, as when autoscaling on lag
+// adds a worker) gives a joiner leases until it is busy too, not a quarter
+// of the mean: by the mean alone the fleet looked even (its busiest within
+// 1.1 × the mean), so the worker added for the lag took 5 of 200 leases
+// and the fleet stayed behind.
+func TestAssignSaturatedFleetFillsJoiner(t *testing.T) {
+	s := plannedFleet([]string{"x"}, map[string][]float64{}, 10)
+	s.demand = 1.2 // 11 workers, 1.2 CPUs each: each old worker needs 1.32
+	moves := planRounds(s, nil, func(assignment) {})
+	held := map[string]int{}
+	for _, sh := range s.shards {
+		held[sh.owner]++
+	}
+	need := s.loads()
+	t.Logf("after %d moves: %v", moves, held)
+	if held["x"] < 12 || need["x"] < saturatedLoad {
+		t.Fatalf("the joiner holds %d leases (needs %.2f of its CPU) after %d moves, want at least 12: busy like the others (%v)", held["x"], need["x"], moves, held)
+	}
+	// Even: no worker gives it more than its share of the rest.
+	for w, n := range held {
+		if w != "x" && n < 18 {
+			t.Errorf("%s holds %d leases, want 18 or more: the joiner filled from one worker", w, n)
+		}
+	}
+	// Settled: a plan made again moves nothing.
+	in := s.input(nil, 0)
+	in.maxMoves, in.tolerance = 8, 0.15
+	if a := planAssignment(in); len(a.moves) != 0 {
+		t.Errorf("a plan on the settled fleet moves %v", moved(a.moves))
 	}
 }

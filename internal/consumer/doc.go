@@ -266,7 +266,13 @@
 //     lease; a worker that joins a led
 //     fleet follows from its first round and waits to be given its share
 //     (a quarter of the mean or more, lowShare: filling it further
-//     often took a second hand-over that lowered nobody's peak). While a
+//     often took a second hand-over that lowered nobody's peak). But a
+//     worker at 90 % of its CPU or more (saturatedLoad; by its reading and
+//     its fitted costs both) gives leases to a worker below that, by the
+//     same margin, though it is within the bound: when the whole fleet
+//     falls behind (each worker reads about one CPU), the mean says the
+//     fleet is even, and a worker added for the lag would otherwise take
+//     a quarter of a share and leave the rest behind. While a
 //     fleet starts (startTight lease durations after the leader gave out
 //     the leases of a fleet starting from nothing) the tolerance is half
 //     (startTolerance): the start moves every lease anyway, and a fleet
