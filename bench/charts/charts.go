@@ -489,7 +489,7 @@ func scaleChart(file string, runs []scaleRun) (figure, error) {
 		Plots:  [][]*plot.Plot{{pa}, {pb}},
 		Legend: &legend, LegendW: 2.9 * vg.Inch,
 		Caption: []string{
-			fmt.Sprintf("internal/scalesim: the real consumer and lease code, %s shards, %d workers at the start, %s records/s written; workers join, leave (graceful) and die (kill), one change per phase.",
+			fmt.Sprintf("bench/scalesim: the real consumer and lease code, %s shards, %d workers at the start, %s records/s written (every shard alike), by load; workers join, leave (graceful) and die (kill), one change per phase.",
 				thousands(r0.Shards), r0.StartWorkers, thousands(r0.WrittenPerSecond)),
 			strings.Join(lost, "; ") + ".",
 			"Source: " + file + ".",

@@ -38,8 +38,9 @@ const (
 	// invokeFloorFile is the run BenchmarkInvokeFloor is read from: the
 	// same run.
 	invokeFloorFile = invokeFile
-	// scaleFile is the newest `make bench-scale` output (2026-12-04, 84a195b).
-	scaleFile = "scale-2026-12-04b.txt"
+	// scaleFile is the newest run of `make bench-scale`'s uniform
+	// simulation, virtual and real time (2026-12-07, 960ed85: run N).
+	scaleFile = "scale-2026-12-07n.txt"
 	// scaleLoadFile is the newest skewed run of `make bench-scale`'s second
 	// command, by load and by count (2026-12-06 20:23 UTC, 56364ab).
 	scaleLoadFile = "scale-load-2026-12-06p.txt"

@@ -227,18 +227,18 @@ func TestParseScale(t *testing.T) {
 	r := runs[0]
 	if r.Title != "virtual time (testing/synctest): default durations" || r.LeaseDuration != 10*time.Second ||
 		r.Shards != 1000 || r.StartWorkers != 50 || r.WrittenPerSecond != 2000 ||
-		r.Written != 460000 || r.Lost != 0 || r.WritesPerShardSecond != 1.3159 {
+		r.Written != 410200 || r.Lost != 0 || r.WritesPerShardSecond != 1.3123 {
 		t.Errorf("run: %+v", r)
 	}
 	want := []scalePhase{
-		{"start 50", 50, 15100 * time.Millisecond, 20 * time.Second, 1874, 1000, 0},
-		{"join 1", 51, 3400 * time.Millisecond, 5100 * time.Millisecond, 19, 19, 0},
-		{"leave 1", 50, 5 * time.Second, 5 * time.Second, 20, 20, 0},
-		{"kill 1", 49, 9900 * time.Millisecond, 9900 * time.Millisecond, 20, 20, 45},
-		{"join 1", 50, 3400 * time.Millisecond, 5 * time.Second, 33, 20, 0},
-		{"kill 5", 45, 21700 * time.Millisecond, 25100 * time.Millisecond, 118, 101, 192},
-		{"join 5", 50, 25 * time.Second, 30 * time.Second, 226, 100, 0},
-		{"leave 5", 45, 16600 * time.Millisecond, 19900 * time.Millisecond, 127, 100, 0},
+		{"start 50", 50, 10 * time.Second, 10 * time.Second, 1000, 1000, 0},
+		{"join 1", 51, 6700 * time.Millisecond, 10 * time.Second, 5, 1, 0},
+		{"leave 1", 50, 5100 * time.Millisecond, 10100 * time.Millisecond, 20, 20, 0},
+		{"kill 1", 49, 14900 * time.Millisecond, 15 * time.Second, 20, 20, 8},
+		{"join 1", 50, 8300 * time.Millisecond, 10 * time.Second, 5, 1, 0},
+		{"kill 5", 45, 20100 * time.Millisecond, 20100 * time.Millisecond, 102, 101, 48},
+		{"join 5", 50, 8200 * time.Millisecond, 10 * time.Second, 16, 5, 0},
+		{"leave 5", 45, 4900 * time.Millisecond, 9900 * time.Millisecond, 90, 90, 0},
 	}
 	if len(r.Phases) != len(want) {
 		t.Fatalf("%d phases, want %d", len(r.Phases), len(want))
@@ -258,9 +258,9 @@ func TestParseScaleRefuses(t *testing.T) {
 	s := string(snippet)
 	tests := []struct{ name, in, want string }{
 		{"no section", "PASS\n", "no \"== scale simulation"},
-		{"row cut short", strings.Replace(s, "1874   1000", "1874", 1), "phase row"},
-		{"bad duration", strings.Replace(s, "15.1s    20.0s", "15.1     20.0s", 1), "balanced"},
-		{"no records line", strings.Replace(s, "records: 460000 written", "records 460000 written", 1), "records: N written"},
+		{"row cut short", strings.Replace(s, "0        1001", "1001", 1), "phase row"},
+		{"bad duration", strings.Replace(s, "10.0s    10.0s           1.08", "10.0     10.0s           1.08", 1), "balanced"},
+		{"no records line", strings.Replace(s, "records: 410200 written", "records 410200 written", 1), "records: N written"},
 		{"other columns", strings.Replace(s, "  flaps  ", "  flips  ", 1), "columns"},
 	}
 	for _, tt := range tests {

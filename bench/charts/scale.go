@@ -11,14 +11,14 @@ import (
 )
 
 // scalePhase is one row of the scale simulation's phase table
-// (internal/scalesim): a change of the fleet and how it converged.
+// (bench/scalesim): a change of the fleet and how it converged.
 type scalePhase struct {
 	Phase      string // "start 50", "join 1", "kill 5", ...
 	Workers    int
 	Balanced   time.Duration // until every worker held its share ± 1
 	Converged  time.Duration // until every worker read exactly its shards ("reading")
 	Moves      int
-	Ideal      int // the fewest moves the change needs
+	Ideal      int // the fewest moves the change needs (by load: "fewest (load)")
 	Duplicates int // records handled more than once
 }
 
@@ -42,8 +42,9 @@ var (
 	scaleWrites  = regexp.MustCompile(`^\s*all writes\s+\d+\s+([0-9.]+)\s+[0-9.]+$`)
 )
 
-// The phase table's columns, as internal/scalesim prints them.
-var scaleColumns = []string{"phase", "workers", "target", "balanced", "reading", "moves", "ideal", "transfers", "free takes", "expired takes", "held min-max", "most unowned", "flaps", "duplicates"}
+// The phase table's columns, as bench/scalesim prints them (since issue
+// 30; the same as the skewed simulation's, loadColumns).
+var scaleColumns = loadColumns
 
 // parseScale reads the output of `make bench-scale`: one section per run.
 // It fails when a section lacks its phase table, its lease duration or its
@@ -102,7 +103,9 @@ func parseScale(r io.Reader) ([]scaleRun, error) {
 
 // parseScaleRow parses a row such as
 //
-//	start 50       50      20     15.1s    20.0s   1874   1000        874        1000              0         20-20             0      1           0
+//	start 50       50      20     10.0s    10.0s           1.08          1.01          1.00      0.51   1000           1000           1000          1.00             1000          0        1001              0         20-20          1000      0           0
+//
+// Ideal is the fewest moves by load (the planner's), "fewest (load)".
 func parseScaleRow(line string) (scalePhase, error) {
 	f := strings.Fields(line)
 	if len(f) != len(scaleColumns)+1 { // the phase's name is two words
@@ -112,7 +115,7 @@ func parseScaleRow(line string) (scalePhase, error) {
 	ints := []struct {
 		dst *int
 		s   string
-	}{{&p.Workers, f[2]}, {&p.Moves, f[6]}, {&p.Ideal, f[7]}, {&p.Duplicates, f[14]}}
+	}{{&p.Workers, f[2]}, {&p.Moves, f[10]}, {&p.Ideal, f[12]}, {&p.Duplicates, f[21]}}
 	for _, x := range ints {
 		v, err := strconv.Atoi(x.s)
 		if err != nil {
