@@ -42,17 +42,13 @@ var (
 	scaleWrites  = regexp.MustCompile(`^\s*all writes\s+\d+\s+([0-9.]+)\s+[0-9.]+$`)
 )
 
-// The phase table's columns, as bench/scalesim prints them (since issue
-// 30; the same as the skewed simulation's, loadColumns).
-var scaleColumns = loadColumns
-
 // parseScale reads the output of `make bench-scale`: one section per run.
 // It fails when a section lacks its phase table, its lease duration or its
 // records line, or when a row of the table does not parse.
 func parseScale(r io.Reader) ([]scaleRun, error) {
 	var runs []scaleRun
 	cur := func() *scaleRun { return &runs[len(runs)-1] }
-	err := phaseTables(r, scaleSection, scaleColumns,
+	err := phaseTables(r, scaleSection, loadColumns, // the same table as the skewed simulation's since issue 30
 		func(m []string) { runs = append(runs, scaleRun{Title: m[1]}) },
 		func(line string) error {
 			p, err := parseScaleRow(line)
@@ -107,9 +103,9 @@ func parseScale(r io.Reader) ([]scaleRun, error) {
 //
 // Ideal is the fewest moves by load (the planner's), "fewest (load)".
 func parseScaleRow(line string) (scalePhase, error) {
-	f := strings.Fields(line)
-	if len(f) != len(scaleColumns)+1 { // the phase's name is two words
-		return scalePhase{}, fmt.Errorf("phase row %q: %d fields, want %d", line, len(f), len(scaleColumns)+1)
+	f, err := phaseFields(line)
+	if err != nil {
+		return scalePhase{}, err
 	}
 	p := scalePhase{Phase: f[0] + " " + f[1]}
 	ints := []struct {
@@ -123,7 +119,6 @@ func parseScaleRow(line string) (scalePhase, error) {
 		}
 		*x.dst = v
 	}
-	var err error
 	if p.Balanced, err = time.ParseDuration(f[4]); err != nil {
 		return p, fmt.Errorf("phase row %q: balanced: %w", line, err)
 	}

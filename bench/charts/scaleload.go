@@ -71,12 +71,11 @@ func parseScaleLoad(r io.Reader) ([]loadRun, error) {
 // (a phase that did not converge reads "-  NOT CONVERGED" in its two time
 // columns).
 func parseLoadRow(line string) (loadPhase, error) {
-	f := strings.Fields(strings.Replace(line, "NOT CONVERGED", "-", 1))
-	if len(f) != len(loadColumns)+1 { // the phase's name is two words
-		return loadPhase{}, fmt.Errorf("phase row %q: %d fields, want %d", line, len(f), len(loadColumns)+1)
+	f, err := phaseFields(line)
+	if err != nil {
+		return loadPhase{}, err
 	}
 	p := loadPhase{Phase: f[0] + " " + f[1]}
-	var err error
 	if p.MaxMeanEnd, err = strconv.ParseFloat(f[7], 64); err != nil {
 		return p, fmt.Errorf("phase row %q: max/mean end: %w", line, err)
 	}
@@ -90,6 +89,18 @@ func parseLoadRow(line string) (loadPhase, error) {
 		return p, fmt.Errorf("phase row %q: fewest: %w", line, err)
 	}
 	return p, nil
+}
+
+// phaseFields splits a row of the phase table bench/scalesim prints
+// (loadColumns; both simulations since issue 30) into its fields, the
+// phase's name two of them, a phase that did not converge reading "-" in
+// its two time columns.
+func phaseFields(line string) ([]string, error) {
+	f := strings.Fields(strings.Replace(line, "NOT CONVERGED", "-", 1))
+	if len(f) != len(loadColumns)+1 { // the phase's name is two words
+		return nil, fmt.Errorf("phase row %q: %d fields, want %d", line, len(f), len(loadColumns)+1)
+	}
+	return f, nil
 }
 
 // scaleLoadChart draws, per phase of the skewed scale simulation, the

@@ -283,8 +283,9 @@ func rate(x float64) float64 {
 // and lowers nobody's peak; the fleet's next moves (the busiest above the
 // tolerance) go to it first. A donor at saturatedLoad or more (by both
 // figures) gives to a receiver below it as if it were above the bound: a
-// fleet behind, every worker at its CPU, looks even by the mean. By count, they go on while the donor holds
-// at least two more leases than the receiver.
+// fleet behind, every worker at its CPU, looks even by the mean. By
+// count, they go on while the donor holds at least two more leases than
+// the receiver.
 //
 // The receiver is the least-loaded worker and the donor the busiest one
 // that can give (a donor that cannot is passed over for the rest of the
@@ -1255,8 +1256,9 @@ func (p *planner) move(maxMoves int) []move {
 		// shards' fitted costs both say so: one interval's noise in either
 		// does not move a lease. Or it is busy whatever the mean (both
 		// say so too), and the receiver is not.
-		over := d.load-d.inflation > hi
-		high := over || (d.load-d.inflation >= saturatedLoad && r.load < saturatedLoad)
+		costs := d.load - d.inflation
+		over := costs > hi
+		high := over || (costs >= saturatedLoad && r.load < saturatedLoad)
 		if p.in.byCount {
 			if d.load-r.load < 2 {
 				break
